@@ -1,0 +1,58 @@
+//! Dead letters: every record the pipeline cannot use, with why, where it came from and its
+//! raw bytes. Sources, the window operator and the scoring stage all emit them; the sink writes
+//! them to the dead-letter topic. Nothing is dropped silently.
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::{EventTime, SourcePosition};
+
+/// Why a record went to the dead-letter topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DeadLetterReason {
+    /// The bytes are not a JSON object (syntax error, truncated, invalid UTF-8, not an object).
+    Malformed,
+    /// A required field is absent or null.
+    MissingField,
+    /// A field has a value of the wrong type.
+    WrongType,
+    /// A number is infinite, NaN or out of the f64 range.
+    NonFinite,
+    /// The record's event time is behind the watermark by more than the allowed lateness.
+    Late,
+    /// Inference failed for the feature vector built from this record's window.
+    InferenceFailed,
+}
+
+impl DeadLetterReason {
+    /// Stable snake_case name, used in Kafka headers and JSON.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DeadLetterReason::Malformed => "malformed",
+            DeadLetterReason::MissingField => "missing_field",
+            DeadLetterReason::WrongType => "wrong_type",
+            DeadLetterReason::NonFinite => "non_finite",
+            DeadLetterReason::Late => "late",
+            DeadLetterReason::InferenceFailed => "inference_failed",
+        }
+    }
+}
+
+/// A record that could not be used.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// Why.
+    pub reason: DeadLetterReason,
+    /// Human-readable detail (the decoder's message, the watermark it was late against, ...).
+    pub error: String,
+    /// Source topic (or file path).
+    pub topic: String,
+    /// Partition and offset of the original record.
+    pub position: SourcePosition,
+    /// Timestamp of the original record: the Kafka message timestamp when there is one,
+    /// else its event time, else `None`.
+    pub timestamp: Option<EventTime>,
+    /// The original key bytes, if any.
+    pub key: Option<Vec<u8>>,
+    /// The original payload, byte for byte.
+    pub raw: Vec<u8>,
+}

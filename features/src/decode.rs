@@ -1,0 +1,252 @@
+//! JSON decoding of source payloads into typed [`Event`]s, driven by the job's
+//! [`RecordSchema`]. One pass over the bytes with a serde visitor: no intermediate
+//! `serde_json::Value`, no allocation for ordinary records. Every failure is classified into a
+//! [`DeadLetterReason`] so the source can route the record to the dead-letter topic.
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+
+use crate::dead_letter::DeadLetterReason;
+use crate::record::{Value, Values};
+use crate::schema::{FieldType, RecordSchema};
+use crate::vocab::{EventTime, Key};
+
+/// Why a payload could not be decoded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecodeError {
+    /// Classification for the dead-letter topic.
+    pub reason: DeadLetterReason,
+    /// Detail, naming the field when there is one.
+    pub message: String,
+}
+
+/// A successfully decoded payload: key, event time and all field values in slot order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decoded {
+    /// Value of the key field (i64 keys are rendered in decimal).
+    pub key: Key,
+    /// Value of the event-time field.
+    pub ts: EventTime,
+    /// All fields in schema slot order.
+    pub values: Values,
+}
+
+/// Decodes JSON objects according to a schema.
+#[derive(Clone, Debug)]
+pub struct JsonDecoder {
+    schema: RecordSchema,
+}
+
+impl JsonDecoder {
+    /// A decoder for records of `schema`.
+    pub fn new(schema: RecordSchema) -> Self {
+        JsonDecoder { schema }
+    }
+
+    /// The schema this decoder fills.
+    pub fn schema(&self) -> &RecordSchema {
+        &self.schema
+    }
+
+    /// Decodes one payload.
+    pub fn decode(&self, payload: &[u8]) -> Result<Decoded, DecodeError> {
+        let reason = Cell::new(None);
+        let mut values: Values = (0..self.schema.fields().len()).map(|_| Value::Missing).collect();
+        let mut de = serde_json::Deserializer::from_slice(payload);
+        let seed = ObjectSeed { schema: &self.schema, values: &mut values, reason: &reason };
+        let parsed = seed.deserialize(&mut de).and_then(|()| de.end());
+        if let Err(err) = parsed {
+            return Err(classify(&err, reason.get()));
+        }
+        self.finish(values)
+    }
+
+    fn finish(&self, values: Values) -> Result<Decoded, DecodeError> {
+        for (field, value) in self.schema.fields().iter().zip(values.iter()) {
+            if field.required && *value == Value::Missing {
+                return Err(DecodeError {
+                    reason: DeadLetterReason::MissingField,
+                    message: format!("required field `{}` is missing or null", field.name),
+                });
+            }
+        }
+        let key = match &values[self.schema.key_index()] {
+            Value::Str(s) => s.clone(),
+            Value::Num(x) => Key::from(format!("{}", *x as i64)),
+            other => {
+                return Err(DecodeError {
+                    reason: DeadLetterReason::WrongType,
+                    message: format!("key field has unexpected value {other:?}"),
+                })
+            }
+        };
+        let ts = match values[self.schema.event_time_index()] {
+            Value::Num(x) => x as EventTime,
+            _ => {
+                return Err(DecodeError {
+                    reason: DeadLetterReason::MissingField,
+                    message: "event-time field is missing".to_owned(),
+                })
+            }
+        };
+        Ok(Decoded { key, ts, values })
+    }
+}
+
+fn classify(err: &serde_json::Error, reason: Option<DeadLetterReason>) -> DecodeError {
+    let message = err.to_string();
+    let reason = reason.unwrap_or_else(|| {
+        if message.contains("number out of range") {
+            DeadLetterReason::NonFinite
+        } else {
+            DeadLetterReason::Malformed
+        }
+    });
+    DecodeError { reason, message }
+}
+
+/// Visits the top-level object and writes each declared field into its slot.
+struct ObjectSeed<'a> {
+    schema: &'a RecordSchema,
+    values: &'a mut Values,
+    reason: &'a Cell<Option<DeadLetterReason>>,
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        // Not an object at all, or a syntax error: both classify as malformed payloads.
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(name) = map.next_key::<FieldName<'de>>()? {
+            let slot = self.schema.fields().iter().position(|f| f.name == name.as_str());
+            match slot {
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+                Some(slot) => {
+                    let field = &self.schema.fields()[slot];
+                    let seed = FieldSeed { ty: field.ty, name: &field.name, reason: self.reason };
+                    self.values[slot] = map.next_value_seed(seed)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A field name, borrowed from the input when it has no escapes.
+enum FieldName<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl FieldName<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            FieldName::Borrowed(s) => s,
+            FieldName::Owned(s) => s,
+        }
+    }
+}
+
+impl<'de> de::Deserialize<'de> for FieldName<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NameVisitor;
+        impl<'de> Visitor<'de> for NameVisitor {
+            type Value = FieldName<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(FieldName::Borrowed(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(FieldName::Owned(v.to_owned()))
+            }
+        }
+        deserializer.deserialize_str(NameVisitor)
+    }
+}
+
+/// Decodes one field value according to its declared type.
+struct FieldSeed<'a> {
+    ty: FieldType,
+    name: &'a str,
+    reason: &'a Cell<Option<DeadLetterReason>>,
+}
+
+impl FieldSeed<'_> {
+    fn fail<E: de::Error>(&self, reason: DeadLetterReason, what: fmt::Arguments) -> E {
+        self.reason.set(Some(reason));
+        E::custom(format_args!("field `{}`: {what}", self.name))
+    }
+    fn wrong<E: de::Error>(&self, got: &str) -> E {
+        self.fail(DeadLetterReason::WrongType, format_args!("expected {:?}, got {got}", self.ty))
+    }
+    fn number<E: de::Error>(&self, x: f64) -> Result<Value, E> {
+        if !x.is_finite() {
+            return Err(self.fail(DeadLetterReason::NonFinite, format_args!("{x} is not finite")));
+        }
+        match self.ty {
+            FieldType::F64 => Ok(Value::Num(x)),
+            FieldType::I64 | FieldType::TimestampMs if x.fract() == 0.0 => Ok(Value::Num(x)),
+            FieldType::I64 | FieldType::TimestampMs => Err(self.wrong("a fractional number")),
+            _ => Err(self.wrong("a number")),
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldSeed<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a value of type {:?}", self.ty)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Missing)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        match self.ty {
+            FieldType::Bool => Ok(Value::Bool(v)),
+            _ => Err(self.wrong("a boolean")),
+        }
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.number(v as f64)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        self.number(v as f64)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        self.number(v)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        match self.ty {
+            FieldType::String => Ok(Value::Str(Key::from(v))),
+            _ => Err(self.wrong("a string")),
+        }
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _seq: A) -> Result<Value, A::Error> {
+        Err(self.wrong("an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _map: A) -> Result<Value, A::Error> {
+        Err(self.wrong("an object"))
+    }
+}

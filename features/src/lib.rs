@@ -1,0 +1,26 @@
+//! # weir-features
+//!
+//! The pure-Rust core of Weir's feature engine (no Timely, no Kafka, no ONNX): the shared
+//! vocabulary of the pipeline, the input schema and its JSON decoder, dead letters, window
+//! assignment, mergeable aggregates, keyed window state, and event-time watermarks.
+//!
+//! Pipeline position: the Kafka source decodes with [`decode`], tracks [`watermark`]s per
+//! partition; the window operator applies records to [`window_state::KeyedWindows`] and emits
+//! [`row::FeatureRow`]s; bad records become [`dead_letter::DeadLetter`]s.
+
+pub mod aggregate;
+pub mod dead_letter;
+pub mod decode;
+pub mod duration_ms;
+pub mod error;
+pub mod feature;
+pub mod predicate;
+pub mod record;
+pub mod row;
+pub mod schema;
+pub mod vocab;
+pub mod watermark;
+pub mod window;
+pub mod window_state;
+
+pub use error::{FeatureError, Result};

@@ -1,0 +1,133 @@
+//! Record schema: the typed fields a job declares for its input, which field is the key and
+//! which carries event time. Decoders (JSON today; Avro/Protobuf later) fill records shaped by it.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::error::{FeatureError, Result};
+
+/// The type of one input field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldType {
+    /// UTF-8 string. Usable as the key, in predicates and (later) distinct counts.
+    String,
+    /// 64-bit float; JSON integers are accepted. Non-finite values are rejected.
+    F64,
+    /// 64-bit integer, held as f64 for aggregation (exact up to 2^53).
+    I64,
+    /// Boolean.
+    Bool,
+    /// Event time as integer milliseconds since the Unix epoch.
+    TimestampMs,
+}
+
+/// A field declaration in a job file: either just a type (`amount = "f64"`) or a table
+/// (`amount = { type = "f64", required = false }`). Fields are required unless said otherwise.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum FieldDecl {
+    /// A required field of this type.
+    Type(FieldType),
+    /// A field with explicit options.
+    Full {
+        /// The field's type.
+        #[serde(rename = "type")]
+        ty: FieldType,
+        /// Whether a record without this field goes to the dead-letter topic.
+        #[serde(default = "yes")]
+        required: bool,
+    },
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl FieldDecl {
+    fn ty(&self) -> FieldType {
+        match self {
+            FieldDecl::Type(ty) | FieldDecl::Full { ty, .. } => *ty,
+        }
+    }
+    fn required(&self) -> bool {
+        match self {
+            FieldDecl::Type(_) => true,
+            FieldDecl::Full { required, .. } => *required,
+        }
+    }
+}
+
+/// One field of a compiled schema.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    /// Field name as it appears in the input.
+    pub name: String,
+    /// Declared type.
+    pub ty: FieldType,
+    /// Whether the field must be present and non-null.
+    pub required: bool,
+}
+
+/// A compiled record schema: fields in a fixed order (by name), with the key and the
+/// event-time field identified. Value slots in records follow `fields` order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordSchema {
+    fields: Vec<Field>,
+    key: usize,
+    event_time: usize,
+}
+
+impl RecordSchema {
+    /// Compiles declared fields; `key` must be a string or i64 field and `event_time` a
+    /// `timestamp_ms` field, both required.
+    pub fn new(fields: &BTreeMap<String, FieldDecl>, key: &str, event_time: &str) -> Result<Self> {
+        let fields: Vec<Field> = fields
+            .iter()
+            .map(|(name, decl)| Field { name: name.clone(), ty: decl.ty(), required: decl.required() })
+            .collect();
+        let find = |name: &str, role: &str| {
+            fields.iter().position(|f| f.name == name).ok_or_else(|| {
+                FeatureError::Schema(format!(
+                    "the {role} field `{name}` is not declared in [source.fields]; declare it, e.g. `{name} = \"string\"`"
+                ))
+            })
+        };
+        let key_idx = find(key, "key")?;
+        let time_idx = find(event_time, "event_time")?;
+        let key_field = &fields[key_idx];
+        if !matches!(key_field.ty, FieldType::String | FieldType::I64) || !key_field.required {
+            return Err(FeatureError::Schema(format!(
+                "the key field `{key}` must be a required \"string\" or \"i64\" field"
+            )));
+        }
+        let time_field = &fields[time_idx];
+        if time_field.ty != FieldType::TimestampMs || !time_field.required {
+            return Err(FeatureError::Schema(format!(
+                "the event_time field `{event_time}` must be a required \"timestamp_ms\" field"
+            )));
+        }
+        Ok(RecordSchema { fields, key: key_idx, event_time: time_idx })
+    }
+
+    /// All fields in slot order.
+    pub fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    /// Slot index of a field by name.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.fields.iter().position(|f| f.name == name)
+    }
+
+    /// Slot index of the key field.
+    pub fn key_index(&self) -> usize {
+        self.key
+    }
+
+    /// Slot index of the event-time field.
+    pub fn event_time_index(&self) -> usize {
+        self.event_time
+    }
+}

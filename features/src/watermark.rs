@@ -1,0 +1,215 @@
+//! Event-time progress (DESIGN.md §2): per-partition watermarks inside a source instance,
+//! the report each source instance sends once per tick, and the combination of all reports
+//! that a window instance fires on. Pure logic with an injected clock, so idleness is testable.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::{EventTime, Watermark};
+
+/// What a source instance says about its event-time progress at the end of a tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SourceProgress {
+    /// All records still to come are at or after this watermark (`Watermark::MAX` = finished).
+    Active(Watermark),
+    /// All partitions are idle (caught up and quiet): leave this source out of the minimum.
+    Idle,
+}
+
+/// One source instance's report for one tick, broadcast to every window instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatermarkReport {
+    /// Index of the reporting source instance (0..source parallelism).
+    pub source: u32,
+    /// Its progress.
+    pub progress: SourceProgress,
+}
+
+/// Watermark state of one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PartitionState {
+    max_event_time: Option<EventTime>,
+    last_record_ms: u64,
+    caught_up: bool,
+    finished: bool,
+}
+
+/// Per-partition watermarks of one source instance.
+#[derive(Clone, Debug)]
+pub struct PartitionWatermarks {
+    max_out_of_orderness_ms: i64,
+    idle_timeout_ms: u64,
+    partitions: BTreeMap<i32, PartitionState>,
+}
+
+impl PartitionWatermarks {
+    /// A tracker with the job's bounded out-of-orderness and idle timeout.
+    pub fn new(max_out_of_orderness_ms: i64, idle_timeout_ms: u64) -> Self {
+        PartitionWatermarks { max_out_of_orderness_ms, idle_timeout_ms, partitions: BTreeMap::new() }
+    }
+
+    /// Starts tracking `partition` at processing time `now_ms`.
+    pub fn assign(&mut self, partition: i32, now_ms: u64) {
+        self.partitions.insert(
+            partition,
+            PartitionState { max_event_time: None, last_record_ms: now_ms, caught_up: false, finished: false },
+        );
+    }
+
+    /// Records that `partition` delivered a record with event time `ts` at `now_ms`.
+    #[inline]
+    pub fn observe(&mut self, partition: i32, ts: EventTime, now_ms: u64) {
+        if let Some(p) = self.partitions.get_mut(&partition) {
+            p.max_event_time = Some(p.max_event_time.map_or(ts, |m| m.max(ts)));
+            p.last_record_ms = now_ms;
+        }
+    }
+
+    /// Records that a (bad) record arrived on `partition`: it proves the partition is not idle
+    /// without moving its event time.
+    pub fn touch(&mut self, partition: i32, now_ms: u64) {
+        if let Some(p) = self.partitions.get_mut(&partition) {
+            p.last_record_ms = now_ms;
+        }
+    }
+
+    /// Sets whether `partition` has consumed everything up to its high watermark.
+    pub fn set_caught_up(&mut self, partition: i32, caught_up: bool) {
+        if let Some(p) = self.partitions.get_mut(&partition) {
+            p.caught_up = caught_up;
+        }
+    }
+
+    /// Marks `partition` as finished (bounded input fully read): it no longer holds anything.
+    pub fn finish(&mut self, partition: i32) {
+        if let Some(p) = self.partitions.get_mut(&partition) {
+            p.finished = true;
+        }
+    }
+
+    /// Whether every assigned partition is finished (true for no partitions).
+    pub fn all_finished(&self) -> bool {
+        self.partitions.values().all(|p| p.finished)
+    }
+
+    /// The watermark of one partition (`Watermark::MIN` before its first record).
+    pub fn partition_watermark(&self, partition: i32) -> Option<Watermark> {
+        self.partitions.get(&partition).map(|p| self.watermark_of(p))
+    }
+
+    fn watermark_of(&self, p: &PartitionState) -> Watermark {
+        if p.finished {
+            return Watermark::MAX;
+        }
+        p.max_event_time
+            .map_or(Watermark::MIN, |m| Watermark::bounded_out_of_orderness(m, self.max_out_of_orderness_ms))
+    }
+
+    fn is_idle(&self, p: &PartitionState, now_ms: u64) -> bool {
+        !p.finished && p.caught_up && now_ms.saturating_sub(p.last_record_ms) >= self.idle_timeout_ms
+    }
+
+    /// This instance's progress at `now_ms`: the minimum over non-idle partitions, `Idle` when
+    /// every unfinished partition is idle, `Active(MAX)` when all are finished.
+    pub fn progress(&self, now_ms: u64) -> SourceProgress {
+        if self.all_finished() {
+            return SourceProgress::Active(Watermark::MAX);
+        }
+        self.partitions
+            .values()
+            .filter(|p| !self.is_idle(p, now_ms))
+            .map(|p| self.watermark_of(p))
+            .min()
+            .map_or(SourceProgress::Idle, SourceProgress::Active)
+    }
+}
+
+/// Combines the latest report of every source instance into the operator's watermark.
+///
+/// Before every source has reported, the watermark is `MIN`. Idle sources are left out; when
+/// all are idle the watermark holds. The result never goes backwards.
+#[derive(Clone, Debug)]
+pub struct WatermarkCombiner {
+    latest: Vec<Option<SourceProgress>>,
+    current: Watermark,
+}
+
+impl WatermarkCombiner {
+    /// A combiner for `sources` source instances.
+    pub fn new(sources: usize) -> Self {
+        WatermarkCombiner { latest: vec![None; sources], current: Watermark::MIN }
+    }
+
+    /// Takes a report into account (reports from unknown instances are ignored).
+    pub fn observe(&mut self, report: &WatermarkReport) {
+        if let Some(slot) = self.latest.get_mut(report.source as usize) {
+            *slot = Some(report.progress);
+        }
+    }
+
+    /// The watermark after all reports observed so far.
+    pub fn watermark(&mut self) -> Watermark {
+        if self.latest.iter().any(Option::is_none) {
+            return self.current;
+        }
+        let active = self.latest.iter().filter_map(|p| match p {
+            Some(SourceProgress::Active(w)) => Some(*w),
+            _ => None,
+        });
+        if let Some(min) = active.min() {
+            self.current = self.current.max(min);
+        }
+        self.current
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lagging_partition_holds_the_watermark_and_idle_one_does_not() {
+        let mut w = PartitionWatermarks::new(1_000, 5_000);
+        w.assign(0, 0);
+        w.assign(1, 0);
+        w.observe(0, 10_000, 100);
+        // Partition 1 has seen nothing and is not caught up: holds at MIN.
+        assert_eq!(w.progress(10_000), SourceProgress::Active(Watermark::MIN));
+        // Caught up but not yet quiet for the idle timeout: still holds.
+        w.set_caught_up(1, true);
+        assert_eq!(w.progress(4_000), SourceProgress::Active(Watermark::MIN));
+        // Quiet for the timeout and caught up: idle, left out.
+        assert_eq!(w.progress(5_000), SourceProgress::Active(Watermark(9_000)));
+        // Lagging again: counts again, however long it was quiet.
+        w.set_caught_up(1, false);
+        assert_eq!(w.progress(60_000), SourceProgress::Active(Watermark::MIN));
+    }
+
+    #[test]
+    fn finished_partitions_release_and_all_idle_is_idle() {
+        let mut w = PartitionWatermarks::new(0, 10);
+        w.assign(3, 0);
+        w.set_caught_up(3, true);
+        assert_eq!(w.progress(20), SourceProgress::Idle);
+        w.finish(3);
+        assert_eq!(w.progress(20), SourceProgress::Active(Watermark::MAX));
+    }
+
+    #[test]
+    fn combiner_waits_for_all_sources_ignores_idle_and_is_monotonic() {
+        let mut c = WatermarkCombiner::new(2);
+        let report = |source, progress| WatermarkReport { source, progress };
+        c.observe(&report(0, SourceProgress::Active(Watermark(50))));
+        assert_eq!(c.watermark(), Watermark::MIN);
+        c.observe(&report(1, SourceProgress::Active(Watermark(20))));
+        assert_eq!(c.watermark(), Watermark(20));
+        c.observe(&report(1, SourceProgress::Idle));
+        assert_eq!(c.watermark(), Watermark(50));
+        c.observe(&report(1, SourceProgress::Active(Watermark(10))));
+        assert_eq!(c.watermark(), Watermark(50), "never goes backwards");
+        c.observe(&report(0, SourceProgress::Idle));
+        c.observe(&report(1, SourceProgress::Idle));
+        assert_eq!(c.watermark(), Watermark(50), "all idle holds");
+    }
+}

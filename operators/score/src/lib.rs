@@ -1,0 +1,27 @@
+//! Weir's scoring stage: ONNX models scored on micro-batches of feature rows.
+//!
+//! Pipeline position: `... → window_features → **score** → kafka_sink`. This crate
+//! holds everything the score operator needs below Timely:
+//!
+//! | step | module | what |
+//! |------|--------|------|
+//! | 1 | [`runtime`] | find and load `libonnxruntime.so` once per process |
+//! | 2 | [`manifest`] | parse and check `manifest.json` |
+//! | 3 | [`preprocess`] | defaults for missing values, scaling, into an `f32` buffer |
+//! | 4 | [`session`] | validate model vs manifest vs job, warm up, score batches |
+//!
+//! Errors are one [`ScoreError`] enum; see `docs/MODEL_MANIFEST.md` for the model
+//! directory format.
+
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod manifest;
+pub mod preprocess;
+pub mod runtime;
+pub mod session;
+
+pub use error::{Result, ScoreError};
+pub use manifest::ModelManifest;
+pub use runtime::{init_onnx_runtime, onnx_environment};
+pub use session::{BatchStats, ModelSession, SessionOptions};

@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# Local Kafka-protocol broker (tansu) for development and tests.
+#
+#   scripts/broker.sh start                         start (no-op when already up), wait until ready
+#   scripts/broker.sh stop                          stop the broker this checkout started
+#   scripts/broker.sh restart
+#   scripts/broker.sh status                        exit 0 when a broker answers on the port
+#   scripts/broker.sh create-topic NAME [PARTITIONS] create NAME (default 1 partition) if absent
+#   scripts/broker.sh delete-topic NAME             delete NAME if present
+#   scripts/broker.sh list-topics                   print "name partitions" per topic
+#   scripts/broker.sh reset                         stop and delete all broker data
+#
+# Listens on and advertises 127.0.0.1:$WEIR_BROKER_PORT (default 9092); librdkafka
+# clients reconnect to the advertised address, so both must be the same.
+# Data (SQLite via tansu's libsql engine) persists in <repo>/.cache/broker/
+# across restarts; the log is <repo>/.cache/broker/tansu.log.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BROKER_DIR="$REPO_ROOT/.cache/broker"
+PID_FILE="$BROKER_DIR/tansu.pid"
+LOG_FILE="$BROKER_DIR/tansu.log"
+PORT="${WEIR_BROKER_PORT:-9092}"
+HOST="127.0.0.1"
+BROKER_URL="tcp://$HOST:$PORT"
+READY_TIMEOUT_S="${WEIR_BROKER_READY_TIMEOUT:-60}"
+
+TANSU_VERSION="0.6.0"
+WEIR_MACHINE_CACHE="${WEIR_MACHINE_CACHE:-$HOME/.cache/weir}"
+TANSU_BIN="${WEIR_TANSU_BIN:-$WEIR_MACHINE_CACHE/tansu-$TANSU_VERSION/bin/tansu}"
+
+log() { printf '[broker] %s\n' "$*"; }
+die() { printf '[broker] ERROR: %s\n' "$*" >&2; exit 1; }
+
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+require_tansu() {
+    [[ -x "$TANSU_BIN" ]] || die "tansu not found at $TANSU_BIN; run scripts/setup.sh first"
+}
+
+# Runs the tansu CLI from the broker dir with a clean environment for the
+# settings tansu also reads from env / a .env file (LISTENER_URL, ...), so a
+# stray .env or exported variable cannot redirect it.
+tansu() {
+    (cd "$BROKER_DIR" && env -u LISTENER_URL -u ADVERTISED_LISTENER_URL -u STORAGE_ENGINE \
+        -u CLUSTER_ID -u SCHEMA_REGISTRY "$TANSU_BIN" "$@")
+}
+
+# Pid of the broker this checkout started, if it is still running.
+our_pid() {
+    [[ -f "$PID_FILE" ]] || return 1
+    local pid
+    pid="$(cat "$PID_FILE")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    # Guard against pid reuse: the process must be our tansu binary.
+    [[ -r "/proc/$pid/cmdline" ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "tansu" || return 1
+    printf '%s\n' "$pid"
+}
+
+port_open() { (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; }
+
+# A Kafka Metadata request round-trip (tansu topic list) succeeds.
+broker_answers() { tansu topic list --broker "$BROKER_URL" >/dev/null 2>&1; }
+
+log_tail() {
+    [[ -f "$LOG_FILE" ]] || return 0
+    printf '[broker] --- last lines of %s ---\n' "$LOG_FILE" >&2
+    tail -n 30 "$LOG_FILE" >&2
+}
+
+wait_ready() {
+    local pid="$1" deadline=$((SECONDS + READY_TIMEOUT_S))
+    while ((SECONDS < deadline)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            log_tail
+            die "tansu (pid $pid) exited during startup"
+        fi
+        if broker_answers; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    log_tail
+    die "broker not ready on $HOST:$PORT after ${READY_TIMEOUT_S}s (pid $pid still running)"
+}
+
+cmd_start() {
+    require_tansu
+    mkdir -p "$BROKER_DIR"
+    local pid
+    if pid="$(our_pid)"; then
+        wait_ready "$pid"
+        log "already running (pid $pid) on $HOST:$PORT"
+        return
+    fi
+    rm -f "$PID_FILE"
+    if port_open; then
+        # Another checkout (or a manually started broker) owns the port. Use it
+        # when it speaks Kafka; we will not stop what we did not start.
+        broker_answers || die "port $PORT is in use by something that is not a Kafka broker; set WEIR_BROKER_PORT"
+        log "a broker not started by this checkout already serves $HOST:$PORT; using it"
+        return
+    fi
+    log "starting tansu $TANSU_VERSION on $HOST:$PORT (data: $BROKER_DIR, log: $LOG_FILE)"
+    {
+        printf '\n=== %s start: %s broker --listener-url %s --advertised-listener-url %s --storage-engine sqlite://tansu.db\n' \
+            "$(date -Is)" "$TANSU_BIN" "$BROKER_URL" "$BROKER_URL"
+    } >>"$LOG_FILE"
+    # setsid: the broker outlives this script and is not hit by the caller's
+    # Ctrl-C; RUST_LOG keeps the log small unless overridden.
+    (
+        cd "$BROKER_DIR"
+        RUST_LOG="${WEIR_BROKER_LOG:-warn}" exec setsid env -u LISTENER_URL -u ADVERTISED_LISTENER_URL \
+            -u STORAGE_ENGINE -u CLUSTER_ID -u SCHEMA_REGISTRY \
+            "$TANSU_BIN" broker \
+            --cluster-id weir \
+            --listener-url "$BROKER_URL" \
+            --advertised-listener-url "$BROKER_URL" \
+            --storage-engine "sqlite://tansu.db" \
+            </dev/null >>"$LOG_FILE" 2>&1
+    ) &
+    pid=$!
+    printf '%s\n' "$pid" >"$PID_FILE"
+    local start=$SECONDS
+    wait_ready "$pid"
+    log "ready (pid $pid) in $((SECONDS - start))s"
+}
+
+cmd_stop() {
+    local pid
+    if ! pid="$(our_pid)"; then
+        rm -f "$PID_FILE"
+        if port_open; then
+            log "not started by this checkout; leaving the broker on $HOST:$PORT alone"
+        else
+            log "not running"
+        fi
+        return
+    fi
+    log "stopping (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    local i
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "still running after 10s; sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    fi
+    rm -f "$PID_FILE"
+    log "stopped"
+}
+
+cmd_status() {
+    local pid
+    if pid="$(our_pid)"; then
+        if broker_answers; then
+            log "running (pid $pid) on $HOST:$PORT"
+            return 0
+        fi
+        log "process $pid is up but not answering on $HOST:$PORT"
+        return 1
+    fi
+    if port_open && [[ -x "$TANSU_BIN" ]] && broker_answers; then
+        log "running on $HOST:$PORT (not started by this checkout)"
+        return 0
+    fi
+    log "not running"
+    return 1
+}
+
+# Prints "name partitions" for every topic, from a Metadata request.
+topic_table() {
+    local json
+    json="$(tansu topic list --broker "$BROKER_URL")" || die "cannot list topics (is the broker running? scripts/broker.sh start)"
+    python3 -c '
+import json, sys
+for t in json.loads(sys.argv[1]):
+    print(t.get("name"), len(t.get("partitions") or []))
+' "$json"
+}
+
+topic_partitions() { topic_table | awk -v n="$1" '$1 == n { print $2 }'; }
+
+cmd_create_topic() {
+    local name="${1:-}" partitions="${2:-1}"
+    [[ -n "$name" ]] || die "usage: broker.sh create-topic NAME [PARTITIONS]"
+    [[ "$partitions" =~ ^[1-9][0-9]*$ ]] || die "PARTITIONS must be a positive integer, got '$partitions'"
+    require_tansu
+    local existing
+    existing="$(topic_partitions "$name")"
+    if [[ -n "$existing" ]]; then
+        if [[ "$existing" != "$partitions" ]]; then
+            log "topic $name already exists with $existing partitions (asked for $partitions); leaving it"
+        else
+            log "topic $name already exists ($existing partitions)"
+        fi
+        return
+    fi
+    tansu topic create --broker "$BROKER_URL" --partitions "$partitions" "$name" >/dev/null \
+        || die "creating topic $name failed"
+    existing="$(topic_partitions "$name")"
+    [[ "$existing" == "$partitions" ]] || die "topic $name has '$existing' partitions after create, expected $partitions"
+    log "created topic $name ($partitions partitions)"
+}
+
+cmd_delete_topic() {
+    local name="${1:-}"
+    [[ -n "$name" ]] || die "usage: broker.sh delete-topic NAME"
+    require_tansu
+    if [[ -z "$(topic_partitions "$name")" ]]; then
+        log "topic $name does not exist"
+        return
+    fi
+    tansu topic delete --broker "$BROKER_URL" "$name" >/dev/null || die "deleting topic $name failed"
+    log "deleted topic $name"
+}
+
+cmd_reset() {
+    cmd_stop
+    log "deleting broker data in $BROKER_DIR"
+    rm -f "$BROKER_DIR"/tansu.db "$BROKER_DIR"/tansu.db-*
+}
+
+main() {
+    local cmd="${1:-}"
+    (($#)) && shift
+    case "$cmd" in
+        start) cmd_start ;;
+        stop) cmd_stop ;;
+        restart) cmd_stop; cmd_start ;;
+        status) cmd_status ;;
+        create-topic) cmd_create_topic "$@" ;;
+        delete-topic) cmd_delete_topic "$@" ;;
+        list-topics) require_tansu; topic_table ;;
+        reset) cmd_reset ;;
+        -h | --help | help) usage ;;
+        *) usage >&2; exit 2 ;;
+    esac
+}
+
+main "$@"

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The project's single test command (CI runs it through .ci/run).
+#
+#   scripts/test.sh [CARGO_TEST_ARGS...]
+#
+# 1. scripts/setup.sh (fast when everything is already installed)
+# 2. starts the local broker unless one is already up (and stops it on exit
+#    only if this script started it)
+# 3. cargo fmt --check, cargo clippy -D warnings, cargo test, with
+#    WEIR_TEST_BROKERS pointing at the broker
+#
+# All three checks run even when an earlier one fails, so one run shows every
+# problem; the exit status is non-zero if any failed. Extra arguments go to
+# `cargo test` (e.g. `scripts/test.sh -p weir-kafka -- --nocapture`).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO_ROOT"
+
+# Non-login shells (CI) may not have rustup's bin dir on PATH.
+if [[ -d "$HOME/.cargo/bin" && ":$PATH:" != *":$HOME/.cargo/bin:"* ]]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+export WEIR_BROKER_PORT="${WEIR_BROKER_PORT:-9092}"
+export WEIR_TEST_BROKERS="${WEIR_TEST_BROKERS:-127.0.0.1:$WEIR_BROKER_PORT}"
+# weir finds the library by walking up from its executable / cwd anyway; the
+# explicit path also covers test binaries run from other directories.
+export WEIR_ORT_LIB="${WEIR_ORT_LIB:-$REPO_ROOT/.cache/onnxruntime/libonnxruntime.so}"
+# Colour codes make CI logs hard to read.
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+started_broker=0
+cleanup() {
+    if ((started_broker)); then
+        step "stopping the broker started by this run"
+        bash scripts/broker.sh stop || true
+    fi
+}
+trap cleanup EXIT
+
+failed=()
+summary=()
+
+# run NAME CMD... : runs a check, records its result and duration.
+run() {
+    local name="$1" start=$SECONDS rc=0
+    shift
+    step "$name: $*"
+    "$@" || rc=$?
+    if ((rc == 0)); then
+        summary+=("ok    $name ($((SECONDS - start))s)")
+    else
+        summary+=("FAIL  $name ($((SECONDS - start))s, exit $rc)")
+        failed+=("$name")
+    fi
+}
+
+main() {
+    local t0=$SECONDS
+    step "setup"
+    bash scripts/setup.sh
+
+    step "broker"
+    if bash scripts/broker.sh status >/dev/null 2>&1; then
+        echo "[test] broker already running on $WEIR_TEST_BROKERS; leaving it running"
+    else
+        started_broker=1
+        bash scripts/broker.sh start
+    fi
+
+    run fmt cargo fmt --all --check
+    run clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
+    run test cargo test --workspace --quiet "$@"
+
+    step "summary ($((SECONDS - t0))s total)"
+    printf '  %s\n' "${summary[@]}"
+    if ((${#failed[@]})); then
+        echo "[test] FAILED: ${failed[*]}"
+        return 1
+    fi
+    echo "[test] all checks passed"
+}
+
+main "$@"
