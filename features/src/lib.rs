@@ -12,6 +12,7 @@ pub mod aggregate;
 pub mod dead_letter;
 pub mod decode;
 pub mod duration_ms;
+pub mod encode;
 pub mod error;
 pub mod feature;
 pub mod predicate;

@@ -29,3 +29,41 @@ pub struct FeatureRow {
     /// Wall-clock time the window fired (Unix ns), set by the operator; 0 in pure code.
     pub fired_at_ns: u64,
 }
+
+/// Model identity attached to every score.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelTag {
+    /// Model name from its manifest.
+    pub name: String,
+    /// Model version from its manifest.
+    pub version: String,
+}
+
+/// A feature row with its score (or the reason it has none).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScoredRow {
+    /// The scored window.
+    pub row: FeatureRow,
+    /// The model that scored it.
+    pub model: ModelTag,
+    /// The score; `None` when inference failed.
+    pub score: Option<f64>,
+    /// Why inference failed, when it did.
+    pub error: Option<String>,
+    /// Wall-clock time of inference, Unix milliseconds.
+    pub inference_ts_ms: i64,
+}
+
+/// The deterministic id of a score: `xxh3_64(key, window_end, model_version)` in hex. Replays
+/// and restores produce the same id, so consumers can deduplicate at-least-once output.
+pub fn score_id(key: &str, window_end: EventTime, model_version: &str) -> String {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::with_seed(SCORE_ID_SEED);
+    hasher.update(&(key.len() as u64).to_le_bytes());
+    hasher.update(key.as_bytes());
+    hasher.update(&window_end.to_le_bytes());
+    hasher.update(model_version.as_bytes());
+    format!("{:016x}", hasher.digest())
+}
+
+/// Fixed seed of score ids. Changing it changes every id: never do.
+const SCORE_ID_SEED: u64 = 0x5745_4952_5343_0001; // "WEIRSC" + format 1

@@ -1,1 +1,14 @@
-//! placeholder
+//! # weir
+//!
+//! The `weir` binary's library: job files ([`config`]), the pipeline wiring ([`pipeline`]),
+//! running a job and its summary ([`run`]), batch feature computation over files
+//! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
+
+pub mod config;
+pub mod features_cmd;
+pub mod gen;
+pub mod pipeline;
+pub mod run;
+
+pub use config::{CompiledJob, JobFile};
+pub use run::{run_job, RunSummary};

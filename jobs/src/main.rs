@@ -1,1 +1,141 @@
-fn main() {}
+//! `weir`: run a streaming ML job, generate events, compute features over files, manage topics.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use weir::config::JobFile;
+
+#[derive(Parser, Debug)]
+#[command(name = "weir", version, about = "Kafka → event-time window features → ONNX scores → Kafka")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a job file.
+    Run(RunArgs),
+    /// Generate a deterministic clickstream to Kafka or a JSON Lines file.
+    Gen(weir::gen::GenArgs),
+    /// Compute a job's features over a JSON Lines file (training sets, replays).
+    Features(FeaturesArgs),
+    /// Create the topics a job needs.
+    Topics(TopicsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// The job file (TOML).
+    job: PathBuf,
+    /// Timely worker threads (overrides [runtime] workers).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Per-stage parallelism, e.g. `source=2,window=4,score=1,sink=1`.
+    #[arg(long)]
+    parallelism: Option<String>,
+    /// Stop at the end offsets seen at start and flush all windows.
+    #[arg(long)]
+    bounded: bool,
+    /// Kafka bootstrap servers (overrides [kafka] bootstrap.servers).
+    #[arg(long)]
+    brokers: Option<String>,
+    /// Path of libonnxruntime.so (default: WEIR_ORT_LIB, then .cache/onnxruntime/ above the binary or cwd).
+    #[arg(long)]
+    ort_lib: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct FeaturesArgs {
+    /// The job file whose features to compute.
+    job: PathBuf,
+    /// JSON Lines input (one event per line).
+    #[arg(long)]
+    input: PathBuf,
+    /// JSON Lines output (one row per key and window).
+    #[arg(long)]
+    output: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+struct TopicsArgs {
+    /// The job file whose source, score and dead-letter topics to create.
+    job: PathBuf,
+    /// Partitions of the source topic (outputs get the same count).
+    #[arg(long, default_value_t = 4)]
+    partitions: i32,
+    /// Kafka bootstrap servers (overrides [kafka] bootstrap.servers).
+    #[arg(long)]
+    brokers: Option<String>,
+}
+
+fn load_job(path: &PathBuf, brokers: Option<&String>) -> Result<JobFile> {
+    let mut job = JobFile::load(path)?;
+    if let Some(brokers) = brokers {
+        job.kafka.insert("bootstrap.servers".to_owned(), brokers.clone());
+    }
+    Ok(job)
+}
+
+fn run(args: RunArgs) -> Result<()> {
+    let mut job = load_job(&args.job, args.brokers.as_ref())?;
+    if let Some(workers) = args.workers {
+        job.runtime.workers = workers;
+    }
+    if let Some(flags) = &args.parallelism {
+        job.override_parallelism(flags)?;
+    }
+    if args.bounded {
+        job.source.bounded = true;
+    }
+    let job = job.compile()?;
+    let library = weir_score::init_onnx_runtime(args.ort_lib.as_deref())?;
+    tracing::info!(library = %library.display(), "ONNX Runtime loaded");
+    let stop = Arc::new(AtomicBool::new(false));
+    let on_signal = stop.clone();
+    ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed)).context("cannot install the Ctrl-C handler")?;
+    let summary = weir::run_job(job, stop)?;
+    println!("{}", summary.render());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,librdkafka=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Gen(args) => weir::gen::run(&args).map(|_| ()),
+        Command::Features(args) => load_job(&args.job, None).and_then(JobFile::compile).and_then(|job| {
+            let summary = weir::features_cmd::compute_features(&job, &args.input, &args.output)?;
+            eprintln!(
+                "{} lines, {} undecodable, {} late, {} rows written to {}",
+                summary.lines, summary.bad, summary.late, summary.rows, args.output.display()
+            );
+            Ok(())
+        }),
+        Command::Topics(args) => load_job(&args.job, args.brokers.as_ref()).and_then(|job| {
+            for topic in [&job.source.topic, &job.sink.topic, &job.sink.dead_letter_topic] {
+                weir_kafka::admin::ensure_topic(&job.kafka, topic, args.partitions)?;
+                println!("topic {topic} ready");
+            }
+            Ok(())
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

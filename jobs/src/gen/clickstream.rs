@@ -68,7 +68,11 @@ impl ClickstreamConfig {
             "malformed fraction must be in [0, 1], got {}",
             self.malformed_fraction
         );
-        ensure!(self.max_disorder_ms <= 1 << 40, "max disorder {} ms is absurd", self.max_disorder_ms);
+        ensure!(
+            self.max_disorder_ms <= 1 << 40,
+            "max disorder {} ms is absurd",
+            self.max_disorder_ms
+        );
         Ok(())
     }
 }
@@ -146,9 +150,19 @@ impl Iterator for Clickstream {
 
         if s.bernoulli(self.config.malformed_fraction) {
             let kind = MalformedKind::ALL[s.below(MalformedKind::ALL.len() as u64) as usize];
-            let event_type = if s.bernoulli(0.5) { EventType::Click } else { EventType::View };
+            let event_type = if s.bernoulli(0.5) {
+                EventType::Click
+            } else {
+                EventType::View
+            };
             let dwell_ms = round_to(s.lognormal(user.dwell_mean_ms(), DWELL_SIGMA), 10.0);
-            let fields = Fields { user: &key, ts, event_type, dwell_ms, amount: None };
+            let fields = Fields {
+                user: &key,
+                ts,
+                event_type,
+                dwell_ms,
+                amount: None,
+            };
             let payload = encode_malformed(kind, &fields, s);
             return Some(GeneratedEvent {
                 key,
@@ -170,7 +184,13 @@ impl Iterator for Clickstream {
         let amount = (event_type == EventType::Purchase)
             .then(|| round_to(s.lognormal(AMOUNT_MEAN, AMOUNT_SIGMA), 100.0).max(0.01));
         user.observe(event_type, dwell_ms, true_ms);
-        let payload = encode(&Fields { user: &key, ts, event_type, dwell_ms, amount });
+        let payload = encode(&Fields {
+            user: &key,
+            ts,
+            event_type,
+            dwell_ms,
+            amount,
+        });
         Some(GeneratedEvent {
             key,
             payload,

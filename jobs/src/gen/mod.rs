@@ -20,9 +20,9 @@ pub mod clickstream;
 mod payload;
 mod rng;
 mod sink;
-pub mod truth;
 #[cfg(test)]
 mod tests;
+pub mod truth;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -173,7 +173,10 @@ impl fmt::Display for GenSummary {
 /// Runs `weir gen`: generates, writes, flushes, prints and returns the summary.
 pub fn run(args: &GenArgs) -> Result<GenSummary> {
     if let Some(rate) = args.rate {
-        ensure!(rate.is_finite() && rate > 0.0, "--rate must be a positive number, got {rate}");
+        ensure!(
+            rate.is_finite() && rate > 0.0,
+            "--rate must be a positive number, got {rate}"
+        );
     }
     let stream = Clickstream::new(args.clickstream_config()).context("invalid generator flags")?;
     let mut sink: Box<dyn EventSink> = match (&args.out, &args.topic, &args.brokers) {

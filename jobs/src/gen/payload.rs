@@ -80,7 +80,11 @@ pub(crate) fn encode(f: &Fields<'_>) -> Vec<u8> {
 }
 
 /// Encodes `f` corrupted as `kind`.
-pub(crate) fn encode_malformed(kind: MalformedKind, f: &Fields<'_>, sampler: &mut Sampler) -> Vec<u8> {
+pub(crate) fn encode_malformed(
+    kind: MalformedKind,
+    f: &Fields<'_>,
+    sampler: &mut Sampler,
+) -> Vec<u8> {
     let (user, ts, ty, dwell) = (f.user, f.ts, f.event_type.as_str(), f.dwell_ms);
     match kind {
         MalformedKind::TruncatedJson => {

@@ -44,7 +44,9 @@ impl Sampler {
         for chunk in key.chunks_exact_mut(8) {
             chunk.copy_from_slice(&splitmix64(&mut state).to_le_bytes());
         }
-        Self { rng: ChaCha8Rng::from_seed(key) }
+        Self {
+            rng: ChaCha8Rng::from_seed(key),
+        }
     }
 
     /// Uniform in `[0, 1)`.

@@ -37,9 +37,13 @@ impl JsonlSink {
         let inner: Box<dyn Write> = if path.as_os_str() == "-" {
             Box::new(io::stdout().lock())
         } else {
-            Box::new(File::create(path).with_context(|| format!("cannot create {}", path.display()))?)
+            Box::new(
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+            )
         };
-        Ok(Self { out: BufWriter::with_capacity(1 << 20, inner) })
+        Ok(Self {
+            out: BufWriter::with_capacity(1 << 20, inner),
+        })
     }
 }
 
@@ -83,7 +87,12 @@ impl DeliveryTracker {
         if failed == 0 {
             return Ok(());
         }
-        let first = self.first_error.lock().ok().and_then(|e| e.clone()).unwrap_or_default();
+        let first = self
+            .first_error
+            .lock()
+            .ok()
+            .and_then(|e| e.clone())
+            .unwrap_or_default();
         bail!("{failed} record(s) could not be delivered to Kafka; first error: {first}")
     }
 }
@@ -92,6 +101,7 @@ impl DeliveryTracker {
 pub(crate) struct KafkaSink {
     producer: BaseProducer<DeliveryTracker>,
     topic: String,
+    brokers: String,
     sent: u64,
 }
 
@@ -113,13 +123,20 @@ impl KafkaSink {
         let producer = config
             .create_with_context(DeliveryTracker::default())
             .with_context(|| format!("cannot create a Kafka producer for {brokers}"))?;
-        Ok(Self { producer, topic: topic.to_owned(), sent: 0 })
+        Ok(Self {
+            producer,
+            topic: topic.to_owned(),
+            brokers: brokers.to_owned(),
+            sent: 0,
+        })
     }
 }
 
 impl EventSink for KafkaSink {
     fn send(&mut self, event: &GeneratedEvent) -> Result<()> {
-        let mut record = BaseRecord::to(&self.topic).key(&event.key).payload(&event.payload);
+        let mut record = BaseRecord::to(&self.topic)
+            .key(&event.key)
+            .payload(&event.payload);
         loop {
             match self.producer.send(record) {
                 Ok(()) => break,
@@ -133,9 +150,12 @@ impl EventSink for KafkaSink {
             }
         }
         self.sent += 1;
-        if self.sent % 1024 == 0 {
+        if self.sent.is_multiple_of(1024) {
             self.producer.poll(Duration::ZERO);
-            self.producer.context().check()?;
+            self.producer
+                .context()
+                .check()
+                .with_context(|| self.hint())?;
         }
         Ok(())
     }
@@ -144,6 +164,15 @@ impl EventSink for KafkaSink {
         self.producer
             .flush(Duration::from_secs(60))
             .with_context(|| format!("flushing {} records to topic {}", self.sent, self.topic))?;
-        self.producer.context().check()
+        self.producer.context().check().with_context(|| self.hint())
+    }
+}
+
+impl KafkaSink {
+    fn hint(&self) -> String {
+        format!(
+            "producing to topic `{}` at {} (is the broker reachable and does the topic exist?)",
+            self.topic, self.brokers
+        )
     }
 }

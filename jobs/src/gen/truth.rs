@@ -25,7 +25,7 @@ pub const EWMA_ALPHA: f64 = 0.2;
 /// The dwell mean a user starts with before its first event.
 pub const EWMA_START_MS: f64 = 3000.0;
 /// Purchase logit intercept.
-pub const A: f64 = -6.2;
+pub const A: f64 = -5.7;
 /// Purchase logit weight per recent click.
 pub const B: f64 = 0.45;
 /// Purchase logit weight per second of mean dwell above 3 s.
@@ -75,17 +75,20 @@ pub(crate) struct UserState {
 impl UserState {
     /// A user that has not acted yet.
     pub(crate) fn new(engagement: f64) -> Self {
-        Self { engagement, recent_clicks: VecDeque::new(), ewma_dwell_ms: EWMA_START_MS }
-    }
-
-    /// The user's fixed engagement in `[0, 1)`.
-    pub(crate) fn engagement(&self) -> f64 {
-        self.engagement
+        Self {
+            engagement,
+            recent_clicks: VecDeque::new(),
+            ewma_dwell_ms: EWMA_START_MS,
+        }
     }
 
     /// Probability that the user's event at true time `now_ms` is a purchase.
     pub(crate) fn purchase_probability(&mut self, now_ms: i64) -> f64 {
-        while self.recent_clicks.front().is_some_and(|&t| t <= now_ms - CLICK_WINDOW_MS) {
+        while self
+            .recent_clicks
+            .front()
+            .is_some_and(|&t| t <= now_ms - CLICK_WINDOW_MS)
+        {
             self.recent_clicks.pop_front();
         }
         let clicks = self.recent_clicks.len().min(CLICK_CAP) as f64;

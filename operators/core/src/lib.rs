@@ -1,1 +1,13 @@
-//! placeholder
+//! # weir-operators
+//!
+//! Weir's Timely Dataflow operators between the edges: where each stage's instances run
+//! ([`placement`]), the keyed window-feature operator ([`window_features`]) and the job's
+//! shared counters ([`metrics`]). Kafka (`weir-kafka`) and ONNX scoring (`weir-score`) live
+//! in their own crates so this one builds and tests without native dependencies.
+
+pub mod metrics;
+pub mod placement;
+pub mod window_features;
+
+pub use placement::{Placement, StageParallelism};
+pub use window_features::{WindowConfig, WindowFeatures, WindowStreams};

@@ -1,1 +1,16 @@
-//! placeholder
+//! # weir-kafka
+//!
+//! The Kafka edge of a Weir job, and the only crate that links librdkafka: the partition-
+//! assigned source with per-partition watermarks ([`source`]), the score and dead-letter sinks
+//! ([`sink`]) and topic administration ([`admin`]). Only standard Kafka protocol features are
+//! used, so jobs run unchanged against Apache Kafka, Redpanda or tansu.
+
+pub mod admin;
+pub mod error;
+pub mod properties;
+pub mod sink;
+pub mod source;
+
+pub use error::{KafkaEdgeError, Result};
+pub use sink::{KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig};
+pub use source::{kafka_source, KafkaSourceConfig, SourceStreams, StartFrom};

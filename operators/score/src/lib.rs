@@ -17,6 +17,7 @@
 
 pub mod error;
 pub mod manifest;
+pub mod operator;
 pub mod preprocess;
 pub mod runtime;
 pub mod session;

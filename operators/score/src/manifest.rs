@@ -162,7 +162,9 @@ impl ModelManifest {
             ));
         }
         let manifest: Self = serde_json::from_str(json).map_err(parse_err)?;
-        manifest.validate().map_err(|problem| invalid(path, problem))?;
+        manifest
+            .validate()
+            .map_err(|problem| invalid(path, problem))?;
         Ok(manifest)
     }
 
@@ -285,7 +287,9 @@ impl Baseline {
             ));
         }
         if let Some(bad) = edges.iter().find(|e| !e.is_finite()) {
-            return Err(format!("baseline.bin_edges contains {bad}; edges must be finite"));
+            return Err(format!(
+                "baseline.bin_edges contains {bad}; edges must be finite"
+            ));
         }
         if let Some(i) = edges.windows(2).position(|w| w[0] >= w[1]) {
             return Err(format!(

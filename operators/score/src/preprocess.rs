@@ -133,7 +133,14 @@ mod tests {
     fn defaults_then_scale_row_major() {
         let p = Preprocessor::new(&[
             feature("a", 1.0, None),
-            feature("b", 4.0, Some(Scale { mean: 2.0, std: 0.5 })),
+            feature(
+                "b",
+                4.0,
+                Some(Scale {
+                    mean: 2.0,
+                    std: 0.5,
+                }),
+            ),
         ]);
         let mut out = Vec::new();
         let used = p.fill(&[f64::NAN, 3.0, 5.0, f64::NAN], &mut out);

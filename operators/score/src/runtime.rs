@@ -152,7 +152,8 @@ pub fn find_library(explicit: Option<&Path>) -> Result<PathBuf> {
 
 fn existing(path: PathBuf, origin: &'static str) -> Result<PathBuf> {
     if path.is_file() {
-        Ok(path)
+        // Report (and load) an absolute path even when given a relative one.
+        Ok(std::path::absolute(&path).unwrap_or(path))
     } else {
         Err(ScoreError::RuntimePathMissing { origin, path })
     }

@@ -168,8 +168,8 @@ impl ModelSession {
             context: format!("scoring {n_rows} rows with model `{name}` version `{version}`"),
             source,
         };
-        let tensor =
-            TensorRef::from_array_view(([n_rows, width], self.input.as_slice())).map_err(ort_err)?;
+        let tensor = TensorRef::from_array_view(([n_rows, width], self.input.as_slice()))
+            .map_err(ort_err)?;
         let outputs = self
             .session
             .run_with_options(ort::inputs![tensor], &self.run_options)
@@ -314,12 +314,25 @@ fn float_tensor_shape<'a>(
             ..
         } => Ok(shape),
         ValueType::Tensor { ty, .. } => Err(format!(
-            "{role} `{name}` has element type {ty} but manifest.json says float32; \
-             re-export the model with a float32 {role}"
+            "{role} `{name}` has element type {} but manifest.json says float32; \
+             re-export the model with a float32 {role}",
+            onnx_type_name(*ty)
         )),
         other => Err(format!(
             "{role} `{name}` is a {other:?}, not a tensor (for skl2onnx classifiers pass \
              options={{'zipmap': False}})"
         )),
+    }
+}
+
+/// ONNX's spelling of common element types (ort's `Display` says `f64`, `i64`, ...).
+fn onnx_type_name(ty: TensorElementType) -> String {
+    match ty {
+        TensorElementType::Float64 => "float64".into(),
+        TensorElementType::Float16 => "float16".into(),
+        TensorElementType::Int64 => "int64".into(),
+        TensorElementType::Int32 => "int32".into(),
+        TensorElementType::String => "string".into(),
+        other => other.to_string(),
     }
 }

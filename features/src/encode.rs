@@ -1,0 +1,55 @@
+//! JSON encodings of what leaves the pipeline: score records (the sink's payload) and the
+//! re-encoding of a decoded event (the payload of a `late` dead letter, whose original bytes
+//! the window operator no longer holds; its source position points at the original).
+
+use serde_json::{json, Map, Value as Json};
+
+use crate::record::{Event, Value};
+use crate::row::{score_id, ScoredRow};
+use crate::schema::RecordSchema;
+
+fn number(x: f64) -> Json {
+    serde_json::Number::from_f64(x).map_or(Json::Null, Json::Number)
+}
+
+/// The JSON object of a decoded event, fields in schema order (missing fields omitted).
+pub fn event_json(schema: &RecordSchema, event: &Event) -> Vec<u8> {
+    let mut object = Map::new();
+    for (field, value) in schema.fields().iter().zip(event.values.iter()) {
+        let value = match value {
+            Value::Missing => continue,
+            Value::Num(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => Json::from(*x as i64),
+            Value::Num(x) => number(*x),
+            Value::Str(s) => Json::from(s.as_str()),
+            Value::Bool(b) => Json::from(*b),
+        };
+        object.insert(field.name.clone(), value);
+    }
+    serde_json::to_vec(&Json::Object(object)).unwrap_or_default()
+}
+
+/// The score record written to the output topic (see docs/ARCHITECTURE.md, "Score records").
+pub fn score_json(scored: &ScoredRow, feature_names: &[String], source_topic: &str) -> Vec<u8> {
+    let row = &scored.row;
+    let features: Map<String, Json> =
+        feature_names.iter().cloned().zip(row.values.iter().map(|x| number(*x))).collect();
+    let record = json!({
+        "score_id": score_id(&row.key, row.window_end, &scored.model.version),
+        "key": row.key.as_str(),
+        "window_start": row.window_start,
+        "window_end": row.window_end,
+        "revision": row.revision,
+        "features": features,
+        "score": scored.score.map(number),
+        "error": scored.error,
+        "model": { "name": scored.model.name, "version": scored.model.version },
+        "inference_ts": scored.inference_ts_ms,
+        "source": {
+            "topic": source_topic,
+            "first": { "partition": row.first.partition, "offset": row.first.offset },
+            "last": { "partition": row.last.partition, "offset": row.last.offset },
+            "records": row.records,
+        },
+    });
+    serde_json::to_vec(&record).unwrap_or_default()
+}

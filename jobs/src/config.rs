@@ -1,0 +1,269 @@
+//! Job files (TOML): the whole description of a job — runtime shape, per-stage parallelism,
+//! Kafka properties, source schema, watermarks, window, features, model and sinks — parsed
+//! with serde (unknown fields are errors) and validated into the pieces the pipeline needs.
+//! See docs/JOB_FILE.md for every field.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use weir_features::duration_ms;
+use weir_features::feature::{FeatureSet, FeatureSpec};
+use weir_features::schema::{FieldDecl, RecordSchema};
+use weir_features::vocab::DEFAULT_KEY_GROUPS;
+use weir_features::window::WindowSpec;
+use weir_kafka::StartFrom;
+use weir_operators::StageParallelism;
+
+/// A parsed job file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    /// Job name (used in logs and as the default consumer group).
+    pub name: String,
+    /// Process shape and timing.
+    #[serde(default)]
+    pub runtime: RuntimeSection,
+    /// Per-stage parallelism; absent stages run on every worker.
+    #[serde(default)]
+    pub parallelism: ParallelismSection,
+    /// librdkafka properties shared by every Kafka client of the job.
+    #[serde(default)]
+    pub kafka: BTreeMap<String, String>,
+    /// The input.
+    pub source: SourceSection,
+    /// Event-time progress.
+    #[serde(default)]
+    pub watermark: WatermarkSection,
+    /// The window all features are computed over.
+    pub window: WindowSpec,
+    /// Features in model input order.
+    pub features: Vec<FeatureSpec>,
+    /// The model.
+    pub model: ModelSection,
+    /// Outputs.
+    pub sink: SinkSection,
+    /// Directory of the job file (model paths are relative to it); set by [`JobFile::load`].
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// `[runtime]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeSection {
+    /// Timely worker threads in this process.
+    pub workers: usize,
+    /// Processing-time tick.
+    #[serde(with = "duration_ms")]
+    pub tick: i64,
+    /// Number of key groups (fixed for the life of a job).
+    pub key_groups: u32,
+}
+
+impl Default for RuntimeSection {
+    fn default() -> Self {
+        RuntimeSection { workers: 1, tick: 100, key_groups: DEFAULT_KEY_GROUPS }
+    }
+}
+
+/// `[parallelism]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelismSection {
+    /// Source instances.
+    pub source: Option<usize>,
+    /// Window instances.
+    pub window: Option<usize>,
+    /// Score instances.
+    pub score: Option<usize>,
+    /// Sink instances.
+    pub sink: Option<usize>,
+}
+
+/// `[source]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSection {
+    /// Topic to read.
+    pub topic: String,
+    /// Where to start without a checkpoint.
+    #[serde(default = "earliest")]
+    pub start: StartFrom,
+    /// Stop at the end offsets seen at start, flushing all windows.
+    #[serde(default)]
+    pub bounded: bool,
+    /// Field holding the key.
+    pub key: String,
+    /// Field holding the event time (integer ms since the Unix epoch).
+    pub event_time: String,
+    /// Records read per source activation at most.
+    #[serde(default = "default_max_batch")]
+    pub max_batch: usize,
+    /// Declared fields: `name = "type"` or `name = { type = "...", required = false }`.
+    pub fields: BTreeMap<String, FieldDecl>,
+    /// Consumer-only librdkafka properties, on top of `[kafka]`.
+    #[serde(default)]
+    pub kafka: BTreeMap<String, String>,
+}
+
+fn earliest() -> StartFrom {
+    StartFrom::Earliest
+}
+
+fn default_max_batch() -> usize {
+    4096
+}
+
+/// `[watermark]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatermarkSection {
+    /// Bounded out-of-orderness of event time per partition.
+    #[serde(with = "duration_ms")]
+    pub max_out_of_orderness: i64,
+    /// A caught-up partition quiet for this long stops holding the watermark.
+    #[serde(with = "duration_ms")]
+    pub idle_timeout: i64,
+    /// Records this far behind the watermark still update (and re-emit) their window.
+    #[serde(with = "duration_ms")]
+    pub allowed_lateness: i64,
+}
+
+impl Default for WatermarkSection {
+    fn default() -> Self {
+        WatermarkSection { max_out_of_orderness: 5_000, idle_timeout: 30_000, allowed_lateness: 0 }
+    }
+}
+
+/// `[model]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// Model directory (`model.onnx` + `manifest.json`), relative to the job file.
+    pub path: PathBuf,
+    /// Rows per inference call at most.
+    #[serde(default = "default_batch_rows")]
+    pub max_batch_rows: usize,
+    /// ONNX Runtime intra-op threads per score instance.
+    #[serde(default = "one")]
+    pub intra_threads: usize,
+    /// Synthetic batches run before the first record.
+    #[serde(default = "default_warmup")]
+    pub warmup_batches: usize,
+}
+
+fn default_batch_rows() -> usize {
+    256
+}
+fn one() -> usize {
+    1
+}
+fn default_warmup() -> usize {
+    2
+}
+
+/// `[sink]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkSection {
+    /// Topic for score records.
+    pub topic: String,
+    /// Topic for dead letters.
+    pub dead_letter_topic: String,
+    /// Producer-only librdkafka properties, on top of `[kafka]`.
+    #[serde(default)]
+    pub kafka: BTreeMap<String, String>,
+}
+
+/// A job file checked and compiled into what the pipeline runs.
+#[derive(Clone, Debug)]
+pub struct CompiledJob {
+    /// The job file.
+    pub file: JobFile,
+    /// Input schema.
+    pub schema: RecordSchema,
+    /// Features.
+    pub features: FeatureSet,
+    /// Per-stage parallelism.
+    pub parallelism: StageParallelism,
+}
+
+impl JobFile {
+    /// Reads and parses a job file.
+    pub fn load(path: &Path) -> Result<JobFile> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read job file {}", path.display()))?;
+        let mut job: JobFile = toml::from_str(&text).with_context(|| format!("invalid job file {}", path.display()))?;
+        job.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(job)
+    }
+
+    /// The model directory, resolved against the job file's directory.
+    pub fn model_dir(&self) -> PathBuf {
+        self.base_dir.join(&self.model.path)
+    }
+
+    /// Applies `--parallelism source=2,window=4,...`.
+    pub fn override_parallelism(&mut self, flags: &str) -> Result<()> {
+        for item in flags.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (stage, value) = item
+                .split_once('=')
+                .with_context(|| format!("--parallelism item `{item}` must look like stage=n"))?;
+            let n: usize = value.trim().parse().with_context(|| format!("--parallelism {stage}: `{value}` is not a number"))?;
+            let slot = match stage.trim() {
+                "source" => &mut self.parallelism.source,
+                "window" => &mut self.parallelism.window,
+                "score" => &mut self.parallelism.score,
+                "sink" => &mut self.parallelism.sink,
+                other => bail!("--parallelism: unknown stage `{other}` (stages: source, window, score, sink)"),
+            };
+            *slot = Some(n);
+        }
+        Ok(())
+    }
+
+    /// Checks every section and compiles schema and features.
+    pub fn compile(self) -> Result<CompiledJob> {
+        let runtime = &self.runtime;
+        if runtime.workers == 0 {
+            bail!("[runtime] workers must be at least 1");
+        }
+        if runtime.tick <= 0 {
+            bail!("[runtime] tick must be positive, e.g. \"100ms\"");
+        }
+        if runtime.key_groups == 0 {
+            bail!("[runtime] key_groups must be at least 1 (default {DEFAULT_KEY_GROUPS})");
+        }
+        let workers = runtime.workers;
+        let p = &self.parallelism;
+        let parallelism = StageParallelism {
+            source: p.source.unwrap_or(workers),
+            window: p.window.unwrap_or(workers),
+            score: p.score.unwrap_or(workers),
+            sink: p.sink.unwrap_or(workers),
+        };
+        parallelism.validate(workers).map_err(anyhow::Error::msg)?;
+        let w = &self.watermark;
+        if w.max_out_of_orderness < 0 || w.idle_timeout <= 0 || w.allowed_lateness < 0 {
+            bail!("[watermark] durations must be non-negative and idle_timeout positive");
+        }
+        if self.source.max_batch == 0 {
+            bail!("[source] max_batch must be at least 1");
+        }
+        if self.model.max_batch_rows == 0 {
+            bail!("[model] max_batch_rows must be at least 1");
+        }
+        if self.kafka.get("bootstrap.servers").is_none()
+            && self.source.kafka.get("bootstrap.servers").is_none()
+        {
+            bail!("[kafka] needs \"bootstrap.servers\" = \"host:port\" (or pass --brokers)");
+        }
+        self.window.validate().context("[window]")?;
+        let schema = RecordSchema::new(&self.source.fields, &self.source.key, &self.source.event_time)
+            .context("[source]")?;
+        let features = FeatureSet::compile(&self.features, &schema).context("[[features]]")?;
+        Ok(CompiledJob { file: self, schema, features, parallelism })
+    }
+}

@@ -1,0 +1,145 @@
+//! Running a job: preflight checks on the calling thread (ONNX Runtime, model against the job,
+//! topics), then the Timely computation with one dataflow per worker, then the run summary.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use rdkafka::consumer::BaseConsumer;
+
+use weir_features::dead_letter::DeadLetterReason;
+use weir_features::vocab::Tick;
+use weir_kafka::admin::partition_count;
+use weir_kafka::properties::client_config;
+use weir_operators::metrics::JobMetrics;
+use weir_operators::Placement;
+use weir_score::{ModelSession, SessionOptions};
+
+use crate::config::CompiledJob;
+use crate::pipeline::{self, JobPlan};
+
+/// What a run did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSummary {
+    /// Records read (good and bad).
+    pub records_in: u64,
+    /// Records decoded into events.
+    pub events_in: u64,
+    /// Windows fired.
+    pub windows_fired: u64,
+    /// Successful scores.
+    pub scores: u64,
+    /// Failed inferences.
+    pub inference_errors: u64,
+    /// Score records acknowledged by Kafka.
+    pub scores_delivered: u64,
+    /// Dead letters by reason.
+    pub dead_letters: Vec<(DeadLetterReason, u64)>,
+    /// Dead letters acknowledged by Kafka.
+    pub dead_letters_delivered: u64,
+    /// Records that could not be delivered.
+    pub delivery_failures: u64,
+    /// Window close → score acknowledged latency, median, µs.
+    pub latency_p50_us: Option<u64>,
+    /// Window close → score acknowledged latency, 99th percentile, µs.
+    pub latency_p99_us: Option<u64>,
+    /// Wall-clock duration of the run.
+    pub elapsed: Duration,
+}
+
+impl RunSummary {
+    /// Total dead letters.
+    pub fn dead_letters_total(&self) -> u64 {
+        self.dead_letters.iter().map(|(_, n)| n).sum()
+    }
+
+    /// Human-readable summary lines.
+    pub fn render(&self) -> String {
+        let ms = |us: Option<u64>| us.map_or("n/a".to_owned(), |us| format!("{:.2} ms", us as f64 / 1000.0));
+        let reasons: Vec<String> = self.dead_letters.iter().map(|(r, n)| format!("{}={n}", r.as_str())).collect();
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        format!(
+            "events in:       {} ({} records read, {:.0} records/s)\n\
+             windows scored:  {} ({} inference errors, {} delivered)\n\
+             dead letters:    {} [{}] ({} delivered)\n\
+             latency p50/p99: {} / {} (window close → score acknowledged)\n\
+             elapsed:         {:.2} s{}",
+            self.events_in,
+            self.records_in,
+            self.records_in as f64 / secs,
+            self.scores,
+            self.inference_errors,
+            self.scores_delivered,
+            self.dead_letters_total(),
+            reasons.join(", "),
+            self.dead_letters_delivered,
+            ms(self.latency_p50_us),
+            ms(self.latency_p99_us),
+            secs,
+            if self.delivery_failures > 0 { format!("\nDELIVERY FAILURES: {}", self.delivery_failures) } else { String::new() },
+        )
+    }
+}
+
+/// Runs a compiled job to completion (bounded) or until `stop` is set.
+pub fn run_job(job: CompiledJob, stop: Arc<AtomicBool>) -> Result<RunSummary> {
+    preflight(&job)?;
+    let workers = job.file.runtime.workers;
+    let metrics = Arc::new(JobMetrics::default());
+    let plan = JobPlan { job, placement: Placement::new(workers, 1), metrics: metrics.clone(), stop };
+    let started = Instant::now();
+    let guards = timely::execute(timely::Config::process(workers), move |worker| {
+        let plan = plan.clone();
+        let built = worker.dataflow::<Tick, _, _>(|scope| pipeline::build(scope, &plan));
+        if let Err(error) = built {
+            // Preflight makes this rare; a worker that cannot build would stall its peers.
+            panic!("worker {} could not build the dataflow: {error:#}", worker.index());
+        }
+        while worker.step_or_park(Some(Duration::from_millis(20))) {}
+    })
+    .map_err(|e| anyhow!("cannot start Timely workers: {e}"))?;
+    for result in guards.join() {
+        result.map_err(|e| anyhow!("a worker failed: {e}"))?;
+    }
+    let summary = summarize(&metrics, started.elapsed());
+    if summary.delivery_failures > 0 {
+        return Err(anyhow!("{} records could not be delivered to Kafka\n{}", summary.delivery_failures, summary.render()));
+    }
+    Ok(summary)
+}
+
+fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
+    RunSummary {
+        records_in: JobMetrics::get(&m.records_in),
+        events_in: JobMetrics::get(&m.events_in),
+        windows_fired: JobMetrics::get(&m.windows_fired),
+        scores: JobMetrics::get(&m.scores),
+        inference_errors: JobMetrics::get(&m.inference_errors),
+        scores_delivered: JobMetrics::get(&m.scores_delivered),
+        dead_letters: m.dead_letters_by_reason(),
+        dead_letters_delivered: JobMetrics::get(&m.dead_letters_delivered),
+        delivery_failures: JobMetrics::get(&m.delivery_failures),
+        latency_p50_us: m.latency_quantile_us(0.5),
+        latency_p99_us: m.latency_quantile_us(0.99),
+        elapsed,
+    }
+}
+
+/// Fails fast, with a clear message, on anything that would stop workers from building.
+fn preflight(job: &CompiledJob) -> Result<()> {
+    let file = &job.file;
+    let model_dir = file.model_dir();
+    let check = SessionOptions { intra_threads: 1, warmup_batches: 0, max_batch_rows: file.model.max_batch_rows };
+    ModelSession::load(&model_dir, &job.features.names(), &check)
+        .with_context(|| format!("model {} does not fit job `{}`", model_dir.display(), file.name))?;
+    let mut properties = file.kafka.clone();
+    properties.extend(file.source.kafka.clone());
+    let consumer: BaseConsumer = client_config(&properties, &[]).create().context("cannot create a Kafka client")?;
+    let brokers = properties.get("bootstrap.servers").cloned().unwrap_or_default();
+    for topic in [&file.source.topic, &file.sink.topic, &file.sink.dead_letter_topic] {
+        partition_count(&consumer, topic)
+            .map_err(|e| anyhow!("topic `{topic}` is not available on {brokers}: {e}; create it (weir topics create {topic} --partitions N)"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! Job-wide counters and the window-close → score-delivered latency histogram, shared by all
+//! workers of a process. The run summary reads them; the Prometheus endpoint (later) will too.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use hdrhistogram::Histogram;
+
+use weir_features::dead_letter::DeadLetterReason;
+
+/// Counters of one job run in this process.
+#[derive(Debug, Default)]
+pub struct JobMetrics {
+    /// Records read from the source (good and bad).
+    pub records_in: AtomicU64,
+    /// Records decoded into events.
+    pub events_in: AtomicU64,
+    /// Windows fired (feature rows emitted, revisions included).
+    pub windows_fired: AtomicU64,
+    /// Scores produced (successful inferences).
+    pub scores: AtomicU64,
+    /// Inferences that failed (score records with an error field).
+    pub inference_errors: AtomicU64,
+    /// Missing feature values replaced by the manifest's defaults.
+    pub defaults_used: AtomicU64,
+    /// Score records acknowledged by the sink.
+    pub scores_delivered: AtomicU64,
+    /// Dead letters acknowledged by the dead-letter sink.
+    pub dead_letters_delivered: AtomicU64,
+    /// Records the sinks failed to deliver (a non-zero value fails the run).
+    pub delivery_failures: AtomicU64,
+    dead_letters: [AtomicU64; 6],
+    latency_us: Mutex<Option<Histogram<u64>>>,
+}
+
+fn reason_index(reason: DeadLetterReason) -> usize {
+    match reason {
+        DeadLetterReason::Malformed => 0,
+        DeadLetterReason::MissingField => 1,
+        DeadLetterReason::WrongType => 2,
+        DeadLetterReason::NonFinite => 3,
+        DeadLetterReason::Late => 4,
+        DeadLetterReason::InferenceFailed => 5,
+    }
+}
+
+const REASONS: [DeadLetterReason; 6] = [
+    DeadLetterReason::Malformed,
+    DeadLetterReason::MissingField,
+    DeadLetterReason::WrongType,
+    DeadLetterReason::NonFinite,
+    DeadLetterReason::Late,
+    DeadLetterReason::InferenceFailed,
+];
+
+impl JobMetrics {
+    /// Adds `n` to a counter.
+    #[inline]
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Reads a counter.
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    /// Counts a dead letter by reason.
+    pub fn dead_letter(&self, reason: DeadLetterReason) {
+        self.dead_letters[reason_index(reason)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Dead letters produced so far, by reason (non-zero only).
+    pub fn dead_letters_by_reason(&self) -> Vec<(DeadLetterReason, u64)> {
+        REASONS
+            .iter()
+            .map(|r| (*r, self.dead_letters[reason_index(*r)].load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
+    /// Total dead letters produced.
+    pub fn dead_letters_total(&self) -> u64 {
+        self.dead_letters.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Records one window-close → delivered latency, in microseconds.
+    pub fn record_latency_us(&self, micros: u64) {
+        if let Ok(mut histogram) = self.latency_us.lock() {
+            let histogram = histogram.get_or_insert_with(|| {
+                Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant figures is valid"))
+            });
+            histogram.saturating_record(micros);
+        }
+    }
+
+    /// The `q`-quantile (0..=1) of recorded latencies in microseconds, if any were recorded.
+    pub fn latency_quantile_us(&self, q: f64) -> Option<u64> {
+        let histogram = self.latency_us.lock().ok()?;
+        let histogram = histogram.as_ref().filter(|h| !h.is_empty())?;
+        Some(histogram.value_at_quantile(q.clamp(0.0, 1.0)))
+    }
+}

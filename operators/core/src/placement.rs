@@ -1,0 +1,112 @@
+//! Where operator instances run (DESIGN.md §4). Every operator exists on every Timely worker;
+//! a stage with parallelism `p` runs its `p` instances on chosen workers, spread across
+//! processes first, and exchange routes send each record to its instance's worker.
+
+use serde::{Deserialize, Serialize};
+
+use weir_features::vocab::KeyGroup;
+
+/// The shape of a Timely computation: `processes × threads_per_process` workers, numbered
+/// process-major (worker = process * threads + thread), as Timely numbers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    processes: usize,
+    threads: usize,
+}
+
+impl Placement {
+    /// A placement for `peers` workers over `processes` processes (`peers % processes == 0`).
+    pub fn new(peers: usize, processes: usize) -> Placement {
+        let processes = processes.max(1);
+        Placement { processes, threads: (peers / processes).max(1) }
+    }
+
+    /// Total number of workers.
+    pub fn workers(&self) -> usize {
+        self.processes * self.threads
+    }
+
+    /// The worker that hosts instance `instance` of a stage (`instance < workers()`):
+    /// instance i goes to process `i % processes`, thread `i / processes`.
+    pub fn worker_of(&self, instance: usize) -> usize {
+        let process = instance % self.processes;
+        let thread = (instance / self.processes) % self.threads;
+        process * self.threads + thread
+    }
+
+    /// The instance of a stage with parallelism `parallelism` hosted by `worker`, if any.
+    pub fn instance_on(&self, worker: usize, parallelism: usize) -> Option<usize> {
+        let process = worker / self.threads;
+        let thread = worker % self.threads;
+        let instance = thread * self.processes + process;
+        (instance < parallelism).then_some(instance)
+    }
+}
+
+/// The instance of a keyed stage that owns `key_group`: contiguous key-group ranges
+/// (`[i*G/p, (i+1)*G/p)`), so an instance's state is one range for checkpoints.
+pub fn instance_for_key_group(key_group: KeyGroup, key_groups: u32, parallelism: usize) -> usize {
+    ((u64::from(key_group.0) * parallelism as u64) / u64::from(key_groups.max(1))) as usize
+}
+
+/// Per-stage parallelism of a job (DESIGN.md §4). Each value is `1..=workers`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageParallelism {
+    /// Kafka (or file) source instances.
+    pub source: usize,
+    /// Keyed window-feature instances.
+    pub window: usize,
+    /// Scoring instances.
+    pub score: usize,
+    /// Sink instances.
+    pub sink: usize,
+}
+
+impl StageParallelism {
+    /// Every stage on every worker.
+    pub fn uniform(workers: usize) -> Self {
+        StageParallelism { source: workers, window: workers, score: workers, sink: workers }
+    }
+
+    /// Checks `1 <= p <= workers` for each stage, naming the offending stage.
+    pub fn validate(&self, workers: usize) -> Result<(), String> {
+        for (stage, p) in [("source", self.source), ("window", self.window), ("score", self.score), ("sink", self.sink)] {
+            if p == 0 || p > workers {
+                return Err(format!(
+                    "parallelism {stage}={p} is invalid: it must be between 1 and the number of workers ({workers})"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instances_spread_over_processes_and_invert() {
+        let placement = Placement::new(6, 2);
+        let workers: Vec<usize> = (0..6).map(|i| placement.worker_of(i)).collect();
+        assert_eq!(workers, vec![0, 3, 1, 4, 2, 5]);
+        for p in 1..=6 {
+            for i in 0..p {
+                assert_eq!(placement.instance_on(placement.worker_of(i), p), Some(i));
+            }
+            let hosting = (0..6).filter(|w| placement.instance_on(*w, p).is_some()).count();
+            assert_eq!(hosting, p);
+        }
+    }
+
+    #[test]
+    fn key_group_ranges_are_contiguous_and_cover_all_instances() {
+        let mut last = 0;
+        for kg in 0..4096 {
+            let i = instance_for_key_group(KeyGroup(kg), 4096, 3);
+            assert!(i >= last && i < 3);
+            last = i;
+        }
+        assert_eq!(last, 2);
+    }
+}

@@ -1,0 +1,182 @@
+//! The keyed window-feature operator (DESIGN.md §2–3): records exchanged by key group to
+//! their window instance, watermark reports broadcast from every source instance. When a tick
+//! is complete on both inputs, its records are applied in order, its reports folded into the
+//! combined watermark, and every window the watermark passed fires one feature row per key.
+//! Records behind the watermark by more than the allowed lateness become `late` dead letters.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::vec::Broadcast;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::Stream;
+
+use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
+use weir_features::encode::event_json;
+use weir_features::feature::FeatureSet;
+use weir_features::record::Event;
+use weir_features::row::FeatureRow;
+use weir_features::schema::RecordSchema;
+use weir_features::vocab::Tick;
+use weir_features::watermark::{WatermarkCombiner, WatermarkReport};
+use weir_features::window::WindowSpec;
+use weir_features::window_state::{Applied, KeyedWindows};
+
+use crate::metrics::JobMetrics;
+use crate::placement::{instance_for_key_group, Placement};
+
+/// Everything a window instance needs to know.
+#[derive(Clone, Debug)]
+pub struct WindowConfig {
+    /// The window definition.
+    pub spec: WindowSpec,
+    /// Compiled features, in model input order.
+    pub features: FeatureSet,
+    /// Input schema (to re-encode late records for the dead-letter topic).
+    pub schema: RecordSchema,
+    /// How far behind the watermark a record may be and still update its window.
+    pub allowed_lateness_ms: i64,
+    /// Number of key groups of the job.
+    pub key_groups: u32,
+    /// Number of window instances.
+    pub parallelism: usize,
+    /// Number of source instances whose reports make up the watermark.
+    pub sources: usize,
+    /// Worker layout.
+    pub placement: Placement,
+    /// Name of the source (topic or file), for dead letters.
+    pub source_name: String,
+    /// Counters.
+    pub metrics: Arc<JobMetrics>,
+}
+
+/// The output streams of the window stage.
+pub struct WindowStreams<'scope> {
+    /// One row per fired (key, window, revision).
+    pub rows: Stream<'scope, Tick, Vec<FeatureRow>>,
+    /// Late records.
+    pub late: Stream<'scope, Tick, Vec<DeadLetter>>,
+}
+
+/// Extension trait: `events.window_features(reports, config)`.
+pub trait WindowFeatures<'scope> {
+    /// Computes the job's window features per key; see the module docs.
+    fn window_features(self, reports: Stream<'scope, Tick, Vec<WatermarkReport>>, config: WindowConfig) -> WindowStreams<'scope>;
+}
+
+/// Records and reports of one tick, with the capabilities to emit at it.
+struct TickStash {
+    rows_cap: Capability<Tick>,
+    late_cap: Capability<Tick>,
+    events: Vec<Vec<Event>>,
+    reports: Vec<WatermarkReport>,
+}
+
+impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
+    fn window_features(self, reports: Stream<'scope, Tick, Vec<WatermarkReport>>, config: WindowConfig) -> WindowStreams<'scope> {
+        let mut builder = OperatorBuilder::new("WindowFeatures".to_owned(), self.scope());
+        let (key_groups, parallelism, placement) = (config.key_groups, config.parallelism, config.placement);
+        let route = move |event: &Event| {
+            placement.worker_of(instance_for_key_group(event.key_group, key_groups, parallelism)) as u64
+        };
+        let mut events_in = builder.new_input(self, Exchange::new(route));
+        let mut reports_in = builder.new_input(reports.broadcast(), Pipeline);
+        let (rows_out, rows) = builder.new_output::<Vec<FeatureRow>>();
+        let (late_out, late) = builder.new_output::<Vec<DeadLetter>>();
+        let mut rows_out = OutputBuilder::<_, timely::container::CapacityContainerBuilder<Vec<FeatureRow>>>::from(rows_out);
+        let mut late_out = OutputBuilder::<_, timely::container::CapacityContainerBuilder<Vec<DeadLetter>>>::from(late_out);
+
+        builder.build(move |initial_capabilities| {
+            drop(initial_capabilities);
+            let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
+            let mut state = KeyedWindows::new(config.spec.clone(), config.allowed_lateness_ms);
+            let mut combiner = WatermarkCombiner::new(config.sources);
+            move |frontiers| {
+                events_in.for_each(|cap, data| {
+                    if let Some(entry) = stash_entry(&mut stash, &cap) {
+                        entry.events.push(std::mem::take(data));
+                    }
+                });
+                reports_in.for_each(|cap, data| {
+                    if let Some(entry) = stash_entry(&mut stash, &cap) {
+                        entry.reports.append(data);
+                    }
+                });
+                let mut rows_handle = rows_out.activate();
+                let mut late_handle = late_out.activate();
+                while let Some((&tick, _)) = stash.first_key_value() {
+                    if frontiers.iter().any(|f| f.less_equal(&tick)) {
+                        break;
+                    }
+                    let Some(mut ready) = stash.remove(&tick) else { break };
+                    let mut late = Vec::new();
+                    let watermark = combiner.watermark();
+                    for batch in ready.events.drain(..) {
+                        for event in &batch {
+                            if let Applied::Late { watermark } = state.apply(&config.features, event, watermark) {
+                                config.metrics.dead_letter(DeadLetterReason::Late);
+                                late.push(late_letter(&config, event, watermark.0));
+                            }
+                        }
+                    }
+                    for report in &ready.reports {
+                        combiner.observe(report);
+                    }
+                    let fired_at_ns = unix_nanos();
+                    let mut fired = Vec::new();
+                    state.fire(&config.features, combiner.watermark(), |mut row| {
+                        row.fired_at_ns = fired_at_ns;
+                        fired.push(row);
+                    });
+                    JobMetrics::add(&config.metrics.windows_fired, fired.len() as u64);
+                    if !fired.is_empty() {
+                        rows_handle.session(&ready.rows_cap).give_container(&mut fired);
+                    }
+                    if !late.is_empty() {
+                        late_handle.session(&ready.late_cap).give_container(&mut late);
+                    }
+                }
+            }
+        });
+        WindowStreams { rows, late }
+    }
+}
+
+fn stash_entry<'a>(
+    stash: &'a mut BTreeMap<Tick, TickStash>,
+    cap: &timely::dataflow::operators::InputCapability<Tick>,
+) -> Option<&'a mut TickStash> {
+    let tick = *cap.least()?;
+    match stash.entry(tick) {
+        std::collections::btree_map::Entry::Occupied(entry) => Some(entry.into_mut()),
+        std::collections::btree_map::Entry::Vacant(entry) => {
+            let rows_cap = cap.retain_least(0)?;
+            let late_cap = cap.retain_least(1)?;
+            Some(entry.insert(TickStash { rows_cap, late_cap, events: Vec::new(), reports: Vec::new() }))
+        }
+    }
+}
+
+fn late_letter(config: &WindowConfig, event: &Event, watermark: i64) -> DeadLetter {
+    DeadLetter {
+        reason: DeadLetterReason::Late,
+        error: format!(
+            "event time {} is behind the watermark {} by more than the allowed lateness of {} ms",
+            event.ts, watermark, config.allowed_lateness_ms
+        ),
+        topic: config.source_name.clone(),
+        position: event.position,
+        timestamp: Some(event.ts),
+        key: Some(event.key.as_bytes().to_vec()),
+        raw: event_json(&config.schema, event),
+    }
+}
+
+/// Wall-clock time in Unix nanoseconds (0 if the clock is before 1970).
+pub fn unix_nanos() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}

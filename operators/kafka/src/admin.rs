@@ -1,0 +1,66 @@
+//! Topic administration through the standard Admin API: used by `weir topics`, the quick
+//! start and the tests (which create a fresh topic per test).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
+
+use crate::error::{KafkaEdgeError, Result};
+use crate::properties::client_config;
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    futures_executor::block_on(future)
+}
+
+/// Creates `topic` with `partitions` partitions; an existing topic is left as it is.
+pub fn ensure_topic(properties: &BTreeMap<String, String>, topic: &str, partitions: i32) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = client_config(properties, &[])
+        .create()
+        .map_err(|source| KafkaEdgeError::Client { role: "admin", source })?;
+    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = block_on(admin.create_topics([&new_topic], &options))
+        .map_err(|source| KafkaEdgeError::Request { what: format!("create topic {topic}"), source })?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => {
+                return Err(KafkaEdgeError::Request {
+                    what: format!("create topic {name}"),
+                    source: rdkafka::error::KafkaError::AdminOp(code),
+                })
+            }
+        }
+    }
+    // Wait until the metadata shows the topic with its partitions.
+    let consumer: BaseConsumer = client_config(properties, &[])
+        .create()
+        .map_err(|source| KafkaEdgeError::Client { role: "consumer", source })?;
+    for _ in 0..100 {
+        if partition_count(&consumer, topic).is_ok_and(|n| n > 0) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(KafkaEdgeError::Topic {
+        topic: topic.to_owned(),
+        brokers: crate::properties::brokers(properties),
+        detail: "created but not visible in metadata after 10 s".to_owned(),
+    })
+}
+
+/// Number of partitions of `topic`, per the broker's metadata.
+pub fn partition_count(consumer: &BaseConsumer, topic: &str) -> std::result::Result<usize, String> {
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).map_err(|e| e.to_string())?;
+    let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        return Err("not in metadata".to_owned());
+    };
+    if let Some(err) = found.error() {
+        return Err(format!("{:?}", RDKafkaErrorCode::from(err)));
+    }
+    Ok(found.partitions().len())
+}

@@ -1,0 +1,199 @@
+//! The Kafka sinks: score records (JSON payload keyed by entity, model name/version, score id
+//! and inference time also as headers) and dead letters (the original bytes as payload, the
+//! reason, error and source position as headers, as Kafka Connect's DLQ does). Delivery is
+//! at-least-once: every sink flushes before the job ends and counts any failed delivery.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::ClientContext;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::Stream;
+
+use weir_features::dead_letter::DeadLetter;
+use weir_features::encode::score_json;
+use weir_features::row::{score_id, ScoredRow};
+use weir_features::vocab::Tick;
+use weir_operators::metrics::JobMetrics;
+use weir_operators::placement::{instance_for_key_group, Placement};
+use weir_operators::window_features::unix_nanos;
+
+use crate::error::{KafkaEdgeError, Result};
+use crate::properties::client_config;
+
+/// Configuration of a sink stage.
+#[derive(Clone, Debug)]
+pub struct KafkaSinkConfig {
+    /// Output topic.
+    pub topic: String,
+    /// librdkafka properties.
+    pub properties: BTreeMap<String, String>,
+    /// Number of sink instances.
+    pub parallelism: usize,
+    /// Worker layout.
+    pub placement: Placement,
+    /// Key groups of the job (scores are routed by key group).
+    pub key_groups: u32,
+    /// Counters.
+    pub metrics: Arc<JobMetrics>,
+}
+
+/// What a sink writes, for its delivery accounting.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Scores,
+    DeadLetters,
+}
+
+/// Counts deliveries and records window-close → acknowledged latency.
+struct DeliveryContext {
+    kind: Kind,
+    metrics: Arc<JobMetrics>,
+}
+
+impl ClientContext for DeliveryContext {}
+
+impl ProducerContext for DeliveryContext {
+    /// Wall-clock ns at which the scored window fired (0 for dead letters).
+    type DeliveryOpaque = Box<u64>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, fired_at_ns: Box<u64>) {
+        match (result, self.kind) {
+            (Ok(_), Kind::Scores) => {
+                JobMetrics::add(&self.metrics.scores_delivered, 1);
+                let waited = unix_nanos().saturating_sub(*fired_at_ns);
+                self.metrics.record_latency_us(waited / 1_000);
+            }
+            (Ok(_), Kind::DeadLetters) => JobMetrics::add(&self.metrics.dead_letters_delivered, 1),
+            (Err((error, _)), kind) => {
+                JobMetrics::add(&self.metrics.delivery_failures, 1);
+                tracing::error!(%error, ?kind, "a record could not be delivered");
+            }
+        }
+    }
+}
+
+type Producer_ = ThreadedProducer<DeliveryContext>;
+
+fn producer(config: &KafkaSinkConfig, kind: Kind) -> Result<Producer_> {
+    client_config(&config.properties, &[("acks", "all"), ("linger.ms", "5"), ("message.timeout.ms", "60000")])
+        .create_with_context(DeliveryContext { kind, metrics: config.metrics.clone() })
+        .map_err(|source| KafkaEdgeError::Client { role: "producer", source })
+}
+
+/// Sends one record, waiting while librdkafka's queue is full (backpressure, not loss).
+fn send(producer: &Producer_, mut record: BaseRecord<'_, [u8], [u8], Box<u64>>, metrics: &JobMetrics) {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
+                record = returned;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err((error, _)) => {
+                JobMetrics::add(&metrics.delivery_failures, 1);
+                tracing::error!(%error, "a record could not be queued for delivery");
+                return;
+            }
+        }
+    }
+}
+
+fn flush(producer: &Producer_, metrics: &JobMetrics, topic: &str) {
+    if let Err(error) = producer.flush(Duration::from_secs(120)) {
+        let pending = producer.in_flight_count().max(0) as u64;
+        JobMetrics::add(&metrics.delivery_failures, pending);
+        tracing::error!(%error, pending, topic, "flush at end of input failed");
+    }
+}
+
+/// Extension trait: `scores.kafka_score_sink(config, feature_names, source_topic)`.
+pub trait KafkaScoreSink {
+    /// Writes score records to Kafka.
+    fn kafka_score_sink(self, config: KafkaSinkConfig, feature_names: Arc<[String]>, source_topic: String) -> Result<()>;
+}
+
+impl KafkaScoreSink for Stream<'_, Tick, Vec<ScoredRow>> {
+    fn kafka_score_sink(self, config: KafkaSinkConfig, feature_names: Arc<[String]>, source_topic: String) -> Result<()> {
+        let worker = self.scope().index();
+        let mut producer = config.placement.instance_on(worker, config.parallelism).map(|_| producer(&config, Kind::Scores)).transpose()?;
+        let (placement, key_groups, parallelism) = (config.placement, config.key_groups, config.parallelism);
+        let route = move |s: &ScoredRow| placement.worker_of(instance_for_key_group(s.row.key_group, key_groups, parallelism)) as u64;
+        self.sink(Exchange::new(route), "KafkaScoreSink", move |(input, frontier)| {
+            input.for_each(|_time, batch| {
+                let Some(producer) = producer.as_ref() else { return };
+                for scored in batch.drain(..) {
+                    let payload = score_json(&scored, &feature_names, &source_topic);
+                    let id = score_id(&scored.row.key, scored.row.window_end, &scored.model.version);
+                    let inference_ts = scored.inference_ts_ms.to_string();
+                    let headers = OwnedHeaders::new()
+                        .insert(Header { key: "weir.score_id", value: Some(id.as_str()) })
+                        .insert(Header { key: "weir.model.name", value: Some(scored.model.name.as_str()) })
+                        .insert(Header { key: "weir.model.version", value: Some(scored.model.version.as_str()) })
+                        .insert(Header { key: "weir.inference_ts", value: Some(inference_ts.as_str()) });
+                    let record = BaseRecord::with_opaque_to(&config.topic, Box::new(scored.row.fired_at_ns))
+                        .key(scored.row.key.as_bytes())
+                        .payload(payload.as_slice())
+                        .headers(headers);
+                    send(producer, record, &config.metrics);
+                }
+            });
+            if frontier.is_empty() {
+                if let Some(producer) = producer.take() {
+                    flush(&producer, &config.metrics, &config.topic);
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+/// Extension trait: `dead_letters.kafka_dead_letter_sink(config)`.
+pub trait KafkaDeadLetterSink {
+    /// Writes dead letters to Kafka.
+    fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<()>;
+}
+
+impl KafkaDeadLetterSink for Stream<'_, Tick, Vec<DeadLetter>> {
+    fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<()> {
+        let worker = self.scope().index();
+        let mut producer = config.placement.instance_on(worker, config.parallelism).map(|_| producer(&config, Kind::DeadLetters)).transpose()?;
+        let (placement, parallelism) = (config.placement, config.parallelism);
+        let route = move |d: &DeadLetter| placement.worker_of(d.position.partition.unsigned_abs() as usize % parallelism) as u64;
+        self.sink(Exchange::new(route), "KafkaDeadLetterSink", move |(input, frontier)| {
+            input.for_each(|_time, batch| {
+                let Some(producer) = producer.as_ref() else { return };
+                for letter in batch.drain(..) {
+                    let partition = letter.position.partition.to_string();
+                    let offset = letter.position.offset.to_string();
+                    let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();
+                    let headers = OwnedHeaders::new()
+                        .insert(Header { key: "weir.dlq.reason", value: Some(letter.reason.as_str()) })
+                        .insert(Header { key: "weir.dlq.error", value: Some(letter.error.as_str()) })
+                        .insert(Header { key: "weir.dlq.topic", value: Some(letter.topic.as_str()) })
+                        .insert(Header { key: "weir.dlq.partition", value: Some(partition.as_str()) })
+                        .insert(Header { key: "weir.dlq.offset", value: Some(offset.as_str()) })
+                        .insert(Header { key: "weir.dlq.timestamp", value: Some(timestamp.as_str()) });
+                    let mut record = BaseRecord::with_opaque_to(&config.topic, Box::new(0u64))
+                        .payload(letter.raw.as_slice())
+                        .headers(headers);
+                    if let Some(key) = letter.key.as_deref() {
+                        record = record.key(key);
+                    }
+                    send(producer, record, &config.metrics);
+                }
+            });
+            if frontier.is_empty() {
+                if let Some(producer) = producer.take() {
+                    flush(&producer, &config.metrics, &config.topic);
+                }
+            }
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Train the purchase-propensity model on a generated clickstream and export it to ONNX.
+
+Training features come from the job's own feature code (no training/serving skew):
+
+  1. ``weir gen --seed S --events N --out <tmp>/events.jsonl``
+  2. ``weir features <job.toml> --input <tmp>/events.jsonl --output <tmp>/features.jsonl``
+     (one row per (user, 1-minute window): ``{"key", "window_start", "window_end",
+     "features": [...]}`` in the order of the job file's ``[[features]]``, ``null`` = missing)
+  3. label of a row: the user has a purchase with ``window_end <= ts < window_end + 60000``
+     (read from events.jsonl; malformed lines are skipped, as the job dead-letters them)
+  4. missing values are replaced by the per-feature defaults written to the manifest, then an
+     ``XGBClassifier`` is trained on the earlier 75% of windows (by window start)
+  5. the model is converted with onnxmltools (input ``input`` float32 [N, F]; outputs
+     ``label`` int64 [N] and ``probabilities`` float32 [N, 2]), checked with
+     ``onnx.checker``, and the held-out windows are scored with onnxruntime: the script exits
+     non-zero unless max |p_ort - p_xgb| <= 1e-5
+  6. ``model.onnx`` and ``manifest.json`` (format: docs/MODEL_MANIFEST.md) go to ``--out``;
+     the baseline is the histogram of held-out ONNX scores over 10 equal bins of [0, 1].
+     (The held-out AUC is printed, not stored: the manifest reader rejects unknown fields.)
+
+Run with the project venv, e.g.:
+
+  .cache/venv/bin/python scripts/export_model.py --out /tmp/model
+
+docs/GENERATOR.md records the command that made tests/fixtures/model/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import datetime
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+LABEL_HORIZON_MS = 60_000
+MAX_ABS_DIFF = 1e-5
+HELDOUT_FRACTION = 0.25
+MODEL_NAME = "purchase_propensity"
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--weir", type=Path, help="weir binary (default: target/release/weir, else target/debug/weir)")
+    p.add_argument("--job", type=Path, default=REPO / "jobs" / "clickstream.toml", help="job file with [[features]]")
+    p.add_argument("--seed", type=int, default=42, help="seed of the clickstream and of training")
+    p.add_argument("--events", type=int, default=200_000, help="number of generated events")
+    p.add_argument("--out", type=Path, required=True, help="directory for model.onnx and manifest.json")
+    p.add_argument("--version", default=None, help="model version (default: UTC date-time, e.g. 20260101T120000Z)")
+    p.add_argument("--tiny", action="store_true", help="fewer, shallower trees (the committed test fixture)")
+    p.add_argument("--keep", type=Path, help="keep events.jsonl and features.jsonl in this directory")
+    return p.parse_args()
+
+
+def find_weir(given: Path | None) -> Path:
+    candidates = [given] if given else [REPO / "target" / "release" / "weir", REPO / "target" / "debug" / "weir"]
+    for c in candidates:
+        if c.is_file():
+            return c
+    sys.exit(f"weir binary not found at {', '.join(map(str, candidates))}; build it with `cargo build --release -p weir`")
+
+
+def run(cmd: list[str | Path]) -> None:
+    print("+", " ".join(map(str, cmd)), flush=True)
+    subprocess.run([str(c) for c in cmd], check=True)
+
+
+def feature_names(job: Path) -> list[str]:
+    with job.open("rb") as f:
+        spec = tomllib.load(f)
+    names = [feature["name"] for feature in spec.get("features", [])]
+    if not names:
+        sys.exit(f"{job} has no [[features]] entries")
+    return names
+
+
+def read_features(path: Path, n_features: int) -> tuple[list[str], np.ndarray, list[list[float | None]]]:
+    """Returns keys, [window_start, window_end] per row, and the raw feature vectors."""
+    keys, bounds, values = [], [], []
+    with path.open() as f:
+        for lineno, line in enumerate(f, 1):
+            row = json.loads(line)
+            if len(row["features"]) != n_features:
+                sys.exit(f"{path}:{lineno}: {len(row['features'])} features, the job file names {n_features}")
+            keys.append(row["key"])
+            bounds.append((row["window_start"], row["window_end"]))
+            values.append(row["features"])
+    if not keys:
+        sys.exit(f"{path} has no rows")
+    return keys, np.array(bounds, dtype=np.int64), values
+
+
+def valid_event(line: bytes) -> dict | None:
+    """The event if the job would accept it, else None (the generator's malformed records)."""
+    try:
+        event = json.loads(line.decode("utf-8"), parse_constant=lambda _: None)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(event, dict):
+        return None
+    ts, user, dwell = event.get("ts"), event.get("user"), event.get("dwell_ms")
+    if not isinstance(user, str) or not isinstance(ts, int) or isinstance(ts, bool):
+        return None
+    if not isinstance(dwell, (int, float)) or isinstance(dwell, bool) or not math.isfinite(dwell):
+        return None
+    return event
+
+
+def purchase_times(events: Path) -> dict[str, list[int]]:
+    times: dict[str, list[int]] = defaultdict(list)
+    with events.open("rb") as f:
+        for line in f:
+            event = valid_event(line.rstrip(b"\n"))
+            if event is not None and event.get("type") == "purchase":
+                times[event["user"]].append(event["ts"])
+    for ts in times.values():
+        ts.sort()
+    return times
+
+
+def labels(keys: list[str], bounds: np.ndarray, purchases: dict[str, list[int]]) -> np.ndarray:
+    y = np.zeros(len(keys), dtype=np.int64)
+    for i, (key, end) in enumerate(zip(keys, bounds[:, 1])):
+        ts = purchases.get(key, [])
+        j = bisect.bisect_left(ts, int(end))
+        y[i] = j < len(ts) and ts[j] < end + LABEL_HORIZON_MS
+    return y
+
+
+def fill_missing(values: list[list[float | None]], defaults: list[float]) -> np.ndarray:
+    return np.array(
+        [[d if v is None else v for v, d in zip(row, defaults)] for row in values], dtype=np.float32
+    )
+
+
+def to_onnx(model, n_features: int):
+    import onnx
+    from onnxmltools import convert_xgboost
+    from onnxmltools.convert.common.data_types import FloatTensorType
+
+    onx = convert_xgboost(
+        model, name=MODEL_NAME, initial_types=[("input", FloatTensorType([None, n_features]))]
+    )
+    outputs = {o.name: o for o in onx.graph.output}
+    if set(outputs) != {"label", "probabilities"}:
+        sys.exit(f"unexpected ONNX outputs {sorted(outputs)}; expected label and probabilities")
+    elem = {o: outputs[o].type.tensor_type.elem_type for o in outputs}
+    if elem != {"label": onnx.TensorProto.INT64, "probabilities": onnx.TensorProto.FLOAT}:
+        sys.exit(f"ONNX outputs are not plain int64/float tensors: {elem}")
+    # Name the batch axis (the converter leaves it anonymous) so readers see it as dynamic.
+    for value in [*onx.graph.input, *onx.graph.output]:
+        value.type.tensor_type.shape.dim[0].dim_param = "N"
+    onx.doc_string = f"{MODEL_NAME}: P(purchase in the next minute) from 1-minute window features"
+    onnx.checker.check_model(onx, full_check=True)
+    return onx
+
+
+def dump_manifest(manifest: dict) -> str:
+    """JSON with one top-level field (and one feature) per line, for readable diffs."""
+    lines = []
+    for key, value in manifest.items():
+        if key == "features":
+            inner = ",\n".join(f"    {json.dumps(f)}" for f in value)
+            lines.append(f'  "features": [\n{inner}\n  ]')
+        else:
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def main() -> int:
+    args = parse_args()
+    import onnxruntime as ort
+    import xgboost
+    from sklearn.metrics import roc_auc_score
+
+    weir = find_weir(args.weir)
+    names = feature_names(args.job)
+    defaults = [0.0] * len(names)
+    with tempfile.TemporaryDirectory(prefix="weir-export-") as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        events, features = work / "events.jsonl", work / "features.jsonl"
+        run([weir, "gen", "--seed", str(args.seed), "--events", str(args.events), "--out", events])
+        run([weir, "features", args.job, "--input", events, "--output", features])
+        keys, bounds, raw = read_features(features, len(names))
+        y = labels(keys, bounds, purchase_times(events))
+    x = fill_missing(raw, defaults)
+
+    starts = np.unique(bounds[:, 0])
+    cut = starts[int(len(starts) * (1 - HELDOUT_FRACTION))]
+    train, held = bounds[:, 0] < cut, bounds[:, 0] >= cut
+    if y[train].min() == y[train].max() or y[held].min() == y[held].max():
+        sys.exit("training or held-out split has a single class; generate more --events")
+    print(f"rows={len(y)} train={train.sum()} heldout={held.sum()} positive_rate={y.mean():.4f}")
+
+    model = xgboost.XGBClassifier(
+        n_estimators=8 if args.tiny else 40,
+        max_depth=3 if args.tiny else 4,
+        learning_rate=0.3,
+        base_score=0.5,
+        tree_method="hist",
+        random_state=args.seed,
+        n_jobs=2,
+    )
+    model.fit(x[train], y[train])
+    onx = to_onnx(model, len(names))
+
+    session = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    label, probabilities = session.run(["label", "probabilities"], {"input": x[held]})
+    p_ort = probabilities[:, 1].astype(np.float64)
+    p_xgb = model.predict_proba(x[held])[:, 1].astype(np.float64)
+    diff = float(np.max(np.abs(p_ort - p_xgb)))
+    auc = float(roc_auc_score(y[held], p_ort))
+    print(f"heldout_auc={auc:.4f} heldout_max_abs_diff={diff:.3g}")
+    if diff > MAX_ABS_DIFF:
+        print(f"ONNX and XGBoost disagree by {diff} > {MAX_ABS_DIFF}", file=sys.stderr)
+        return 1
+    if not np.array_equal(label, (p_ort > 0.5).astype(np.int64)) and np.any(np.abs(p_ort - 0.5) > 1e-6):
+        print("ONNX label output disagrees with its probabilities", file=sys.stderr)
+        return 1
+
+    edges = np.linspace(0.0, 1.0, 11)
+    counts, _ = np.histogram(p_ort, bins=edges)
+    version = args.version or datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    manifest = {
+        "format_version": 1,
+        "name": MODEL_NAME,
+        "version": version,
+        "input": {"name": "input", "type": "float32"},
+        "output": {"name": "probabilities", "type": "float32", "column": 1},
+        "features": [{"name": n, "type": "float32", "default": d} for n, d in zip(names, defaults)],
+        "baseline": {"bin_edges": [round(float(e), 10) for e in edges], "counts": [int(c) for c in counts]},
+        "trained": {
+            "rows": int(train.sum()),
+            "seed": args.seed,
+            "heldout_max_abs_diff": diff,
+        },
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "model.onnx").write_bytes(onx.SerializeToString())
+    (args.out / "manifest.json").write_text(dump_manifest(manifest))
+    size = (args.out / "model.onnx").stat().st_size
+    print(f"wrote {args.out / 'model.onnx'} ({size} bytes) and manifest.json, version {version}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
