@@ -45,7 +45,12 @@ pub struct Moments {
 
 impl Default for Moments {
     fn default() -> Self {
-        Moments { count: 0, sum: 0.0, min: f64::INFINITY, max: f64::NEG_INFINITY }
+        Moments {
+            count: 0,
+            sum: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
     }
 }
 

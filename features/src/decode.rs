@@ -53,9 +53,15 @@ impl JsonDecoder {
     /// Decodes one payload.
     pub fn decode(&self, payload: &[u8]) -> Result<Decoded, DecodeError> {
         let reason = Cell::new(None);
-        let mut values: Values = (0..self.schema.fields().len()).map(|_| Value::Missing).collect();
+        let mut values: Values = (0..self.schema.fields().len())
+            .map(|_| Value::Missing)
+            .collect();
         let mut de = serde_json::Deserializer::from_slice(payload);
-        let seed = ObjectSeed { schema: &self.schema, values: &mut values, reason: &reason };
+        let seed = ObjectSeed {
+            schema: &self.schema,
+            values: &mut values,
+            reason: &reason,
+        };
         let parsed = seed.deserialize(&mut de).and_then(|()| de.end());
         if let Err(err) = parsed {
             return Err(classify(&err, reason.get()));
@@ -129,14 +135,22 @@ impl<'de> Visitor<'de> for ObjectSeed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(name) = map.next_key::<FieldName<'de>>()? {
-            let slot = self.schema.fields().iter().position(|f| f.name == name.as_str());
+            let slot = self
+                .schema
+                .fields()
+                .iter()
+                .position(|f| f.name == name.as_str());
             match slot {
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }
                 Some(slot) => {
                     let field = &self.schema.fields()[slot];
-                    let seed = FieldSeed { ty: field.ty, name: &field.name, reason: self.reason };
+                    let seed = FieldSeed {
+                        ty: field.ty,
+                        name: &field.name,
+                        reason: self.reason,
+                    };
                     self.values[slot] = map.next_value_seed(seed)?;
                 }
             }
@@ -192,11 +206,17 @@ impl FieldSeed<'_> {
         E::custom(format_args!("field `{}`: {what}", self.name))
     }
     fn wrong<E: de::Error>(&self, got: &str) -> E {
-        self.fail(DeadLetterReason::WrongType, format_args!("expected {:?}, got {got}", self.ty))
+        self.fail(
+            DeadLetterReason::WrongType,
+            format_args!("expected {:?}, got {got}", self.ty),
+        )
     }
     fn number<E: de::Error>(&self, x: f64) -> Result<Value, E> {
         if !x.is_finite() {
-            return Err(self.fail(DeadLetterReason::NonFinite, format_args!("{x} is not finite")));
+            return Err(self.fail(
+                DeadLetterReason::NonFinite,
+                format_args!("{x} is not finite"),
+            ));
         }
         match self.ty {
             FieldType::F64 => Ok(Value::Num(x)),

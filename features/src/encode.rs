@@ -31,8 +31,11 @@ pub fn event_json(schema: &RecordSchema, event: &Event) -> Vec<u8> {
 /// The score record written to the output topic (see docs/ARCHITECTURE.md, "Score records").
 pub fn score_json(scored: &ScoredRow, feature_names: &[String], source_topic: &str) -> Vec<u8> {
     let row = &scored.row;
-    let features: Map<String, Json> =
-        feature_names.iter().cloned().zip(row.values.iter().map(|x| number(*x))).collect();
+    let features: Map<String, Json> = feature_names
+        .iter()
+        .cloned()
+        .zip(row.values.iter().map(|x| number(*x)))
+        .collect();
     let record = json!({
         "score_id": score_id(&row.key, row.window_end, &scored.model.version),
         "key": row.key.as_str(),

@@ -60,31 +60,62 @@ impl FeatureSet {
         }
         let mut features = Vec::with_capacity(specs.len());
         for spec in specs {
-            let fail = |message: String| FeatureError::Feature { feature: spec.name.clone(), message };
-            if features.iter().any(|f: &CompiledFeature| f.name == spec.name) {
+            let fail = |message: String| FeatureError::Feature {
+                feature: spec.name.clone(),
+                message,
+            };
+            if features
+                .iter()
+                .any(|f: &CompiledFeature| f.name == spec.name)
+            {
                 return Err(fail("the name is used by two features".to_owned()));
             }
             let slot = match (&spec.field, spec.agg.needs_field()) {
-                (None, true) => return Err(fail(format!("{:?} needs `field = \"...\"`", spec.agg))),
+                (None, true) => {
+                    return Err(fail(format!("{:?} needs `field = \"...\"`", spec.agg)))
+                }
                 (Some(field), true) => {
                     let slot = schema.index_of(field).ok_or_else(|| {
-                        fail(format!("field `{field}` is not declared in [source.fields]"))
+                        fail(format!(
+                            "field `{field}` is not declared in [source.fields]"
+                        ))
                     })?;
-                    if !matches!(schema.fields()[slot].ty, FieldType::F64 | FieldType::I64 | FieldType::TimestampMs) {
-                        return Err(fail(format!("{:?} needs a numeric field, `{field}` is not", spec.agg)));
+                    if !matches!(
+                        schema.fields()[slot].ty,
+                        FieldType::F64 | FieldType::I64 | FieldType::TimestampMs
+                    ) {
+                        return Err(fail(format!(
+                            "{:?} needs a numeric field, `{field}` is not",
+                            spec.agg
+                        )));
                     }
                     Some(slot)
                 }
                 (Some(field), false) => {
-                    return Err(fail(format!("{:?} takes no field (got `{field}`); use `where` to filter", spec.agg)))
+                    return Err(fail(format!(
+                        "{:?} takes no field (got `{field}`); use `where` to filter",
+                        spec.agg
+                    )))
                 }
                 (None, false) => None,
             };
             if spec.agg == AggKind::CountIf && spec.filter.is_none() {
-                return Err(fail("count_if needs `where = \"field == 'value'\"`".to_owned()));
+                return Err(fail(
+                    "count_if needs `where = \"field == 'value'\"`".to_owned(),
+                ));
             }
-            let filter = spec.filter.as_deref().map(|text| Predicate::parse(text, schema)).transpose().map_err(fail)?;
-            features.push(CompiledFeature { name: spec.name.clone(), agg: spec.agg, slot, filter });
+            let filter = spec
+                .filter
+                .as_deref()
+                .map(|text| Predicate::parse(text, schema))
+                .transpose()
+                .map_err(fail)?;
+            features.push(CompiledFeature {
+                name: spec.name.clone(),
+                agg: spec.agg,
+                slot,
+                filter,
+            });
         }
         Ok(FeatureSet { features })
     }
@@ -127,6 +158,11 @@ impl FeatureSet {
     /// Writes the feature values (NaN = missing) into `out`, replacing its contents.
     pub fn values(&self, accs: &Accumulators, out: &mut Vec<f64>) {
         out.clear();
-        out.extend(self.features.iter().zip(accs.iter()).map(|(f, acc)| acc.value(f.agg)));
+        out.extend(
+            self.features
+                .iter()
+                .zip(accs.iter())
+                .map(|(f, acc)| acc.value(f.agg)),
+        );
     }
 }

@@ -47,21 +47,38 @@ pub struct Predicate {
 impl Predicate {
     /// Parses `field op literal` (strings in single or double quotes) against `schema`.
     pub fn parse(text: &str, schema: &RecordSchema) -> Result<Predicate, String> {
-        let ops = [("==", CmpOp::Eq), ("!=", CmpOp::Ne), ("<=", CmpOp::Le), (">=", CmpOp::Ge), ("<", CmpOp::Lt), (">", CmpOp::Gt)];
+        let ops = [
+            ("==", CmpOp::Eq),
+            ("!=", CmpOp::Ne),
+            ("<=", CmpOp::Le),
+            (">=", CmpOp::Ge),
+            ("<", CmpOp::Lt),
+            (">", CmpOp::Gt),
+        ];
         let (at, token, op) = ops
             .iter()
             .filter_map(|(token, op)| text.find(token).map(|at| (at, *token, *op)))
             .min_by_key(|(at, token, _)| (*at, usize::MAX - token.len()))
-            .ok_or_else(|| format!("`{text}` has no comparison; write e.g. \"type == 'click'\" or \"amount > 10\""))?;
+            .ok_or_else(|| {
+                format!(
+                    "`{text}` has no comparison; write e.g. \"type == 'click'\" or \"amount > 10\""
+                )
+            })?;
         let field = text[..at].trim();
         let literal = text[at + token.len()..].trim();
-        let slot = schema
-            .index_of(field)
-            .ok_or_else(|| format!("predicate `{text}` uses field `{field}`, which is not declared in [source.fields]"))?;
+        let slot = schema.index_of(field).ok_or_else(|| {
+            format!(
+                "predicate `{text}` uses field `{field}`, which is not declared in [source.fields]"
+            )
+        })?;
         let ty = schema.fields()[slot].ty;
         let literal = parse_literal(literal, ty).map_err(|e| format!("predicate `{text}`: {e}"))?;
-        if matches!(literal, Literal::Str(_) | Literal::Bool(_)) && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
-            return Err(format!("predicate `{text}`: strings and booleans only support == and !="));
+        if matches!(literal, Literal::Str(_) | Literal::Bool(_))
+            && !matches!(op, CmpOp::Eq | CmpOp::Ne)
+        {
+            return Err(format!(
+                "predicate `{text}`: strings and booleans only support == and !="
+            ));
         }
         Ok(Predicate { slot, op, literal })
     }
@@ -69,7 +86,9 @@ impl Predicate {
     /// Evaluates the predicate on a record's values; a missing field never matches.
     #[inline]
     pub fn matches(&self, values: &[Value]) -> bool {
-        let Some(value) = values.get(self.slot) else { return false };
+        let Some(value) = values.get(self.slot) else {
+            return false;
+        };
         match (value, &self.literal) {
             (Value::Num(x), Literal::Num(c)) => compare(*x, *c, self.op),
             (Value::Str(s), Literal::Str(c)) => (s == c) == (self.op == CmpOp::Eq),

@@ -85,7 +85,11 @@ impl RecordSchema {
     pub fn new(fields: &BTreeMap<String, FieldDecl>, key: &str, event_time: &str) -> Result<Self> {
         let fields: Vec<Field> = fields
             .iter()
-            .map(|(name, decl)| Field { name: name.clone(), ty: decl.ty(), required: decl.required() })
+            .map(|(name, decl)| Field {
+                name: name.clone(),
+                ty: decl.ty(),
+                required: decl.required(),
+            })
             .collect();
         let find = |name: &str, role: &str| {
             fields.iter().position(|f| f.name == name).ok_or_else(|| {
@@ -108,7 +112,11 @@ impl RecordSchema {
                 "the event_time field `{event_time}` must be a required \"timestamp_ms\" field"
             )));
         }
-        Ok(RecordSchema { fields, key: key_idx, event_time: time_idx })
+        Ok(RecordSchema {
+            fields,
+            key: key_idx,
+            event_time: time_idx,
+        })
     }
 
     /// All fields in slot order.

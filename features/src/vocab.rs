@@ -33,7 +33,10 @@ impl Watermark {
     pub const MAX: Watermark = Watermark(EventTime::MAX);
 
     /// The watermark `max_event_time - max_out_of_orderness`, saturating at the ends.
-    pub fn bounded_out_of_orderness(max_event_time: EventTime, max_out_of_orderness_ms: i64) -> Self {
+    pub fn bounded_out_of_orderness(
+        max_event_time: EventTime,
+        max_out_of_orderness_ms: i64,
+    ) -> Self {
         Watermark(max_event_time.saturating_sub(max_out_of_orderness_ms))
     }
 }
@@ -78,13 +81,22 @@ mod tests {
         let kg = KeyGroup::of(b"u000001", DEFAULT_KEY_GROUPS);
         assert!(kg.0 < DEFAULT_KEY_GROUPS);
         assert_eq!(kg, KeyGroup::of(b"u000001", DEFAULT_KEY_GROUPS));
-        assert_ne!(KeyGroup::of(b"u000001", 1 << 20), KeyGroup::of(b"u000002", 1 << 20));
+        assert_ne!(
+            KeyGroup::of(b"u000001", 1 << 20),
+            KeyGroup::of(b"u000002", 1 << 20)
+        );
         assert_eq!(KeyGroup::of(b"anything", 1), KeyGroup(0));
     }
 
     #[test]
     fn watermark_saturates() {
-        assert_eq!(Watermark::bounded_out_of_orderness(EventTime::MIN, 5), Watermark::MIN);
-        assert_eq!(Watermark::bounded_out_of_orderness(10_000, 2_000), Watermark(8_000));
+        assert_eq!(
+            Watermark::bounded_out_of_orderness(EventTime::MIN, 5),
+            Watermark::MIN
+        );
+        assert_eq!(
+            Watermark::bounded_out_of_orderness(10_000, 2_000),
+            Watermark(8_000)
+        );
     }
 }

@@ -46,14 +46,23 @@ pub struct PartitionWatermarks {
 impl PartitionWatermarks {
     /// A tracker with the job's bounded out-of-orderness and idle timeout.
     pub fn new(max_out_of_orderness_ms: i64, idle_timeout_ms: u64) -> Self {
-        PartitionWatermarks { max_out_of_orderness_ms, idle_timeout_ms, partitions: BTreeMap::new() }
+        PartitionWatermarks {
+            max_out_of_orderness_ms,
+            idle_timeout_ms,
+            partitions: BTreeMap::new(),
+        }
     }
 
     /// Starts tracking `partition` at processing time `now_ms`.
     pub fn assign(&mut self, partition: i32, now_ms: u64) {
         self.partitions.insert(
             partition,
-            PartitionState { max_event_time: None, last_record_ms: now_ms, caught_up: false, finished: false },
+            PartitionState {
+                max_event_time: None,
+                last_record_ms: now_ms,
+                caught_up: false,
+                finished: false,
+            },
         );
     }
 
@@ -95,19 +104,24 @@ impl PartitionWatermarks {
 
     /// The watermark of one partition (`Watermark::MIN` before its first record).
     pub fn partition_watermark(&self, partition: i32) -> Option<Watermark> {
-        self.partitions.get(&partition).map(|p| self.watermark_of(p))
+        self.partitions
+            .get(&partition)
+            .map(|p| self.watermark_of(p))
     }
 
     fn watermark_of(&self, p: &PartitionState) -> Watermark {
         if p.finished {
             return Watermark::MAX;
         }
-        p.max_event_time
-            .map_or(Watermark::MIN, |m| Watermark::bounded_out_of_orderness(m, self.max_out_of_orderness_ms))
+        p.max_event_time.map_or(Watermark::MIN, |m| {
+            Watermark::bounded_out_of_orderness(m, self.max_out_of_orderness_ms)
+        })
     }
 
     fn is_idle(&self, p: &PartitionState, now_ms: u64) -> bool {
-        !p.finished && p.caught_up && now_ms.saturating_sub(p.last_record_ms) >= self.idle_timeout_ms
+        !p.finished
+            && p.caught_up
+            && now_ms.saturating_sub(p.last_record_ms) >= self.idle_timeout_ms
     }
 
     /// This instance's progress at `now_ms`: the minimum over non-idle partitions, `Idle` when
@@ -138,7 +152,10 @@ pub struct WatermarkCombiner {
 impl WatermarkCombiner {
     /// A combiner for `sources` source instances.
     pub fn new(sources: usize) -> Self {
-        WatermarkCombiner { latest: vec![None; sources], current: Watermark::MIN }
+        WatermarkCombiner {
+            latest: vec![None; sources],
+            current: Watermark::MIN,
+        }
     }
 
     /// Takes a report into account (reports from unknown instances are ignored).

@@ -31,9 +31,9 @@ impl WindowSpec {
     /// Checks the definition.
     pub fn validate(&self) -> Result<()> {
         match self {
-            WindowSpec::Tumbling { size } if *size <= 0 => {
-                Err(FeatureError::Window(format!("tumbling window size must be > 0, got {size} ms")))
-            }
+            WindowSpec::Tumbling { size } if *size <= 0 => Err(FeatureError::Window(format!(
+                "tumbling window size must be > 0, got {size} ms"
+            ))),
             WindowSpec::Tumbling { .. } => Ok(()),
         }
     }
@@ -43,7 +43,10 @@ impl WindowSpec {
         match *self {
             WindowSpec::Tumbling { size } => {
                 let start = ts.div_euclid(size) * size;
-                WindowBounds { start, end: start.saturating_add(size) }
+                WindowBounds {
+                    start,
+                    end: start.saturating_add(size),
+                }
             }
         }
     }

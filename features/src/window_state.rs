@@ -54,7 +54,12 @@ impl KeyedWindows {
     /// Empty state for windows of `spec`; records up to `allowed_lateness_ms` behind the
     /// watermark still update (and re-emit) their window.
     pub fn new(spec: WindowSpec, allowed_lateness_ms: i64) -> Self {
-        KeyedWindows { spec, allowed_lateness: allowed_lateness_ms.max(0), windows: BTreeMap::new(), scratch: Vec::new() }
+        KeyedWindows {
+            spec,
+            allowed_lateness: allowed_lateness_ms.max(0),
+            windows: BTreeMap::new(),
+            scratch: Vec::new(),
+        }
     }
 
     /// Number of open (key, window) slots.
@@ -65,7 +70,9 @@ impl KeyedWindows {
     /// Applies one record, given the current watermark.
     #[inline]
     pub fn apply(&mut self, features: &FeatureSet, event: &Event, watermark: Watermark) -> Applied {
-        if watermark != Watermark::MIN && event.ts < watermark.0.saturating_sub(self.allowed_lateness) {
+        if watermark != Watermark::MIN
+            && event.ts < watermark.0.saturating_sub(self.allowed_lateness)
+        {
             return Applied::Late { watermark };
         }
         let bounds = self.spec.assign(event.ts);
@@ -91,7 +98,12 @@ impl KeyedWindows {
 
     /// Emits every window with `end <= watermark` that has unemitted changes, then drops the
     /// windows no record can reach any more (`end <= watermark - allowed_lateness`).
-    pub fn fire(&mut self, features: &FeatureSet, watermark: Watermark, mut emit: impl FnMut(FeatureRow)) {
+    pub fn fire(
+        &mut self,
+        features: &FeatureSet,
+        watermark: Watermark,
+        mut emit: impl FnMut(FeatureRow),
+    ) {
         let size = self.spec_size();
         for (&end, keys) in self.windows.range_mut(..=watermark.0) {
             let start = end - size;

@@ -65,7 +65,11 @@ pub struct RuntimeSection {
 
 impl Default for RuntimeSection {
     fn default() -> Self {
-        RuntimeSection { workers: 1, tick: 100, key_groups: DEFAULT_KEY_GROUPS }
+        RuntimeSection {
+            workers: 1,
+            tick: 100,
+            key_groups: DEFAULT_KEY_GROUPS,
+        }
     }
 }
 
@@ -134,7 +138,11 @@ pub struct WatermarkSection {
 
 impl Default for WatermarkSection {
     fn default() -> Self {
-        WatermarkSection { max_out_of_orderness: 5_000, idle_timeout: 30_000, allowed_lateness: 0 }
+        WatermarkSection {
+            max_out_of_orderness: 5_000,
+            idle_timeout: 30_000,
+            allowed_lateness: 0,
+        }
     }
 }
 
@@ -194,8 +202,10 @@ pub struct CompiledJob {
 impl JobFile {
     /// Reads and parses a job file.
     pub fn load(path: &Path) -> Result<JobFile> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read job file {}", path.display()))?;
-        let mut job: JobFile = toml::from_str(&text).with_context(|| format!("invalid job file {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read job file {}", path.display()))?;
+        let mut job: JobFile = toml::from_str(&text)
+            .with_context(|| format!("invalid job file {}", path.display()))?;
         job.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(job)
     }
@@ -211,13 +221,18 @@ impl JobFile {
             let (stage, value) = item
                 .split_once('=')
                 .with_context(|| format!("--parallelism item `{item}` must look like stage=n"))?;
-            let n: usize = value.trim().parse().with_context(|| format!("--parallelism {stage}: `{value}` is not a number"))?;
+            let n: usize = value
+                .trim()
+                .parse()
+                .with_context(|| format!("--parallelism {stage}: `{value}` is not a number"))?;
             let slot = match stage.trim() {
                 "source" => &mut self.parallelism.source,
                 "window" => &mut self.parallelism.window,
                 "score" => &mut self.parallelism.score,
                 "sink" => &mut self.parallelism.sink,
-                other => bail!("--parallelism: unknown stage `{other}` (stages: source, window, score, sink)"),
+                other => bail!(
+                    "--parallelism: unknown stage `{other}` (stages: source, window, score, sink)"
+                ),
             };
             *slot = Some(n);
         }
@@ -255,15 +270,24 @@ impl JobFile {
         if self.model.max_batch_rows == 0 {
             bail!("[model] max_batch_rows must be at least 1");
         }
-        if self.kafka.get("bootstrap.servers").is_none()
-            && self.source.kafka.get("bootstrap.servers").is_none()
+        if !self.kafka.contains_key("bootstrap.servers")
+            && !self.source.kafka.contains_key("bootstrap.servers")
         {
             bail!("[kafka] needs \"bootstrap.servers\" = \"host:port\" (or pass --brokers)");
         }
         self.window.validate().context("[window]")?;
-        let schema = RecordSchema::new(&self.source.fields, &self.source.key, &self.source.event_time)
-            .context("[source]")?;
+        let schema = RecordSchema::new(
+            &self.source.fields,
+            &self.source.key,
+            &self.source.event_time,
+        )
+        .context("[source]")?;
         let features = FeatureSet::compile(&self.features, &schema).context("[[features]]")?;
-        Ok(CompiledJob { file: self, schema, features, parallelism })
+        Ok(CompiledJob {
+            file: self,
+            schema,
+            features,
+            parallelism,
+        })
     }
 }

@@ -10,8 +10,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::{json, Value as Json};
 
-use weir_features::record::Event;
 use weir_features::decode::JsonDecoder;
+use weir_features::record::Event;
 use weir_features::row::FeatureRow;
 use weir_features::vocab::{KeyGroup, SourcePosition, Watermark};
 use weir_features::window_state::{Applied, KeyedWindows};
@@ -34,14 +34,22 @@ pub struct FeaturesSummary {
 /// Computes feature rows for every (key, window) of `input` and writes them as JSON Lines:
 /// `{"key", "window_start", "window_end", "revision", "features": [...]}` (null = missing).
 pub fn compute_features(job: &CompiledJob, input: &Path, output: &Path) -> Result<FeaturesSummary> {
-    let reader = BufReader::new(std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?);
-    let mut writer = BufWriter::new(std::fs::File::create(output).with_context(|| format!("cannot create {}", output.display()))?);
+    let reader = BufReader::new(
+        std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?,
+    );
+    let mut writer = BufWriter::new(
+        std::fs::File::create(output)
+            .with_context(|| format!("cannot create {}", output.display()))?,
+    );
     let mut summary = FeaturesSummary::default();
     let mut rows = Vec::new();
     for_each_row(job, reader, &mut summary, |row| rows.push(row))?;
     for row in rows {
-        let features: Vec<Json> =
-            row.values.iter().map(|x| serde_json::Number::from_f64(*x).map_or(Json::Null, Json::Number)).collect();
+        let features: Vec<Json> = row
+            .values
+            .iter()
+            .map(|x| serde_json::Number::from_f64(*x).map_or(Json::Null, Json::Number))
+            .collect();
         let line = json!({
             "key": row.key.as_str(), "window_start": row.window_start, "window_end": row.window_end,
             "revision": row.revision, "features": features,
@@ -71,7 +79,9 @@ pub fn for_each_row(
             continue;
         }
         summary.lines += 1;
-        let watermark = max_ts.map_or(Watermark::MIN, |m| Watermark::bounded_out_of_orderness(m, file.watermark.max_out_of_orderness));
+        let watermark = max_ts.map_or(Watermark::MIN, |m| {
+            Watermark::bounded_out_of_orderness(m, file.watermark.max_out_of_orderness)
+        });
         let Ok(decoded) = decoder.decode(&line) else {
             summary.bad += 1;
             continue;
@@ -81,7 +91,10 @@ pub fn for_each_row(
             key: decoded.key,
             ts: decoded.ts,
             values: decoded.values,
-            position: SourcePosition { partition: 0, offset: line_no as i64 },
+            position: SourcePosition {
+                partition: 0,
+                offset: line_no as i64,
+            },
         };
         if let Applied::Late { .. } = state.apply(&job.features, &event, watermark) {
             summary.late += 1;
@@ -89,7 +102,8 @@ pub fn for_each_row(
         }
         let max = max_ts.map_or(event.ts, |m: i64| m.max(event.ts));
         max_ts = Some(max);
-        let watermark = Watermark::bounded_out_of_orderness(max, file.watermark.max_out_of_orderness);
+        let watermark =
+            Watermark::bounded_out_of_orderness(max, file.watermark.max_out_of_orderness);
         state.fire(&job.features, watermark, &mut emit);
     }
     state.fire(&job.features, Watermark::MAX, &mut emit);

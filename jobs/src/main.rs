@@ -11,7 +11,11 @@ use clap::{Parser, Subcommand};
 use weir::config::JobFile;
 
 #[derive(Parser, Debug)]
-#[command(name = "weir", version, about = "Kafka → event-time window features → ONNX scores → Kafka")]
+#[command(
+    name = "weir",
+    version,
+    about = "Kafka → event-time window features → ONNX scores → Kafka"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -74,10 +78,11 @@ struct TopicsArgs {
     brokers: Option<String>,
 }
 
-fn load_job(path: &PathBuf, brokers: Option<&String>) -> Result<JobFile> {
+fn load_job(path: &std::path::Path, brokers: Option<&String>) -> Result<JobFile> {
     let mut job = JobFile::load(path)?;
     if let Some(brokers) = brokers {
-        job.kafka.insert("bootstrap.servers".to_owned(), brokers.clone());
+        job.kafka
+            .insert("bootstrap.servers".to_owned(), brokers.clone());
     }
     Ok(job)
 }
@@ -98,7 +103,8 @@ fn run(args: RunArgs) -> Result<()> {
     tracing::info!(library = %library.display(), "ONNX Runtime loaded");
     let stop = Arc::new(AtomicBool::new(false));
     let on_signal = stop.clone();
-    ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed)).context("cannot install the Ctrl-C handler")?;
+    ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed))
+        .context("cannot install the Ctrl-C handler")?;
     let summary = weir::run_job(job, stop)?;
     println!("{}", summary.render());
     Ok(())
@@ -107,7 +113,8 @@ fn run(args: RunArgs) -> Result<()> {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,librdkafka=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,librdkafka=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -115,16 +122,27 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Gen(args) => weir::gen::run(&args).map(|_| ()),
-        Command::Features(args) => load_job(&args.job, None).and_then(JobFile::compile).and_then(|job| {
-            let summary = weir::features_cmd::compute_features(&job, &args.input, &args.output)?;
-            eprintln!(
-                "{} lines, {} undecodable, {} late, {} rows written to {}",
-                summary.lines, summary.bad, summary.late, summary.rows, args.output.display()
-            );
-            Ok(())
-        }),
+        Command::Features(args) => load_job(&args.job, None)
+            .and_then(JobFile::compile)
+            .and_then(|job| {
+                let summary =
+                    weir::features_cmd::compute_features(&job, &args.input, &args.output)?;
+                eprintln!(
+                    "{} lines, {} undecodable, {} late, {} rows written to {}",
+                    summary.lines,
+                    summary.bad,
+                    summary.late,
+                    summary.rows,
+                    args.output.display()
+                );
+                Ok(())
+            }),
         Command::Topics(args) => load_job(&args.job, args.brokers.as_ref()).and_then(|job| {
-            for topic in [&job.source.topic, &job.sink.topic, &job.sink.dead_letter_topic] {
+            for topic in [
+                &job.source.topic,
+                &job.sink.topic,
+                &job.sink.dead_letter_topic,
+            ] {
                 weir_kafka::admin::ensure_topic(&job.kafka, topic, args.partitions)?;
                 println!("topic {topic} ready");
             }

@@ -18,7 +18,9 @@ use timely::dataflow::Scope;
 
 use weir_features::decode::JsonDecoder;
 use weir_features::vocab::Tick;
-use weir_kafka::{kafka_source, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig, KafkaSourceConfig};
+use weir_kafka::{
+    kafka_source, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig, KafkaSourceConfig,
+};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
 use weir_score::operator::{Score, ScoreConfig};
@@ -42,9 +44,15 @@ pub struct JobPlan {
 /// Builds the job's dataflow on one worker.
 pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     let source = kafka_source(scope, plan.source_config())?;
-    let windows = source.events.window_features(source.reports, plan.window_config());
+    let windows = source
+        .events
+        .window_features(source.reports, plan.window_config());
     let scored = windows.rows.score(plan.score_config())?;
-    scored.scores.kafka_score_sink(plan.sink_config(&plan.job.file.sink.topic), plan.feature_names(), plan.job.file.source.topic.clone())?;
+    scored.scores.kafka_score_sink(
+        plan.sink_config(&plan.job.file.sink.topic),
+        plan.feature_names(),
+        plan.job.file.source.topic.clone(),
+    )?;
     source
         .dead_letters
         .concat(windows.late)
@@ -57,7 +65,9 @@ impl JobPlan {
     fn source_config(&self) -> KafkaSourceConfig {
         let file = &self.job.file;
         let mut properties = file.kafka.clone();
-        properties.entry("group.id".to_owned()).or_insert_with(|| format!("weir-{}", file.name));
+        properties
+            .entry("group.id".to_owned())
+            .or_insert_with(|| format!("weir-{}", file.name));
         properties.extend(file.source.kafka.clone());
         KafkaSourceConfig {
             topic: file.source.topic.clone(),

@@ -56,8 +56,16 @@ impl RunSummary {
 
     /// Human-readable summary lines.
     pub fn render(&self) -> String {
-        let ms = |us: Option<u64>| us.map_or("n/a".to_owned(), |us| format!("{:.2} ms", us as f64 / 1000.0));
-        let reasons: Vec<String> = self.dead_letters.iter().map(|(r, n)| format!("{}={n}", r.as_str())).collect();
+        let ms = |us: Option<u64>| {
+            us.map_or("n/a".to_owned(), |us| {
+                format!("{:.2} ms", us as f64 / 1000.0)
+            })
+        };
+        let reasons: Vec<String> = self
+            .dead_letters
+            .iter()
+            .map(|(r, n)| format!("{}={n}", r.as_str()))
+            .collect();
         let secs = self.elapsed.as_secs_f64().max(1e-9);
         format!(
             "events in:       {} ({} records read, {:.0} records/s)\n\
@@ -77,7 +85,11 @@ impl RunSummary {
             ms(self.latency_p50_us),
             ms(self.latency_p99_us),
             secs,
-            if self.delivery_failures > 0 { format!("\nDELIVERY FAILURES: {}", self.delivery_failures) } else { String::new() },
+            if self.delivery_failures > 0 {
+                format!("\nDELIVERY FAILURES: {}", self.delivery_failures)
+            } else {
+                String::new()
+            },
         )
     }
 }
@@ -87,14 +99,22 @@ pub fn run_job(job: CompiledJob, stop: Arc<AtomicBool>) -> Result<RunSummary> {
     preflight(&job)?;
     let workers = job.file.runtime.workers;
     let metrics = Arc::new(JobMetrics::default());
-    let plan = JobPlan { job, placement: Placement::new(workers, 1), metrics: metrics.clone(), stop };
+    let plan = JobPlan {
+        job,
+        placement: Placement::new(workers, 1),
+        metrics: metrics.clone(),
+        stop,
+    };
     let started = Instant::now();
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let plan = plan.clone();
         let built = worker.dataflow::<Tick, _, _>(|scope| pipeline::build(scope, &plan));
         if let Err(error) = built {
             // Preflight makes this rare; a worker that cannot build would stall its peers.
-            panic!("worker {} could not build the dataflow: {error:#}", worker.index());
+            panic!(
+                "worker {} could not build the dataflow: {error:#}",
+                worker.index()
+            );
         }
         while worker.step_or_park(Some(Duration::from_millis(20))) {}
     })
@@ -104,7 +124,11 @@ pub fn run_job(job: CompiledJob, stop: Arc<AtomicBool>) -> Result<RunSummary> {
     }
     let summary = summarize(&metrics, started.elapsed());
     if summary.delivery_failures > 0 {
-        return Err(anyhow!("{} records could not be delivered to Kafka\n{}", summary.delivery_failures, summary.render()));
+        return Err(anyhow!(
+            "{} records could not be delivered to Kafka\n{}",
+            summary.delivery_failures,
+            summary.render()
+        ));
     }
     Ok(summary)
 }
@@ -130,14 +154,32 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
 fn preflight(job: &CompiledJob) -> Result<()> {
     let file = &job.file;
     let model_dir = file.model_dir();
-    let check = SessionOptions { intra_threads: 1, warmup_batches: 0, max_batch_rows: file.model.max_batch_rows };
-    ModelSession::load(&model_dir, &job.features.names(), &check)
-        .with_context(|| format!("model {} does not fit job `{}`", model_dir.display(), file.name))?;
+    let check = SessionOptions {
+        intra_threads: 1,
+        warmup_batches: 0,
+        max_batch_rows: file.model.max_batch_rows,
+    };
+    ModelSession::load(&model_dir, &job.features.names(), &check).with_context(|| {
+        format!(
+            "model {} does not fit job `{}`",
+            model_dir.display(),
+            file.name
+        )
+    })?;
     let mut properties = file.kafka.clone();
     properties.extend(file.source.kafka.clone());
-    let consumer: BaseConsumer = client_config(&properties, &[]).create().context("cannot create a Kafka client")?;
-    let brokers = properties.get("bootstrap.servers").cloned().unwrap_or_default();
-    for topic in [&file.source.topic, &file.sink.topic, &file.sink.dead_letter_topic] {
+    let consumer: BaseConsumer = client_config(&properties, &[])
+        .create()
+        .context("cannot create a Kafka client")?;
+    let brokers = properties
+        .get("bootstrap.servers")
+        .cloned()
+        .unwrap_or_default();
+    for topic in [
+        &file.source.topic,
+        &file.sink.topic,
+        &file.sink.dead_letter_topic,
+    ] {
         partition_count(&consumer, topic)
             .map_err(|e| anyhow!("topic `{topic}` is not available on {brokers}: {e}; create it (weir topics create {topic} --partitions N)"))?;
     }

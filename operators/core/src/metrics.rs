@@ -74,14 +74,22 @@ impl JobMetrics {
     pub fn dead_letters_by_reason(&self) -> Vec<(DeadLetterReason, u64)> {
         REASONS
             .iter()
-            .map(|r| (*r, self.dead_letters[reason_index(*r)].load(Ordering::Relaxed)))
+            .map(|r| {
+                (
+                    *r,
+                    self.dead_letters[reason_index(*r)].load(Ordering::Relaxed),
+                )
+            })
             .filter(|(_, n)| *n > 0)
             .collect()
     }
 
     /// Total dead letters produced.
     pub fn dead_letters_total(&self) -> u64 {
-        self.dead_letters.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        self.dead_letters
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Records one window-close → delivered latency, in microseconds.

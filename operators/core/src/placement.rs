@@ -18,7 +18,10 @@ impl Placement {
     /// A placement for `peers` workers over `processes` processes (`peers % processes == 0`).
     pub fn new(peers: usize, processes: usize) -> Placement {
         let processes = processes.max(1);
-        Placement { processes, threads: (peers / processes).max(1) }
+        Placement {
+            processes,
+            threads: (peers / processes).max(1),
+        }
     }
 
     /// Total number of workers.
@@ -65,12 +68,22 @@ pub struct StageParallelism {
 impl StageParallelism {
     /// Every stage on every worker.
     pub fn uniform(workers: usize) -> Self {
-        StageParallelism { source: workers, window: workers, score: workers, sink: workers }
+        StageParallelism {
+            source: workers,
+            window: workers,
+            score: workers,
+            sink: workers,
+        }
     }
 
     /// Checks `1 <= p <= workers` for each stage, naming the offending stage.
     pub fn validate(&self, workers: usize) -> Result<(), String> {
-        for (stage, p) in [("source", self.source), ("window", self.window), ("score", self.score), ("sink", self.sink)] {
+        for (stage, p) in [
+            ("source", self.source),
+            ("window", self.window),
+            ("score", self.score),
+            ("sink", self.sink),
+        ] {
             if p == 0 || p > workers {
                 return Err(format!(
                     "parallelism {stage}={p} is invalid: it must be between 1 and the number of workers ({workers})"
@@ -94,7 +107,9 @@ mod tests {
             for i in 0..p {
                 assert_eq!(placement.instance_on(placement.worker_of(i), p), Some(i));
             }
-            let hosting = (0..6).filter(|w| placement.instance_on(*w, p).is_some()).count();
+            let hosting = (0..6)
+                .filter(|w| placement.instance_on(*w, p).is_some())
+                .count();
             assert_eq!(hosting, p);
         }
     }

@@ -65,7 +65,11 @@ pub struct WindowStreams<'scope> {
 /// Extension trait: `events.window_features(reports, config)`.
 pub trait WindowFeatures<'scope> {
     /// Computes the job's window features per key; see the module docs.
-    fn window_features(self, reports: Stream<'scope, Tick, Vec<WatermarkReport>>, config: WindowConfig) -> WindowStreams<'scope>;
+    fn window_features(
+        self,
+        reports: Stream<'scope, Tick, Vec<WatermarkReport>>,
+        config: WindowConfig,
+    ) -> WindowStreams<'scope>;
 }
 
 /// Records and reports of one tick, with the capabilities to emit at it.
@@ -77,18 +81,33 @@ struct TickStash {
 }
 
 impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
-    fn window_features(self, reports: Stream<'scope, Tick, Vec<WatermarkReport>>, config: WindowConfig) -> WindowStreams<'scope> {
+    fn window_features(
+        self,
+        reports: Stream<'scope, Tick, Vec<WatermarkReport>>,
+        config: WindowConfig,
+    ) -> WindowStreams<'scope> {
         let mut builder = OperatorBuilder::new("WindowFeatures".to_owned(), self.scope());
-        let (key_groups, parallelism, placement) = (config.key_groups, config.parallelism, config.placement);
+        let (key_groups, parallelism, placement) =
+            (config.key_groups, config.parallelism, config.placement);
         let route = move |event: &Event| {
-            placement.worker_of(instance_for_key_group(event.key_group, key_groups, parallelism)) as u64
+            placement.worker_of(instance_for_key_group(
+                event.key_group,
+                key_groups,
+                parallelism,
+            )) as u64
         };
         let mut events_in = builder.new_input(self, Exchange::new(route));
         let mut reports_in = builder.new_input(reports.broadcast(), Pipeline);
         let (rows_out, rows) = builder.new_output::<Vec<FeatureRow>>();
         let (late_out, late) = builder.new_output::<Vec<DeadLetter>>();
-        let mut rows_out = OutputBuilder::<_, timely::container::CapacityContainerBuilder<Vec<FeatureRow>>>::from(rows_out);
-        let mut late_out = OutputBuilder::<_, timely::container::CapacityContainerBuilder<Vec<DeadLetter>>>::from(late_out);
+        let mut rows_out = OutputBuilder::<
+            _,
+            timely::container::CapacityContainerBuilder<Vec<FeatureRow>>,
+        >::from(rows_out);
+        let mut late_out = OutputBuilder::<
+            _,
+            timely::container::CapacityContainerBuilder<Vec<DeadLetter>>,
+        >::from(late_out);
 
         builder.build(move |initial_capabilities| {
             drop(initial_capabilities);
@@ -112,12 +131,16 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     if frontiers.iter().any(|f| f.less_equal(&tick)) {
                         break;
                     }
-                    let Some(mut ready) = stash.remove(&tick) else { break };
+                    let Some(mut ready) = stash.remove(&tick) else {
+                        break;
+                    };
                     let mut late = Vec::new();
                     let watermark = combiner.watermark();
                     for batch in ready.events.drain(..) {
                         for event in &batch {
-                            if let Applied::Late { watermark } = state.apply(&config.features, event, watermark) {
+                            if let Applied::Late { watermark } =
+                                state.apply(&config.features, event, watermark)
+                            {
                                 config.metrics.dead_letter(DeadLetterReason::Late);
                                 late.push(late_letter(&config, event, watermark.0));
                             }
@@ -134,10 +157,14 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     });
                     JobMetrics::add(&config.metrics.windows_fired, fired.len() as u64);
                     if !fired.is_empty() {
-                        rows_handle.session(&ready.rows_cap).give_container(&mut fired);
+                        rows_handle
+                            .session(&ready.rows_cap)
+                            .give_container(&mut fired);
                     }
                     if !late.is_empty() {
-                        late_handle.session(&ready.late_cap).give_container(&mut late);
+                        late_handle
+                            .session(&ready.late_cap)
+                            .give_container(&mut late);
                     }
                 }
             }
@@ -156,7 +183,12 @@ fn stash_entry<'a>(
         std::collections::btree_map::Entry::Vacant(entry) => {
             let rows_cap = cap.retain_least(0)?;
             let late_cap = cap.retain_least(1)?;
-            Some(entry.insert(TickStash { rows_cap, late_cap, events: Vec::new(), reports: Vec::new() }))
+            Some(entry.insert(TickStash {
+                rows_cap,
+                late_cap,
+                events: Vec::new(),
+                reports: Vec::new(),
+            }))
         }
     }
 }
@@ -178,5 +210,7 @@ fn late_letter(config: &WindowConfig, event: &Event, watermark: i64) -> DeadLett
 
 /// Wall-clock time in Unix nanoseconds (0 if the clock is before 1970).
 pub fn unix_nanos() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }

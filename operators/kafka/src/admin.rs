@@ -17,14 +17,25 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 /// Creates `topic` with `partitions` partitions; an existing topic is left as it is.
-pub fn ensure_topic(properties: &BTreeMap<String, String>, topic: &str, partitions: i32) -> Result<()> {
+pub fn ensure_topic(
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    partitions: i32,
+) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = client_config(properties, &[])
         .create()
-        .map_err(|source| KafkaEdgeError::Client { role: "admin", source })?;
+        .map_err(|source| KafkaEdgeError::Client {
+            role: "admin",
+            source,
+        })?;
     let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let results = block_on(admin.create_topics([&new_topic], &options))
-        .map_err(|source| KafkaEdgeError::Request { what: format!("create topic {topic}"), source })?;
+    let results = block_on(admin.create_topics([&new_topic], &options)).map_err(|source| {
+        KafkaEdgeError::Request {
+            what: format!("create topic {topic}"),
+            source,
+        }
+    })?;
     for result in results {
         match result {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
@@ -37,9 +48,13 @@ pub fn ensure_topic(properties: &BTreeMap<String, String>, topic: &str, partitio
         }
     }
     // Wait until the metadata shows the topic with its partitions.
-    let consumer: BaseConsumer = client_config(properties, &[])
-        .create()
-        .map_err(|source| KafkaEdgeError::Client { role: "consumer", source })?;
+    let consumer: BaseConsumer =
+        client_config(properties, &[])
+            .create()
+            .map_err(|source| KafkaEdgeError::Client {
+                role: "consumer",
+                source,
+            })?;
     for _ in 0..100 {
         if partition_count(&consumer, topic).is_ok_and(|n| n > 0) {
             return Ok(());
@@ -55,7 +70,9 @@ pub fn ensure_topic(properties: &BTreeMap<String, String>, topic: &str, partitio
 
 /// Number of partitions of `topic`, per the broker's metadata.
 pub fn partition_count(consumer: &BaseConsumer, topic: &str) -> std::result::Result<usize, String> {
-    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).map_err(|e| e.to_string())?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
     let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
         return Err("not in metadata".to_owned());
     };

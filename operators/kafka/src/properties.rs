@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use rdkafka::ClientConfig;
 
 /// Builds a client config: `defaults` first, then the user's `properties` on top.
-pub fn client_config(properties: &BTreeMap<String, String>, defaults: &[(&str, &str)]) -> ClientConfig {
+pub fn client_config(
+    properties: &BTreeMap<String, String>,
+    defaults: &[(&str, &str)],
+) -> ClientConfig {
     let mut config = ClientConfig::new();
     for (key, value) in defaults {
         config.set(*key, *value);
@@ -20,5 +23,8 @@ pub fn client_config(properties: &BTreeMap<String, String>, defaults: &[(&str, &
 
 /// The bootstrap servers, for error messages.
 pub fn brokers(properties: &BTreeMap<String, String>) -> String {
-    properties.get("bootstrap.servers").cloned().unwrap_or_else(|| "<bootstrap.servers unset>".to_owned())
+    properties
+        .get("bootstrap.servers")
+        .cloned()
+        .unwrap_or_else(|| "<bootstrap.servers unset>".to_owned())
 }

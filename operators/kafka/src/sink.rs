@@ -81,13 +81,30 @@ impl ProducerContext for DeliveryContext {
 type Producer_ = ThreadedProducer<DeliveryContext>;
 
 fn producer(config: &KafkaSinkConfig, kind: Kind) -> Result<Producer_> {
-    client_config(&config.properties, &[("acks", "all"), ("linger.ms", "5"), ("message.timeout.ms", "60000")])
-        .create_with_context(DeliveryContext { kind, metrics: config.metrics.clone() })
-        .map_err(|source| KafkaEdgeError::Client { role: "producer", source })
+    client_config(
+        &config.properties,
+        &[
+            ("acks", "all"),
+            ("linger.ms", "5"),
+            ("message.timeout.ms", "60000"),
+        ],
+    )
+    .create_with_context(DeliveryContext {
+        kind,
+        metrics: config.metrics.clone(),
+    })
+    .map_err(|source| KafkaEdgeError::Client {
+        role: "producer",
+        source,
+    })
 }
 
 /// Sends one record, waiting while librdkafka's queue is full (backpressure, not loss).
-fn send(producer: &Producer_, mut record: BaseRecord<'_, [u8], [u8], Box<u64>>, metrics: &JobMetrics) {
+fn send(
+    producer: &Producer_,
+    mut record: BaseRecord<'_, [u8], [u8], Box<u64>>,
+    metrics: &JobMetrics,
+) {
     loop {
         match producer.send(record) {
             Ok(()) => return,
@@ -115,40 +132,86 @@ fn flush(producer: &Producer_, metrics: &JobMetrics, topic: &str) {
 /// Extension trait: `scores.kafka_score_sink(config, feature_names, source_topic)`.
 pub trait KafkaScoreSink {
     /// Writes score records to Kafka.
-    fn kafka_score_sink(self, config: KafkaSinkConfig, feature_names: Arc<[String]>, source_topic: String) -> Result<()>;
+    fn kafka_score_sink(
+        self,
+        config: KafkaSinkConfig,
+        feature_names: Arc<[String]>,
+        source_topic: String,
+    ) -> Result<()>;
 }
 
 impl KafkaScoreSink for Stream<'_, Tick, Vec<ScoredRow>> {
-    fn kafka_score_sink(self, config: KafkaSinkConfig, feature_names: Arc<[String]>, source_topic: String) -> Result<()> {
+    fn kafka_score_sink(
+        self,
+        config: KafkaSinkConfig,
+        feature_names: Arc<[String]>,
+        source_topic: String,
+    ) -> Result<()> {
         let worker = self.scope().index();
-        let mut producer = config.placement.instance_on(worker, config.parallelism).map(|_| producer(&config, Kind::Scores)).transpose()?;
-        let (placement, key_groups, parallelism) = (config.placement, config.key_groups, config.parallelism);
-        let route = move |s: &ScoredRow| placement.worker_of(instance_for_key_group(s.row.key_group, key_groups, parallelism)) as u64;
-        self.sink(Exchange::new(route), "KafkaScoreSink", move |(input, frontier)| {
-            input.for_each(|_time, batch| {
-                let Some(producer) = producer.as_ref() else { return };
-                for scored in batch.drain(..) {
-                    let payload = score_json(&scored, &feature_names, &source_topic);
-                    let id = score_id(&scored.row.key, scored.row.window_end, &scored.model.version);
-                    let inference_ts = scored.inference_ts_ms.to_string();
-                    let headers = OwnedHeaders::new()
-                        .insert(Header { key: "weir.score_id", value: Some(id.as_str()) })
-                        .insert(Header { key: "weir.model.name", value: Some(scored.model.name.as_str()) })
-                        .insert(Header { key: "weir.model.version", value: Some(scored.model.version.as_str()) })
-                        .insert(Header { key: "weir.inference_ts", value: Some(inference_ts.as_str()) });
-                    let record = BaseRecord::with_opaque_to(&config.topic, Box::new(scored.row.fired_at_ns))
+        let mut producer = config
+            .placement
+            .instance_on(worker, config.parallelism)
+            .map(|_| producer(&config, Kind::Scores))
+            .transpose()?;
+        let (placement, key_groups, parallelism) =
+            (config.placement, config.key_groups, config.parallelism);
+        let route = move |s: &ScoredRow| {
+            placement.worker_of(instance_for_key_group(
+                s.row.key_group,
+                key_groups,
+                parallelism,
+            )) as u64
+        };
+        self.sink(
+            Exchange::new(route),
+            "KafkaScoreSink",
+            move |(input, frontier)| {
+                input.for_each(|_time, batch| {
+                    let Some(producer) = producer.as_ref() else {
+                        return;
+                    };
+                    for scored in batch.drain(..) {
+                        let payload = score_json(&scored, &feature_names, &source_topic);
+                        let id = score_id(
+                            &scored.row.key,
+                            scored.row.window_end,
+                            &scored.model.version,
+                        );
+                        let inference_ts = scored.inference_ts_ms.to_string();
+                        let headers = OwnedHeaders::new()
+                            .insert(Header {
+                                key: "weir.score_id",
+                                value: Some(id.as_str()),
+                            })
+                            .insert(Header {
+                                key: "weir.model.name",
+                                value: Some(scored.model.name.as_str()),
+                            })
+                            .insert(Header {
+                                key: "weir.model.version",
+                                value: Some(scored.model.version.as_str()),
+                            })
+                            .insert(Header {
+                                key: "weir.inference_ts",
+                                value: Some(inference_ts.as_str()),
+                            });
+                        let record = BaseRecord::with_opaque_to(
+                            &config.topic,
+                            Box::new(scored.row.fired_at_ns),
+                        )
                         .key(scored.row.key.as_bytes())
                         .payload(payload.as_slice())
                         .headers(headers);
-                    send(producer, record, &config.metrics);
+                        send(producer, record, &config.metrics);
+                    }
+                });
+                if frontier.is_empty() {
+                    if let Some(producer) = producer.take() {
+                        flush(&producer, &config.metrics, &config.topic);
+                    }
                 }
-            });
-            if frontier.is_empty() {
-                if let Some(producer) = producer.take() {
-                    flush(&producer, &config.metrics, &config.topic);
-                }
-            }
-        });
+            },
+        );
         Ok(())
     }
 }
@@ -162,38 +225,68 @@ pub trait KafkaDeadLetterSink {
 impl KafkaDeadLetterSink for Stream<'_, Tick, Vec<DeadLetter>> {
     fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<()> {
         let worker = self.scope().index();
-        let mut producer = config.placement.instance_on(worker, config.parallelism).map(|_| producer(&config, Kind::DeadLetters)).transpose()?;
+        let mut producer = config
+            .placement
+            .instance_on(worker, config.parallelism)
+            .map(|_| producer(&config, Kind::DeadLetters))
+            .transpose()?;
         let (placement, parallelism) = (config.placement, config.parallelism);
-        let route = move |d: &DeadLetter| placement.worker_of(d.position.partition.unsigned_abs() as usize % parallelism) as u64;
-        self.sink(Exchange::new(route), "KafkaDeadLetterSink", move |(input, frontier)| {
-            input.for_each(|_time, batch| {
-                let Some(producer) = producer.as_ref() else { return };
-                for letter in batch.drain(..) {
-                    let partition = letter.position.partition.to_string();
-                    let offset = letter.position.offset.to_string();
-                    let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();
-                    let headers = OwnedHeaders::new()
-                        .insert(Header { key: "weir.dlq.reason", value: Some(letter.reason.as_str()) })
-                        .insert(Header { key: "weir.dlq.error", value: Some(letter.error.as_str()) })
-                        .insert(Header { key: "weir.dlq.topic", value: Some(letter.topic.as_str()) })
-                        .insert(Header { key: "weir.dlq.partition", value: Some(partition.as_str()) })
-                        .insert(Header { key: "weir.dlq.offset", value: Some(offset.as_str()) })
-                        .insert(Header { key: "weir.dlq.timestamp", value: Some(timestamp.as_str()) });
-                    let mut record = BaseRecord::with_opaque_to(&config.topic, Box::new(0u64))
-                        .payload(letter.raw.as_slice())
-                        .headers(headers);
-                    if let Some(key) = letter.key.as_deref() {
-                        record = record.key(key);
+        let route = move |d: &DeadLetter| {
+            placement.worker_of(d.position.partition.unsigned_abs() as usize % parallelism) as u64
+        };
+        self.sink(
+            Exchange::new(route),
+            "KafkaDeadLetterSink",
+            move |(input, frontier)| {
+                input.for_each(|_time, batch| {
+                    let Some(producer) = producer.as_ref() else {
+                        return;
+                    };
+                    for letter in batch.drain(..) {
+                        let partition = letter.position.partition.to_string();
+                        let offset = letter.position.offset.to_string();
+                        let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();
+                        let headers = OwnedHeaders::new()
+                            .insert(Header {
+                                key: "weir.dlq.reason",
+                                value: Some(letter.reason.as_str()),
+                            })
+                            .insert(Header {
+                                key: "weir.dlq.error",
+                                value: Some(letter.error.as_str()),
+                            })
+                            .insert(Header {
+                                key: "weir.dlq.topic",
+                                value: Some(letter.topic.as_str()),
+                            })
+                            .insert(Header {
+                                key: "weir.dlq.partition",
+                                value: Some(partition.as_str()),
+                            })
+                            .insert(Header {
+                                key: "weir.dlq.offset",
+                                value: Some(offset.as_str()),
+                            })
+                            .insert(Header {
+                                key: "weir.dlq.timestamp",
+                                value: Some(timestamp.as_str()),
+                            });
+                        let mut record = BaseRecord::with_opaque_to(&config.topic, Box::new(0u64))
+                            .payload(letter.raw.as_slice())
+                            .headers(headers);
+                        if let Some(key) = letter.key.as_deref() {
+                            record = record.key(key);
+                        }
+                        send(producer, record, &config.metrics);
                     }
-                    send(producer, record, &config.metrics);
+                });
+                if frontier.is_empty() {
+                    if let Some(producer) = producer.take() {
+                        flush(&producer, &config.metrics, &config.topic);
+                    }
                 }
-            });
-            if frontier.is_empty() {
-                if let Some(producer) = producer.take() {
-                    flush(&producer, &config.metrics, &config.topic);
-                }
-            }
-        });
+            },
+        );
         Ok(())
     }
 }

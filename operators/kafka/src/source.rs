@@ -103,9 +103,16 @@ struct Partitions {
 }
 
 /// Builds the Kafka source on every worker; instances run on `parallelism` workers.
-pub fn kafka_source<'scope>(scope: Scope<'scope, Tick>, config: KafkaSourceConfig) -> Result<SourceStreams<'scope>> {
-    let instance = config.placement.instance_on(scope.index(), config.parallelism);
-    let reader = instance.map(|i| Reader::open(i as u32, config.clone())).transpose()?;
+pub fn kafka_source<'scope>(
+    scope: Scope<'scope, Tick>,
+    config: KafkaSourceConfig,
+) -> Result<SourceStreams<'scope>> {
+    let instance = config
+        .placement
+        .instance_on(scope.index(), config.parallelism);
+    let reader = instance
+        .map(|i| Reader::open(i as u32, config.clone()))
+        .transpose()?;
 
     let mut builder = OperatorBuilder::new(format!("KafkaSource({})", config.topic), scope);
     let activator = scope.activator_for(builder.operator_info().address);
@@ -120,13 +127,16 @@ pub fn kafka_source<'scope>(scope: Scope<'scope, Tick>, config: KafkaSourceConfi
         let mut running = reader.map(|reader| {
             let now = unix_ms();
             let tick = now / reader.partitions.config.tick_ms;
-            let caps: Vec<Capability<Tick>> = capabilities.iter().map(|c| c.delayed(&tick)).collect();
+            let caps: Vec<Capability<Tick>> =
+                capabilities.iter().map(|c| c.delayed(&tick)).collect();
             (reader, caps)
         });
         drop(capabilities);
         activator.activate();
         move |_frontiers| {
-            let Some((reader, caps)) = running.as_mut() else { return };
+            let Some((reader, caps)) = running.as_mut() else {
+                return;
+            };
             if reader.partitions.config.stop.load(Ordering::Relaxed) {
                 tracing::info!(instance = reader.partitions.instance, "source stopped");
                 running = None;
@@ -145,15 +155,24 @@ pub fn kafka_source<'scope>(scope: Scope<'scope, Tick>, config: KafkaSourceConfi
             let mut dead = Vec::new();
             let polled = reader.poll(now, &mut events, &mut dead);
             if !events.is_empty() {
-                events_out.activate().session(&caps[0]).give_container(&mut events);
+                events_out
+                    .activate()
+                    .session(&caps[0])
+                    .give_container(&mut events);
             }
             if !dead.is_empty() {
-                dead_out.activate().session(&caps[1]).give_container(&mut dead);
+                dead_out
+                    .activate()
+                    .session(&caps[1])
+                    .give_container(&mut dead);
             }
             if reader.partitions.config.bounded && reader.partitions.watermarks.all_finished() {
                 let report = reader.partitions.report(now);
                 reports_out.activate().session(&caps[2]).give(report);
-                tracing::info!(instance = reader.partitions.instance, "source reached the end of its bounded input");
+                tracing::info!(
+                    instance = reader.partitions.instance,
+                    "source reached the end of its bounded input"
+                );
                 running = None;
                 return;
             }
@@ -165,7 +184,11 @@ pub fn kafka_source<'scope>(scope: Scope<'scope, Tick>, config: KafkaSourceConfi
             }
         }
     });
-    Ok(SourceStreams { events, dead_letters, reports })
+    Ok(SourceStreams {
+        events,
+        dead_letters,
+        reports,
+    })
 }
 
 impl Reader {
@@ -181,7 +204,10 @@ impl Reader {
             ],
         )
         .create()
-        .map_err(|source| KafkaEdgeError::Client { role: "consumer", source })?;
+        .map_err(|source| KafkaEdgeError::Client {
+            role: "consumer",
+            source,
+        })?;
         let topic_error = |detail: String| KafkaEdgeError::Topic {
             topic: config.topic.clone(),
             brokers: brokers(&config.properties),
@@ -192,7 +218,8 @@ impl Reader {
             .filter(|p| (*p as usize) % config.parallelism == instance as usize)
             .collect();
         let now = unix_ms();
-        let mut watermarks = PartitionWatermarks::new(config.max_out_of_orderness_ms, config.idle_timeout_ms);
+        let mut watermarks =
+            PartitionWatermarks::new(config.max_out_of_orderness_ms, config.idle_timeout_ms);
         let mut assignment = TopicPartitionList::new();
         let mut end_offsets = HashMap::new();
         for &partition in &owned {
@@ -203,7 +230,10 @@ impl Reader {
             };
             assignment
                 .add_partition_offset(&config.topic, partition, start)
-                .map_err(|source| KafkaEdgeError::Request { what: "assign".to_owned(), source })?;
+                .map_err(|source| KafkaEdgeError::Request {
+                    what: "assign".to_owned(),
+                    source,
+                })?;
             if config.bounded {
                 let (low, high) = consumer
                     .fetch_watermarks(&config.topic, partition, Duration::from_secs(10))
@@ -211,7 +241,11 @@ impl Reader {
                         what: format!("list offsets of {}/{partition}", config.topic),
                         source,
                     })?;
-                let first = if config.start == StartFrom::Earliest { low } else { high };
+                let first = if config.start == StartFrom::Earliest {
+                    low
+                } else {
+                    high
+                };
                 end_offsets.insert(partition, high);
                 if first >= high {
                     watermarks.finish(partition);
@@ -220,9 +254,25 @@ impl Reader {
         }
         consumer
             .assign(&assignment)
-            .map_err(|source| KafkaEdgeError::Request { what: "assign".to_owned(), source })?;
-        tracing::info!(instance, ?owned, bounded = config.bounded, "source instance assigned");
-        Ok(Reader { consumer, partitions: Partitions { instance, watermarks, end_offsets, config } })
+            .map_err(|source| KafkaEdgeError::Request {
+                what: "assign".to_owned(),
+                source,
+            })?;
+        tracing::info!(
+            instance,
+            ?owned,
+            bounded = config.bounded,
+            "source instance assigned"
+        );
+        Ok(Reader {
+            consumer,
+            partitions: Partitions {
+                instance,
+                watermarks,
+                end_offsets,
+                config,
+            },
+        })
     }
 
     /// Reads up to `max_batch` records; returns how many messages were handled.
@@ -250,10 +300,19 @@ impl Reader {
 
 impl Partitions {
     fn report(&self, now_ms: u64) -> WatermarkReport {
-        WatermarkReport { source: self.instance, progress: self.watermarks.progress(now_ms) }
+        WatermarkReport {
+            source: self.instance,
+            progress: self.watermarks.progress(now_ms),
+        }
     }
 
-    fn handle(&mut self, message: &BorrowedMessage<'_>, now_ms: u64, events: &mut Vec<Event>, dead: &mut Vec<DeadLetter>) {
+    fn handle(
+        &mut self,
+        message: &BorrowedMessage<'_>,
+        now_ms: u64,
+        events: &mut Vec<Event>,
+        dead: &mut Vec<DeadLetter>,
+    ) {
         let partition = message.partition();
         let offset = message.offset();
         if let Some(&end) = self.end_offsets.get(&partition) {
@@ -292,12 +351,18 @@ impl Partitions {
                 });
             }
         }
-        if self.end_offsets.get(&partition).is_some_and(|&end| offset + 1 >= end) {
+        if self
+            .end_offsets
+            .get(&partition)
+            .is_some_and(|&end| offset + 1 >= end)
+        {
             self.watermarks.finish(partition);
         }
     }
 }
 
 fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

@@ -63,12 +63,21 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
     fn score(self, config: ScoreConfig) -> Result<ScoreStreams<'scope>> {
         let worker = self.scope().index();
         let session = match config.placement.instance_on(worker, config.parallelism) {
-            Some(_) => Some(ModelSession::load(&config.model_dir, &config.job_features, &config.session)?),
+            Some(_) => Some(ModelSession::load(
+                &config.model_dir,
+                &config.job_features,
+                &config.session,
+            )?),
             None => None,
         };
-        let (placement, key_groups, parallelism) = (config.placement, config.key_groups, config.parallelism);
+        let (placement, key_groups, parallelism) =
+            (config.placement, config.key_groups, config.parallelism);
         let route = move |row: &FeatureRow| {
-            placement.worker_of(instance_for_key_group(row.key_group, key_groups, parallelism)) as u64
+            placement.worker_of(instance_for_key_group(
+                row.key_group,
+                key_groups,
+                parallelism,
+            )) as u64
         };
         let mut builder = OperatorBuilder::new("Score".to_owned(), self.scope());
         let mut rows_in = builder.new_input(self, Exchange::new(route));
@@ -84,7 +93,9 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
                 let mut scores_handle = scores_out.activate();
                 let mut dead_handle = dead_out.activate();
                 rows_in.for_each(|cap, batch| {
-                    let Some(scorer) = scorer.as_mut() else { return };
+                    let Some(scorer) = scorer.as_mut() else {
+                        return;
+                    };
                     let mut scored = Vec::with_capacity(batch.len());
                     let mut dead = Vec::new();
                     scorer.score(batch, &mut scored, &mut dead);
@@ -95,7 +106,10 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
                 });
             }
         });
-        Ok(ScoreStreams { scores, dead_letters })
+        Ok(ScoreStreams {
+            scores,
+            dead_letters,
+        })
     }
 }
 
@@ -110,12 +124,26 @@ struct BatchScorer {
 
 impl BatchScorer {
     fn new(session: ModelSession, config: ScoreConfig) -> Self {
-        let tag = ModelTag { name: session.name().to_owned(), version: session.version().to_owned() };
-        BatchScorer { session, tag, config, values: Vec::new(), out: Vec::new() }
+        let tag = ModelTag {
+            name: session.name().to_owned(),
+            version: session.version().to_owned(),
+        };
+        BatchScorer {
+            session,
+            tag,
+            config,
+            values: Vec::new(),
+            out: Vec::new(),
+        }
     }
 
     /// Scores `rows` in chunks of at most `max_batch_rows`, draining them.
-    fn score(&mut self, rows: &mut Vec<FeatureRow>, scored: &mut Vec<ScoredRow>, dead: &mut Vec<DeadLetter>) {
+    fn score(
+        &mut self,
+        rows: &mut Vec<FeatureRow>,
+        scored: &mut Vec<ScoredRow>,
+        dead: &mut Vec<DeadLetter>,
+    ) {
         let chunk = self.config.session.max_batch_rows.max(1);
         let mut rows = std::mem::take(rows).into_iter().peekable();
         while rows.peek().is_some() {
@@ -124,15 +152,26 @@ impl BatchScorer {
             for row in &batch {
                 self.values.extend_from_slice(&row.values);
             }
-            let result = self.session.score_batch(&self.values, batch.len(), &mut self.out);
+            let result = self
+                .session
+                .score_batch(&self.values, batch.len(), &mut self.out);
             let inference_ts_ms = unix_ms();
             match result {
                 Ok(stats) => {
                     JobMetrics::add(&self.config.metrics.scores, batch.len() as u64);
-                    JobMetrics::add(&self.config.metrics.defaults_used, stats.defaults_used as u64);
+                    JobMetrics::add(
+                        &self.config.metrics.defaults_used,
+                        stats.defaults_used as u64,
+                    );
                     for (row, score) in batch.into_iter().zip(self.out.iter()) {
                         let score = Some(f64::from(*score));
-                        scored.push(ScoredRow { row, model: self.tag.clone(), score, error: None, inference_ts_ms });
+                        scored.push(ScoredRow {
+                            row,
+                            model: self.tag.clone(),
+                            score,
+                            error: None,
+                            inference_ts_ms,
+                        });
                     }
                 }
                 Err(error) => {
@@ -140,10 +179,18 @@ impl BatchScorer {
                     tracing::warn!(%error, rows = batch.len(), "inference failed; emitting error records");
                     JobMetrics::add(&self.config.metrics.inference_errors, batch.len() as u64);
                     for row in batch {
-                        self.config.metrics.dead_letter(DeadLetterReason::InferenceFailed);
+                        self.config
+                            .metrics
+                            .dead_letter(DeadLetterReason::InferenceFailed);
                         dead.push(self.dead_letter(&row, &error));
                         let error = Some(error.clone());
-                        scored.push(ScoredRow { row, model: self.tag.clone(), score: None, error, inference_ts_ms });
+                        scored.push(ScoredRow {
+                            row,
+                            model: self.tag.clone(),
+                            score: None,
+                            error,
+                            inference_ts_ms,
+                        });
                     }
                 }
             }
@@ -170,5 +217,7 @@ impl BatchScorer {
 }
 
 fn unix_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
