@@ -56,7 +56,14 @@ impl JsonDecoder {
         let mut values: Values = (0..self.schema.fields().len())
             .map(|_| Value::Missing)
             .collect();
-        let mut de = serde_json::Deserializer::from_slice(payload);
+        // JSON text is UTF-8 (RFC 8259 §8.1). Checked up front so that invalid bytes are
+        // malformed wherever they are, not only inside declared fields (serde_json skips
+        // unknown fields' strings without validating them).
+        let text = std::str::from_utf8(payload).map_err(|e| DecodeError {
+            reason: DeadLetterReason::Malformed,
+            message: format!("payload is not valid UTF-8: {e}"),
+        })?;
+        let mut de = serde_json::Deserializer::from_str(text);
         let seed = ObjectSeed {
             schema: &self.schema,
             values: &mut values,
@@ -193,6 +200,9 @@ impl<'de> de::Deserialize<'de> for FieldName<'de> {
     }
 }
 
+/// Largest integer magnitude an f64 holds exactly (2^53): the range of i64 and timestamp fields.
+const MAX_EXACT_INT: u64 = 1 << 53;
+
 /// Decodes one field value according to its declared type.
 struct FieldSeed<'a> {
     ty: FieldType,
@@ -220,10 +230,32 @@ impl FieldSeed<'_> {
         }
         match self.ty {
             FieldType::F64 => Ok(Value::Num(x)),
-            FieldType::I64 | FieldType::TimestampMs if x.fract() == 0.0 => Ok(Value::Num(x)),
-            FieldType::I64 | FieldType::TimestampMs => Err(self.wrong("a fractional number")),
+            FieldType::I64 | FieldType::TimestampMs if x.fract() != 0.0 => {
+                Err(self.wrong("a fractional number"))
+            }
+            FieldType::I64 | FieldType::TimestampMs if x.abs() > MAX_EXACT_INT as f64 => {
+                Err(self.out_of_range(x))
+            }
+            FieldType::I64 | FieldType::TimestampMs => Ok(Value::Num(x)),
             _ => Err(self.wrong("a number")),
         }
+    }
+    /// A JSON integer (`magnitude` is its exact absolute value, `x` its f64 rounding).
+    fn integer<E: de::Error>(&self, magnitude: u64, x: f64) -> Result<Value, E> {
+        match self.ty {
+            FieldType::I64 | FieldType::TimestampMs if magnitude > MAX_EXACT_INT => {
+                Err(self.out_of_range(x))
+            }
+            _ => self.number(x),
+        }
+    }
+    /// i64 and timestamp values are held as f64: beyond ±2^53 two different integers would
+    /// become the same value (two keys merged, a timestamp saturating window arithmetic).
+    fn out_of_range<E: de::Error>(&self, x: f64) -> E {
+        self.fail(
+            DeadLetterReason::WrongType,
+            format_args!("{x} is outside ±2^53, the exact integer range of {:?} fields", self.ty),
+        )
     }
 }
 
@@ -249,10 +281,10 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        self.number(v as f64)
+        self.integer(v.unsigned_abs(), v as f64)
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        self.number(v as f64)
+        self.integer(v, v as f64)
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
         self.number(v)

@@ -2,8 +2,10 @@
 //! which carries event time. Decoders (JSON today; Avro/Protobuf later) fill records shaped by it.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use serde::Deserialize;
+use serde::de::{self, IntoDeserializer, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 
 use crate::error::{FeatureError, Result};
 
@@ -25,24 +27,58 @@ pub enum FieldType {
 
 /// A field declaration in a job file: either just a type (`amount = "f64"`) or a table
 /// (`amount = { type = "f64", required = false }`). Fields are required unless said otherwise.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(untagged)]
+///
+/// Deserialized by hand rather than as an untagged enum, so that a misspelt type names the
+/// valid ones and an unknown option in the table (`requird = false`) is an error instead of
+/// being ignored.
+#[derive(Clone, Debug, PartialEq)]
 pub enum FieldDecl {
     /// A required field of this type.
     Type(FieldType),
     /// A field with explicit options.
     Full {
         /// The field's type.
-        #[serde(rename = "type")]
         ty: FieldType,
         /// Whether a record without this field goes to the dead-letter topic.
-        #[serde(default = "yes")]
         required: bool,
     },
 }
 
+/// The table form of [`FieldDecl`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FieldTable {
+    #[serde(rename = "type")]
+    ty: FieldType,
+    #[serde(default = "yes")]
+    required: bool,
+}
+
 fn yes() -> bool {
     true
+}
+
+impl<'de> Deserialize<'de> for FieldDecl {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct DeclVisitor;
+        impl<'de> Visitor<'de> for DeclVisitor {
+            type Value = FieldDecl;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "a field type (\"string\", \"f64\", \"i64\", \"bool\", \"timestamp_ms\") \
+                     or a table like { type = \"f64\", required = false }",
+                )
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<FieldDecl, E> {
+                FieldType::deserialize(v.into_deserializer()).map(FieldDecl::Type)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<FieldDecl, A::Error> {
+                let table = FieldTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(FieldDecl::Full { ty: table.ty, required: table.required })
+            }
+        }
+        deserializer.deserialize_any(DeclVisitor)
+    }
 }
 
 impl FieldDecl {

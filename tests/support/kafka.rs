@@ -47,6 +47,7 @@ pub fn produce(topic: &str, records: &[(String, Vec<u8>)]) -> Result<()> {
         .set("partitioner", "murmur2_random")
         .set("acks", "all")
         .set("linger.ms", "5")
+        .set("enable.idempotence", "true")
         .create()?;
     for (key, payload) in records {
         let mut record = BaseRecord::to(topic)

@@ -96,7 +96,9 @@ pub fn expected_windows(payloads: &[Vec<u8>]) -> BTreeMap<(String, i64), Expecte
 }
 
 /// Scores feature rows with a raw ONNX Runtime session on `model_dir`, applying the manifest's
-/// defaults for missing values; returns the manifest's score column per row.
+/// defaults for missing values; returns the manifest's score column per row. One intra-op
+/// thread, as the job's session uses: ONNX Runtime's tree ensembles sum trees in a different
+/// order when they parallelise, which changes the last bits of the score.
 pub fn raw_ort_scores(model_dir: &Path, rows: &[Vec<f64>]) -> Result<Vec<f64>> {
     let manifest: Value = serde_json::from_slice(&std::fs::read(model_dir.join("manifest.json"))?)?;
     let defaults: Vec<f64> = manifest["features"]
@@ -127,6 +129,7 @@ pub fn raw_ort_scores(model_dir: &Path, rows: &[Vec<f64>]) -> Result<Vec<f64>> {
     }
     let environment = weir_score::onnx_environment()?;
     let mut session = ort::session::Session::builder(&environment)
+        .and_then(|b| Ok(b.with_intra_threads(1)?))
         .and_then(|mut b| b.commit_from_file(model_dir.join("model.onnx")))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let input = ort::value::TensorRef::from_array_view(([rows.len(), width], &data[..]))?;

@@ -95,10 +95,13 @@ impl JobMetrics {
     /// Records one window-close → delivered latency, in microseconds.
     pub fn record_latency_us(&self, micros: u64) {
         if let Ok(mut histogram) = self.latency_us.lock() {
-            let histogram = histogram.get_or_insert_with(|| {
-                Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant figures is valid"))
-            });
-            histogram.saturating_record(micros);
+            // 1 µs .. 1 h at 3 significant figures; longer waits saturate at 1 h.
+            if histogram.is_none() {
+                *histogram = Histogram::new_with_bounds(1, 3_600_000_000, 3).ok();
+            }
+            if let Some(histogram) = histogram.as_mut() {
+                histogram.saturating_record(micros.max(1));
+            }
         }
     }
 

@@ -1,0 +1,390 @@
+//! Job-file tests: the example job (`jobs/clickstream.toml`) loads and compiles, the CLI
+//! overrides apply, and every invalid field is rejected with a message that names the problem
+//! (docs/JOB_FILE.md lists the rules these tests pin down).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::{bail, Result};
+use weir::config::JobFile;
+use weir_features::aggregate::AggKind;
+use weir_features::window::WindowSpec;
+
+/// A minimal valid job; each negative test changes exactly one thing in it.
+const VALID: &str = r#"
+name = "t"
+
+[kafka]
+"bootstrap.servers" = "127.0.0.1:9092"
+
+[source]
+topic = "in"
+key = "user"
+event_time = "ts"
+
+[source.fields]
+user = "string"
+ts = "timestamp_ms"
+kind = "string"
+amount = { type = "f64", required = false }
+
+[window]
+kind = "tumbling"
+size = "10s"
+
+[[features]]
+name = "events"
+agg = "count"
+
+[[features]]
+name = "amount_sum"
+agg = "sum"
+field = "amount"
+
+[model]
+path = "model"
+
+[sink]
+topic = "out"
+dead_letter_topic = "dlq"
+"#;
+
+fn clickstream_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml")
+}
+
+/// `VALID` with `from` replaced by `to` (the replacement must apply).
+fn edited(from: &str, to: &str) -> String {
+    assert!(VALID.contains(from), "test bug: `{from}` is not in the base job");
+    VALID.replacen(from, to, 1)
+}
+
+/// Parses and compiles a job from TOML text; the error chain rendered with `{:#}`.
+fn compile_text(text: &str) -> Result<weir::CompiledJob, String> {
+    let job: JobFile = toml::from_str(text).map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
+    job.compile().map_err(|e| format!("{e:#}"))
+}
+
+/// Asserts that `text` is rejected with a message containing every one of `needles`.
+fn assert_rejected(text: &str, needles: &[&str]) -> Result<()> {
+    match compile_text(text) {
+        Ok(_) => bail!("job was accepted, expected an error containing {needles:?}"),
+        Err(message) => {
+            for needle in needles {
+                if !message.contains(needle) {
+                    bail!("error `{message}` does not contain `{needle}`");
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Writes `text` to a fresh directory under the system temp dir and returns the file path.
+fn write_temp(text: &str) -> Result<PathBuf> {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "weir-job-file-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("job.toml");
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+#[test]
+fn clickstream_example_loads_and_compiles() -> Result<()> {
+    let path = clickstream_path();
+    let job = JobFile::load(&path)?;
+    assert_eq!(job.name, "clickstream");
+    assert_eq!(job.runtime.workers, 2);
+    assert_eq!(job.runtime.tick, 100);
+    assert_eq!(job.watermark.max_out_of_orderness, 5_000);
+    assert_eq!(job.watermark.idle_timeout, 30_000);
+    assert_eq!(job.window, WindowSpec::Tumbling { size: 60_000 });
+    assert_eq!(job.base_dir, path.parent().map(Path::to_path_buf).unwrap_or_default());
+    // The model path is relative to the job file's directory.
+    assert_eq!(job.model_dir(), Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/model"));
+    let compiled = job.compile()?;
+    let names = compiled.features.names();
+    assert_eq!(
+        names,
+        ["events", "views", "clicks", "purchases", "dwell_mean", "dwell_max", "amount_sum", "amount_max"]
+    );
+    assert_eq!(compiled.features.features()[1].agg, AggKind::CountIf);
+    assert!(compiled.features.features()[1].filter.is_some());
+    // Absent [parallelism] means every stage runs on every worker.
+    let p = compiled.parallelism;
+    assert_eq!((p.source, p.window, p.score, p.sink), (2, 2, 2, 2));
+    // key and event_time fields are found in the schema.
+    let schema = &compiled.schema;
+    assert_eq!(schema.fields()[schema.key_index()].name, "user");
+    assert_eq!(schema.fields()[schema.event_time_index()].name, "ts");
+    Ok(())
+}
+
+#[test]
+fn defaults_apply_when_sections_are_absent() -> Result<()> {
+    let job: JobFile = toml::from_str(VALID)?;
+    assert_eq!(job.runtime.workers, 1);
+    assert_eq!(job.runtime.tick, 100);
+    assert_eq!(job.runtime.key_groups, 4096);
+    assert_eq!(job.watermark.max_out_of_orderness, 5_000);
+    assert_eq!(job.watermark.idle_timeout, 30_000);
+    assert_eq!(job.watermark.allowed_lateness, 0);
+    assert_eq!(job.source.max_batch, 4096);
+    assert!(!job.source.bounded);
+    assert_eq!(job.model.max_batch_rows, 256);
+    assert_eq!(job.model.intra_threads, 1);
+    assert_eq!(job.model.warmup_batches, 2);
+    let compiled = job.compile()?;
+    let p = compiled.parallelism;
+    assert_eq!((p.source, p.window, p.score, p.sink), (1, 1, 1, 1));
+    Ok(())
+}
+
+#[test]
+fn parallelism_override_sets_stages() -> Result<()> {
+    let mut job = JobFile::load(&clickstream_path())?;
+    job.runtime.workers = 4;
+    job.override_parallelism("source=2, window=4,score=1,sink=1")?;
+    let p = job.compile()?.parallelism;
+    assert_eq!((p.source, p.window, p.score, p.sink), (2, 4, 1, 1));
+    Ok(())
+}
+
+#[test]
+fn load_reports_missing_file_and_path() {
+    let missing = std::env::temp_dir().join("weir-job-file-test-does-not-exist/job.toml");
+    let err = JobFile::load(&missing).err().map(|e| format!("{e:#}")).unwrap_or_default();
+    assert!(err.contains("cannot read job file"), "{err}");
+    assert!(err.contains("weir-job-file-test-does-not-exist"), "{err}");
+}
+
+#[test]
+fn unknown_top_level_field_is_rejected_with_the_path() -> Result<()> {
+    let path = write_temp(&format!("colour = \"blue\"\n{VALID}"))?;
+    let err = JobFile::load(&path).err().map(|e| format!("{e:#}")).unwrap_or_default();
+    assert!(err.contains("invalid job file"), "{err}");
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("unknown field `colour`"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn unknown_fields_in_sections_are_rejected() -> Result<()> {
+    assert_rejected(&edited("topic = \"in\"", "topic = \"in\"\ntopik = \"x\""), &["unknown field `topik`"])?;
+    assert_rejected(&edited("[window]", "[runtime]\nworker = 2\n\n[window]"), &["unknown field `worker`"])?;
+    assert_rejected(&edited("size = \"10s\"", "size = \"10s\"\nslide = \"5s\""), &["unknown field `slide`"])?;
+    assert_rejected(&edited("agg = \"count\"", "agg = \"count\"\nfiled = \"x\""), &["unknown field `filed`"])?;
+    assert_rejected(&edited("path = \"model\"", "path = \"model\"\nthreads = 2"), &["unknown field `threads`"])?;
+    assert_rejected(&edited("[window]", "[parallelism]\nscorer = 1\n\n[window]"), &["unknown field `scorer`"])?;
+    Ok(())
+}
+
+#[test]
+fn unknown_field_option_in_a_field_declaration_is_rejected() -> Result<()> {
+    // A typo in `required` must not silently leave the field required.
+    assert_rejected(
+        &edited("amount = { type = \"f64\", required = false }", "amount = { type = \"f64\", requird = false }"),
+        &["unknown field `requird`, expected `type` or `required`"],
+    )
+}
+
+#[test]
+fn unknown_field_type_is_rejected() -> Result<()> {
+    assert_rejected(
+        &edited("kind = \"string\"", "kind = \"text\""),
+        &["unknown variant `text`, expected one of `string`, `f64`, `i64`, `bool`, `timestamp_ms`"],
+    )?;
+    assert_rejected(&edited("kind = \"string\"", "kind = 5"), &["expected a field type"])
+}
+
+#[test]
+fn missing_required_sections_are_rejected() -> Result<()> {
+    assert_rejected(&edited("[sink]\ntopic = \"out\"\ndead_letter_topic = \"dlq\"\n", ""), &["missing field `sink`"])?;
+    assert_rejected(&edited("dead_letter_topic = \"dlq\"\n", ""), &["missing field `dead_letter_topic`"])
+}
+
+#[test]
+fn bad_duration_is_rejected() -> Result<()> {
+    assert_rejected(&edited("size = \"10s\"", "size = \"10 parsecs\""), &["`10 parsecs` is not a duration like"])?;
+    assert_rejected(&edited("size = \"10s\"", "size = 10"), &["expected a string"])?;
+    assert_rejected(&edited("[window]", "[watermark]\nidle_timeout = \"soon\"\n\n[window]"), &["`soon` is not a duration"])
+}
+
+#[test]
+fn zero_durations_are_rejected() -> Result<()> {
+    assert_rejected(&edited("size = \"10s\"", "size = \"0s\""), &["[window]", "tumbling window size must be > 0"])?;
+    assert_rejected(&edited("[window]", "[runtime]\ntick = \"0s\"\n\n[window]"), &["[runtime] tick must be positive"])?;
+    assert_rejected(&edited("[window]", "[watermark]\nidle_timeout = \"0s\"\n\n[window]"), &["idle_timeout positive"])
+}
+
+#[test]
+fn zero_workers_is_rejected() -> Result<()> {
+    assert_rejected(&edited("[window]", "[runtime]\nworkers = 0\n\n[window]"), &["workers must be at least 1"])
+}
+
+#[test]
+fn zero_key_groups_is_rejected() -> Result<()> {
+    assert_rejected(&edited("[window]", "[runtime]\nkey_groups = 0\n\n[window]"), &["key_groups must be at least 1"])
+}
+
+#[test]
+fn parallelism_above_workers_is_rejected() -> Result<()> {
+    assert_rejected(
+        &edited("[window]", "[runtime]\nworkers = 2\n\n[parallelism]\nwindow = 3\n\n[window]"),
+        &["parallelism window=3 is invalid", "number of workers (2)"],
+    )?;
+    assert_rejected(&edited("[window]", "[parallelism]\nscore = 0\n\n[window]"), &["parallelism score=0 is invalid"])
+}
+
+#[test]
+fn parallelism_override_above_workers_is_rejected() -> Result<()> {
+    let mut job: JobFile = toml::from_str(VALID)?;
+    job.override_parallelism("sink=2")?;
+    let err = job.compile().err().map(|e| format!("{e:#}")).unwrap_or_default();
+    assert!(err.contains("parallelism sink=2 is invalid"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn unknown_stage_in_parallelism_flag_is_rejected() -> Result<()> {
+    let mut job: JobFile = toml::from_str(VALID)?;
+    let err = job.override_parallelism("source=1,scoring=2").err().map(|e| format!("{e:#}")).unwrap_or_default();
+    assert!(err.contains("unknown stage `scoring`"), "{err}");
+    assert!(err.contains("source, window, score, sink"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn malformed_parallelism_flag_is_rejected() -> Result<()> {
+    let mut job: JobFile = toml::from_str(VALID)?;
+    let err = job.override_parallelism("window").err().map(|e| format!("{e:#}")).unwrap_or_default();
+    assert!(err.contains("must look like stage=n"), "{err}");
+    let err = job.override_parallelism("window=many").err().map(|e| format!("{e:#}")).unwrap_or_default();
+    assert!(err.contains("`many` is not a number"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn key_field_not_declared_is_rejected() -> Result<()> {
+    assert_rejected(
+        &edited("key = \"user\"", "key = \"account\""),
+        &["[source]", "key field `account` is not declared in [source.fields]"],
+    )
+}
+
+#[test]
+fn event_time_field_not_declared_is_rejected() -> Result<()> {
+    assert_rejected(&edited("event_time = \"ts\"", "event_time = \"time\""), &["event_time field `time` is not declared"])
+}
+
+#[test]
+fn key_field_of_wrong_type_or_optional_is_rejected() -> Result<()> {
+    assert_rejected(&edited("user = \"string\"", "user = \"f64\""), &["key field `user` must be a required"])?;
+    assert_rejected(
+        &edited("user = \"string\"", "user = { type = \"string\", required = false }"),
+        &["key field `user` must be a required"],
+    )
+}
+
+#[test]
+fn event_time_not_timestamp_ms_is_rejected() -> Result<()> {
+    assert_rejected(
+        &edited("ts = \"timestamp_ms\"", "ts = \"i64\""),
+        &["event_time field `ts` must be a required \"timestamp_ms\" field"],
+    )
+}
+
+#[test]
+fn feature_on_unknown_field_is_rejected() -> Result<()> {
+    assert_rejected(
+        &edited("field = \"amount\"", "field = \"amount_usd\""),
+        &["[[features]]", "invalid feature `amount_sum`", "field `amount_usd` is not declared"],
+    )
+}
+
+#[test]
+fn feature_without_a_field_is_rejected() -> Result<()> {
+    assert_rejected(&edited("field = \"amount\"\n", ""), &["invalid feature `amount_sum`", "needs `field"])
+}
+
+#[test]
+fn count_with_a_field_is_rejected() -> Result<()> {
+    assert_rejected(&edited("agg = \"count\"", "agg = \"count\"\nfield = \"amount\""), &["takes no field"])
+}
+
+#[test]
+fn count_if_without_where_is_rejected() -> Result<()> {
+    assert_rejected(&edited("agg = \"count\"", "agg = \"count_if\""), &["invalid feature `events`", "count_if needs `where"])
+}
+
+#[test]
+fn bad_predicate_is_rejected() -> Result<()> {
+    assert_rejected(
+        &edited("agg = \"count\"", "agg = \"count_if\"\nwhere = \"kind < 'view'\""),
+        &["invalid feature `events`", "only support == and !="],
+    )?;
+    assert_rejected(
+        &edited("agg = \"count\"", "agg = \"count_if\"\nwhere = \"kind = 'view'\""),
+        &["has no comparison"],
+    )
+}
+
+#[test]
+fn unknown_aggregate_is_rejected() -> Result<()> {
+    assert_rejected(&edited("agg = \"count\"", "agg = \"median\""), &["unknown variant `median`"])
+}
+
+#[test]
+fn duplicate_feature_names_are_rejected() -> Result<()> {
+    assert_rejected(
+        &edited("name = \"amount_sum\"", "name = \"events\""),
+        &["invalid feature `events`", "used by two features"],
+    )
+}
+
+#[test]
+fn no_features_is_rejected() -> Result<()> {
+    let features = "[[features]]\nname = \"events\"\nagg = \"count\"\n\n\
+                    [[features]]\nname = \"amount_sum\"\nagg = \"sum\"\nfield = \"amount\"\n";
+    let text = edited(features, "").replacen("name = \"t\"", "name = \"t\"\nfeatures = []", 1);
+    assert_rejected(&text, &["[[features]]", "defines no [[features]]"])
+}
+
+#[test]
+fn sum_on_a_string_field_is_rejected() -> Result<()> {
+    assert_rejected(
+        &edited("field = \"amount\"", "field = \"kind\""),
+        &["invalid feature `amount_sum`", "needs a numeric field, `kind` is not"],
+    )
+}
+
+#[test]
+fn missing_bootstrap_servers_is_rejected() -> Result<()> {
+    assert_rejected(
+        &edited("\"bootstrap.servers\" = \"127.0.0.1:9092\"", "\"client.id\" = \"x\""),
+        &["bootstrap.servers", "--brokers"],
+    )
+}
+
+#[test]
+fn bootstrap_servers_in_source_kafka_is_enough() -> Result<()> {
+    let text = edited("\"bootstrap.servers\" = \"127.0.0.1:9092\"", "")
+        .replacen("[source.fields]", "[source.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n\n[source.fields]", 1);
+    compile_text(&text).map(|_| ()).map_err(anyhow::Error::msg)
+}
+
+#[test]
+fn zero_batch_sizes_are_rejected() -> Result<()> {
+    assert_rejected(&edited("event_time = \"ts\"", "event_time = \"ts\"\nmax_batch = 0"), &["[source] max_batch"])?;
+    assert_rejected(&edited("path = \"model\"", "path = \"model\"\nmax_batch_rows = 0"), &["[model] max_batch_rows"])
+}
+
+#[test]
+fn bad_start_position_is_rejected() -> Result<()> {
+    assert_rejected(&edited("topic = \"in\"", "topic = \"in\"\nstart = \"beginning\""), &["unknown variant `beginning`"])
+}
