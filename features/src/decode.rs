@@ -254,7 +254,10 @@ impl FieldSeed<'_> {
     fn out_of_range<E: de::Error>(&self, x: f64) -> E {
         self.fail(
             DeadLetterReason::WrongType,
-            format_args!("{x} is outside ±2^53, the exact integer range of {:?} fields", self.ty),
+            format_args!(
+                "{x} is outside ±2^53, the exact integer range of {:?} fields",
+                self.ty
+            ),
         )
     }
 }

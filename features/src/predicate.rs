@@ -117,7 +117,15 @@ fn parse_literal(text: &str, ty: FieldType) -> Result<Literal, String> {
             if text.len() < 2 || !quoted {
                 return Err(format!("string field needs a quoted literal, got `{text}`"));
             }
-            Ok(Literal::Str(Key::from(&text[1..text.len() - 1])))
+            let (quote, inner) = (&text[..1], &text[1..text.len() - 1]);
+            // `kind == 'a' or kind == 'b'` would otherwise parse as one literal and never match.
+            if inner.contains(quote) {
+                return Err(format!(
+                    "the literal `{text}` contains its own quote character; a predicate is one \
+                     `field op literal` (no and/or), and a quote inside a string needs the other quote"
+                ));
+            }
+            Ok(Literal::Str(Key::from(inner)))
         }
         FieldType::Bool => match text {
             "true" => Ok(Literal::Bool(true)),

@@ -72,9 +72,15 @@ impl<'de> Deserialize<'de> for FieldDecl {
             fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<FieldDecl, E> {
                 FieldType::deserialize(v.into_deserializer()).map(FieldDecl::Type)
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<FieldDecl, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> std::result::Result<FieldDecl, A::Error> {
                 let table = FieldTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(FieldDecl::Full { ty: table.ty, required: table.required })
+                Ok(FieldDecl::Full {
+                    ty: table.ty,
+                    required: table.required,
+                })
             }
         }
         deserializer.deserialize_any(DeclVisitor)

@@ -20,7 +20,13 @@ fn schema_with_key(key_field: &str, key_type: FieldType) -> RecordSchema {
     fields.insert("n".to_owned(), FieldDecl::Type(FieldType::I64));
     fields.insert("flag".to_owned(), FieldDecl::Type(FieldType::Bool));
     fields.insert("kind".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert("amount".to_owned(), FieldDecl::Full { ty: FieldType::F64, required: false });
+    fields.insert(
+        "amount".to_owned(),
+        FieldDecl::Full {
+            ty: FieldType::F64,
+            required: false,
+        },
+    );
     match RecordSchema::new(&fields, key_field, "ts") {
         Ok(schema) => schema,
         Err(e) => panic!("test schema is invalid: {e}"),
@@ -32,18 +38,26 @@ fn decoder() -> JsonDecoder {
 }
 
 fn slot(d: &JsonDecoder, name: &str) -> usize {
-    d.schema().index_of(name).unwrap_or_else(|| panic!("no field {name}"))
+    d.schema()
+        .index_of(name)
+        .unwrap_or_else(|| panic!("no field {name}"))
 }
 
-const GOOD: &str = r#"{"user":"u1","ts":1000,"dwell":2.5,"n":7,"flag":true,"kind":"view","amount":12.0}"#;
+const GOOD: &str =
+    r#"{"user":"u1","ts":1000,"dwell":2.5,"n":7,"flag":true,"kind":"view","amount":12.0}"#;
 
 fn decode_ok(payload: &[u8]) -> Result<Decoded, String> {
-    decoder().decode(payload).map_err(|e| format!("{} failed: {e:?}", String::from_utf8_lossy(payload)))
+    decoder()
+        .decode(payload)
+        .map_err(|e| format!("{} failed: {e:?}", String::from_utf8_lossy(payload)))
 }
 
 fn decode_err(payload: &[u8]) -> Result<DecodeError, String> {
     match decoder().decode(payload) {
-        Ok(d) => Err(format!("{} decoded to {d:?}, expected an error", String::from_utf8_lossy(payload))),
+        Ok(d) => Err(format!(
+            "{} decoded to {d:?}, expected an error",
+            String::from_utf8_lossy(payload)
+        )),
         Err(e) => Ok(e),
     }
 }
@@ -51,10 +65,18 @@ fn decode_err(payload: &[u8]) -> Result<DecodeError, String> {
 fn expect_reason(payload: &[u8], reason: DeadLetterReason, needle: &str) -> TestResult {
     let err = decode_err(payload)?;
     if err.reason != reason {
-        return Err(format!("{}: reason {:?}, expected {reason:?} ({})", String::from_utf8_lossy(payload), err.reason, err.message));
+        return Err(format!(
+            "{}: reason {:?}, expected {reason:?} ({})",
+            String::from_utf8_lossy(payload),
+            err.reason,
+            err.message
+        ));
     }
     if !err.message.contains(needle) {
-        return Err(format!("message `{}` does not contain `{needle}`", err.message));
+        return Err(format!(
+            "message `{}` does not contain `{needle}`",
+            err.message
+        ));
     }
     Ok(())
 }
@@ -88,7 +110,11 @@ fn integers_are_accepted_for_f64_and_whole_floats_for_i64() -> TestResult {
 
 #[test]
 fn malformed_syntax() -> TestResult {
-    expect_reason(br#"{"user":"u1","ts":1000,}"#, DeadLetterReason::Malformed, "")?;
+    expect_reason(
+        br#"{"user":"u1","ts":1000,}"#,
+        DeadLetterReason::Malformed,
+        "",
+    )?;
     expect_reason(b"not json", DeadLetterReason::Malformed, "")?;
     expect_reason(b"", DeadLetterReason::Malformed, "EOF")?;
     expect_reason(br#"{"user" "u1"}"#, DeadLetterReason::Malformed, "")
@@ -102,8 +128,16 @@ fn truncated_payload() -> TestResult {
 
 #[test]
 fn trailing_garbage() -> TestResult {
-    expect_reason(format!("{GOOD} x").as_bytes(), DeadLetterReason::Malformed, "trailing")?;
-    expect_reason(format!("{GOOD}{GOOD}").as_bytes(), DeadLetterReason::Malformed, "trailing")
+    expect_reason(
+        format!("{GOOD} x").as_bytes(),
+        DeadLetterReason::Malformed,
+        "trailing",
+    )?;
+    expect_reason(
+        format!("{GOOD}{GOOD}").as_bytes(),
+        DeadLetterReason::Malformed,
+        "trailing",
+    )
 }
 
 #[test]
@@ -133,10 +167,15 @@ fn invalid_utf8_in_an_unknown_field_is_malformed_too() -> TestResult {
 fn integers_beyond_2_pow_53_are_rejected_for_i64_and_timestamps() -> TestResult {
     let d = JsonDecoder::new(schema_with_key("account", FieldType::I64));
     let body = r#""dwell":1,"n":1,"flag":true,"kind":"k""#;
-    let decode = |account: &str, ts: &str| d.decode(format!("{{\"account\":{account},\"ts\":{ts},{body}}}").as_bytes());
+    let decode = |account: &str, ts: &str| {
+        d.decode(format!("{{\"account\":{account},\"ts\":{ts},{body}}}").as_bytes())
+    };
     // ±2^53 is the edge of the exact range and still accepted.
     let edge = decode("9007199254740992", "-9007199254740992").map_err(|e| e.message)?;
-    assert_eq!((edge.key.as_str(), edge.ts), ("9007199254740992", -9_007_199_254_740_992));
+    assert_eq!(
+        (edge.key.as_str(), edge.ts),
+        ("9007199254740992", -9_007_199_254_740_992)
+    );
     for (account, ts) in [
         ("9007199254740993", "1"),
         ("-9007199254740993", "1"),
@@ -160,7 +199,11 @@ fn integers_beyond_2_pow_53_are_rejected_for_i64_and_timestamps() -> TestResult 
 
 #[test]
 fn top_level_not_an_object() -> TestResult {
-    expect_reason(format!("[{GOOD}]").as_bytes(), DeadLetterReason::Malformed, "a JSON object")?;
+    expect_reason(
+        format!("[{GOOD}]").as_bytes(),
+        DeadLetterReason::Malformed,
+        "a JSON object",
+    )?;
     expect_reason(b"42", DeadLetterReason::Malformed, "a JSON object")?;
     expect_reason(b"\"u1\"", DeadLetterReason::Malformed, "a JSON object")?;
     expect_reason(b"null", DeadLetterReason::Malformed, "a JSON object")
@@ -174,8 +217,16 @@ fn missing_required_field() -> TestResult {
         "`dwell`",
     )?;
     // The key and the event time are required too.
-    expect_reason(br#"{"ts":1000,"dwell":1,"n":7,"flag":true,"kind":"v"}"#, DeadLetterReason::MissingField, "`user`")?;
-    expect_reason(br#"{"user":"u","dwell":1,"n":7,"flag":true,"kind":"v"}"#, DeadLetterReason::MissingField, "`ts`")?;
+    expect_reason(
+        br#"{"ts":1000,"dwell":1,"n":7,"flag":true,"kind":"v"}"#,
+        DeadLetterReason::MissingField,
+        "`user`",
+    )?;
+    expect_reason(
+        br#"{"user":"u","dwell":1,"n":7,"flag":true,"kind":"v"}"#,
+        DeadLetterReason::MissingField,
+        "`ts`",
+    )?;
     expect_reason(b"{}", DeadLetterReason::MissingField, "missing")
 }
 
@@ -195,14 +246,48 @@ fn null_required_field() -> TestResult {
 
 #[test]
 fn wrong_types() -> TestResult {
-    let with = |field: &str, value: &str| GOOD.replacen(&format!("\"{field}\":"), &format!("\"{field}\":{value},\"_{field}\":"), 1);
-    expect_reason(with("dwell", "\"2.5\"").as_bytes(), DeadLetterReason::WrongType, "field `dwell`")?;
-    expect_reason(with("n", "true").as_bytes(), DeadLetterReason::WrongType, "field `n`")?;
-    expect_reason(with("flag", "1").as_bytes(), DeadLetterReason::WrongType, "field `flag`")?;
-    expect_reason(with("kind", "3").as_bytes(), DeadLetterReason::WrongType, "field `kind`")?;
-    expect_reason(with("user", "[1]").as_bytes(), DeadLetterReason::WrongType, "field `user`")?;
-    expect_reason(with("amount", "{\"v\":1}").as_bytes(), DeadLetterReason::WrongType, "field `amount`")?;
-    expect_reason(with("ts", "\"2024-01-01\"").as_bytes(), DeadLetterReason::WrongType, "field `ts`")
+    let with = |field: &str, value: &str| {
+        GOOD.replacen(
+            &format!("\"{field}\":"),
+            &format!("\"{field}\":{value},\"_{field}\":"),
+            1,
+        )
+    };
+    expect_reason(
+        with("dwell", "\"2.5\"").as_bytes(),
+        DeadLetterReason::WrongType,
+        "field `dwell`",
+    )?;
+    expect_reason(
+        with("n", "true").as_bytes(),
+        DeadLetterReason::WrongType,
+        "field `n`",
+    )?;
+    expect_reason(
+        with("flag", "1").as_bytes(),
+        DeadLetterReason::WrongType,
+        "field `flag`",
+    )?;
+    expect_reason(
+        with("kind", "3").as_bytes(),
+        DeadLetterReason::WrongType,
+        "field `kind`",
+    )?;
+    expect_reason(
+        with("user", "[1]").as_bytes(),
+        DeadLetterReason::WrongType,
+        "field `user`",
+    )?;
+    expect_reason(
+        with("amount", "{\"v\":1}").as_bytes(),
+        DeadLetterReason::WrongType,
+        "field `amount`",
+    )?;
+    expect_reason(
+        with("ts", "\"2024-01-01\"").as_bytes(),
+        DeadLetterReason::WrongType,
+        "field `ts`",
+    )
 }
 
 #[test]
@@ -226,7 +311,10 @@ fn optional_field_absent_or_null_is_missing() -> TestResult {
     let d = decoder();
     let absent = decode_ok(GOOD.replacen(",\"amount\":12.0", "", 1).as_bytes())?;
     assert_eq!(absent.values[slot(&d, "amount")], Value::Missing);
-    let null = decode_ok(GOOD.replacen("\"amount\":12.0", "\"amount\":null", 1).as_bytes())?;
+    let null = decode_ok(
+        GOOD.replacen("\"amount\":12.0", "\"amount\":null", 1)
+            .as_bytes(),
+    )?;
     assert_eq!(null.values[slot(&d, "amount")], Value::Missing);
     Ok(())
 }
@@ -273,9 +361,17 @@ fn duplicate_field_takes_the_last_value() -> TestResult {
 fn i64_key_is_rendered_in_decimal() -> Result<(), String> {
     let d = JsonDecoder::new(schema_with_key("account", FieldType::I64));
     let body = r#""ts":1,"dwell":1,"n":1,"flag":true,"kind":"k""#;
-    for (json, want) in [("42", "42"), ("-7", "-7"), ("0", "0"), ("9007199254740992", "9007199254740992"), ("12.0", "12")] {
+    for (json, want) in [
+        ("42", "42"),
+        ("-7", "-7"),
+        ("0", "0"),
+        ("9007199254740992", "9007199254740992"),
+        ("12.0", "12"),
+    ] {
         let payload = format!("{{\"account\":{json},{body}}}");
-        let got = d.decode(payload.as_bytes()).map_err(|e| format!("{payload}: {e:?}"))?;
+        let got = d
+            .decode(payload.as_bytes())
+            .map_err(|e| format!("{payload}: {e:?}"))?;
         assert_eq!(got.key, want, "{payload}");
     }
     let bad = d.decode(format!("{{\"account\":\"42\",{body}}}").as_bytes());
@@ -298,7 +394,17 @@ fn reason_names_are_stable() {
     .iter()
     .map(DeadLetterReason::as_str)
     .collect();
-    assert_eq!(names, ["malformed", "missing_field", "wrong_type", "non_finite", "late", "inference_failed"]);
+    assert_eq!(
+        names,
+        [
+            "malformed",
+            "missing_field",
+            "wrong_type",
+            "non_finite",
+            "late",
+            "inference_failed"
+        ]
+    );
 }
 
 /// A generated valid event: the values the decoder should produce.
@@ -318,14 +424,26 @@ fn gen_event() -> impl Strategy<Value = Gen> {
     (
         "\\PC{1,30}",
         -(1i64 << 53)..(1i64 << 53),
-        prop_oneof![any::<f64>().prop_filter("finite", |x| x.is_finite()), -1e6f64..1e6],
+        prop_oneof![
+            any::<f64>().prop_filter("finite", |x| x.is_finite()),
+            -1e6f64..1e6
+        ],
         -(1i64 << 53)..(1i64 << 53),
         any::<bool>(),
         "[a-z\"\\\\ \u{e9}\u{1F600}]{0,12}",
         proptest::option::of(-1e12f64..1e12),
         proptest::option::of("\\PC{0,10}"),
     )
-        .prop_map(|(user, ts, dwell, n, flag, kind, amount, extra)| Gen { user, ts, dwell, n, flag, kind, amount, extra })
+        .prop_map(|(user, ts, dwell, n, flag, kind, amount, extra)| Gen {
+            user,
+            ts,
+            dwell,
+            n,
+            flag,
+            kind,
+            amount,
+            extra,
+        })
 }
 
 fn to_json(g: &Gen, order: &[usize]) -> String {
@@ -333,22 +451,34 @@ fn to_json(g: &Gen, order: &[usize]) -> String {
     let mut parts = vec![
         format!("\"user\":{}", q(&g.user)),
         format!("\"ts\":{}", g.ts),
-        format!("\"dwell\":{}", serde_json::to_string(&g.dwell).unwrap_or_default()),
+        format!(
+            "\"dwell\":{}",
+            serde_json::to_string(&g.dwell).unwrap_or_default()
+        ),
         format!("\"n\":{}", g.n),
         format!("\"flag\":{}", g.flag),
         format!("\"kind\":{}", q(&g.kind)),
     ];
     if let Some(a) = g.amount {
-        parts.push(format!("\"amount\":{}", serde_json::to_string(&a).unwrap_or_default()));
+        parts.push(format!(
+            "\"amount\":{}",
+            serde_json::to_string(&a).unwrap_or_default()
+        ));
     }
     if let Some(e) = &g.extra {
         parts.push(format!("\"extra\":{}", q(e)));
     }
-    let ordered: Vec<&String> = order.iter().filter_map(|i| parts.get(*i % parts.len())).collect();
+    let ordered: Vec<&String> = order
+        .iter()
+        .filter_map(|i| parts.get(*i % parts.len()))
+        .collect();
     // `order` may repeat entries: duplicates carry the same value, so the result is unchanged.
     let mut all: Vec<&String> = ordered;
     all.extend(parts.iter());
-    format!("{{{}}}", all.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","))
+    format!(
+        "{{{}}}",
+        all.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")
+    )
 }
 
 proptest! {

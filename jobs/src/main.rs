@@ -114,7 +114,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,librdkafka=warn".into()),
+                .unwrap_or_else(|_| "info,ort=warn,librdkafka=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -55,7 +55,10 @@ fn clickstream_path() -> PathBuf {
 
 /// `VALID` with `from` replaced by `to` (the replacement must apply).
 fn edited(from: &str, to: &str) -> String {
-    assert!(VALID.contains(from), "test bug: `{from}` is not in the base job");
+    assert!(
+        VALID.contains(from),
+        "test bug: `{from}` is not in the base job"
+    );
     VALID.replacen(from, to, 1)
 }
 
@@ -104,14 +107,29 @@ fn clickstream_example_loads_and_compiles() -> Result<()> {
     assert_eq!(job.watermark.max_out_of_orderness, 5_000);
     assert_eq!(job.watermark.idle_timeout, 30_000);
     assert_eq!(job.window, WindowSpec::Tumbling { size: 60_000 });
-    assert_eq!(job.base_dir, path.parent().map(Path::to_path_buf).unwrap_or_default());
+    assert_eq!(
+        job.base_dir,
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    );
     // The model path is relative to the job file's directory.
-    assert_eq!(job.model_dir(), Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/model"));
+    assert_eq!(
+        job.model_dir(),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/model")
+    );
     let compiled = job.compile()?;
     let names = compiled.features.names();
     assert_eq!(
         names,
-        ["events", "views", "clicks", "purchases", "dwell_mean", "dwell_max", "amount_sum", "amount_max"]
+        [
+            "events",
+            "views",
+            "clicks",
+            "purchases",
+            "dwell_mean",
+            "dwell_max",
+            "amount_sum",
+            "amount_max"
+        ]
     );
     assert_eq!(compiled.features.features()[1].agg, AggKind::CountIf);
     assert!(compiled.features.features()[1].filter.is_some());
@@ -158,7 +176,10 @@ fn parallelism_override_sets_stages() -> Result<()> {
 #[test]
 fn load_reports_missing_file_and_path() {
     let missing = std::env::temp_dir().join("weir-job-file-test-does-not-exist/job.toml");
-    let err = JobFile::load(&missing).err().map(|e| format!("{e:#}")).unwrap_or_default();
+    let err = JobFile::load(&missing)
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
     assert!(err.contains("cannot read job file"), "{err}");
     assert!(err.contains("weir-job-file-test-does-not-exist"), "{err}");
 }
@@ -166,7 +187,10 @@ fn load_reports_missing_file_and_path() {
 #[test]
 fn unknown_top_level_field_is_rejected_with_the_path() -> Result<()> {
     let path = write_temp(&format!("colour = \"blue\"\n{VALID}"))?;
-    let err = JobFile::load(&path).err().map(|e| format!("{e:#}")).unwrap_or_default();
+    let err = JobFile::load(&path)
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
     assert!(err.contains("invalid job file"), "{err}");
     assert!(err.contains(&path.display().to_string()), "{err}");
     assert!(err.contains("unknown field `colour`"), "{err}");
@@ -175,12 +199,30 @@ fn unknown_top_level_field_is_rejected_with_the_path() -> Result<()> {
 
 #[test]
 fn unknown_fields_in_sections_are_rejected() -> Result<()> {
-    assert_rejected(&edited("topic = \"in\"", "topic = \"in\"\ntopik = \"x\""), &["unknown field `topik`"])?;
-    assert_rejected(&edited("[window]", "[runtime]\nworker = 2\n\n[window]"), &["unknown field `worker`"])?;
-    assert_rejected(&edited("size = \"10s\"", "size = \"10s\"\nslide = \"5s\""), &["unknown field `slide`"])?;
-    assert_rejected(&edited("agg = \"count\"", "agg = \"count\"\nfiled = \"x\""), &["unknown field `filed`"])?;
-    assert_rejected(&edited("path = \"model\"", "path = \"model\"\nthreads = 2"), &["unknown field `threads`"])?;
-    assert_rejected(&edited("[window]", "[parallelism]\nscorer = 1\n\n[window]"), &["unknown field `scorer`"])?;
+    assert_rejected(
+        &edited("topic = \"in\"", "topic = \"in\"\ntopik = \"x\""),
+        &["unknown field `topik`"],
+    )?;
+    assert_rejected(
+        &edited("[window]", "[runtime]\nworker = 2\n\n[window]"),
+        &["unknown field `worker`"],
+    )?;
+    assert_rejected(
+        &edited("size = \"10s\"", "size = \"10s\"\nslide = \"5s\""),
+        &["unknown field `slide`"],
+    )?;
+    assert_rejected(
+        &edited("agg = \"count\"", "agg = \"count\"\nfiled = \"x\""),
+        &["unknown field `filed`"],
+    )?;
+    assert_rejected(
+        &edited("path = \"model\"", "path = \"model\"\nthreads = 2"),
+        &["unknown field `threads`"],
+    )?;
+    assert_rejected(
+        &edited("[window]", "[parallelism]\nscorer = 1\n\n[window]"),
+        &["unknown field `scorer`"],
+    )?;
     Ok(())
 }
 
@@ -188,7 +230,10 @@ fn unknown_fields_in_sections_are_rejected() -> Result<()> {
 fn unknown_field_option_in_a_field_declaration_is_rejected() -> Result<()> {
     // A typo in `required` must not silently leave the field required.
     assert_rejected(
-        &edited("amount = { type = \"f64\", required = false }", "amount = { type = \"f64\", requird = false }"),
+        &edited(
+            "amount = { type = \"f64\", required = false }",
+            "amount = { type = \"f64\", requird = false }",
+        ),
         &["unknown field `requird`, expected `type` or `required`"],
     )
 }
@@ -199,53 +244,99 @@ fn unknown_field_type_is_rejected() -> Result<()> {
         &edited("kind = \"string\"", "kind = \"text\""),
         &["unknown variant `text`, expected one of `string`, `f64`, `i64`, `bool`, `timestamp_ms`"],
     )?;
-    assert_rejected(&edited("kind = \"string\"", "kind = 5"), &["expected a field type"])
+    assert_rejected(
+        &edited("kind = \"string\"", "kind = 5"),
+        &["expected a field type"],
+    )
 }
 
 #[test]
 fn missing_required_sections_are_rejected() -> Result<()> {
-    assert_rejected(&edited("[sink]\ntopic = \"out\"\ndead_letter_topic = \"dlq\"\n", ""), &["missing field `sink`"])?;
-    assert_rejected(&edited("dead_letter_topic = \"dlq\"\n", ""), &["missing field `dead_letter_topic`"])
+    assert_rejected(
+        &edited("[sink]\ntopic = \"out\"\ndead_letter_topic = \"dlq\"\n", ""),
+        &["missing field `sink`"],
+    )?;
+    assert_rejected(
+        &edited("dead_letter_topic = \"dlq\"\n", ""),
+        &["missing field `dead_letter_topic`"],
+    )
 }
 
 #[test]
 fn bad_duration_is_rejected() -> Result<()> {
-    assert_rejected(&edited("size = \"10s\"", "size = \"10 parsecs\""), &["`10 parsecs` is not a duration like"])?;
-    assert_rejected(&edited("size = \"10s\"", "size = 10"), &["expected a string"])?;
-    assert_rejected(&edited("[window]", "[watermark]\nidle_timeout = \"soon\"\n\n[window]"), &["`soon` is not a duration"])
+    assert_rejected(
+        &edited("size = \"10s\"", "size = \"10 parsecs\""),
+        &["`10 parsecs` is not a duration like"],
+    )?;
+    assert_rejected(
+        &edited("size = \"10s\"", "size = 10"),
+        &["expected a string"],
+    )?;
+    assert_rejected(
+        &edited(
+            "[window]",
+            "[watermark]\nidle_timeout = \"soon\"\n\n[window]",
+        ),
+        &["`soon` is not a duration"],
+    )
 }
 
 #[test]
 fn zero_durations_are_rejected() -> Result<()> {
-    assert_rejected(&edited("size = \"10s\"", "size = \"0s\""), &["[window]", "tumbling window size must be > 0"])?;
-    assert_rejected(&edited("[window]", "[runtime]\ntick = \"0s\"\n\n[window]"), &["[runtime] tick must be positive"])?;
-    assert_rejected(&edited("[window]", "[watermark]\nidle_timeout = \"0s\"\n\n[window]"), &["idle_timeout positive"])
+    assert_rejected(
+        &edited("size = \"10s\"", "size = \"0s\""),
+        &["[window]", "tumbling window size must be > 0"],
+    )?;
+    assert_rejected(
+        &edited("[window]", "[runtime]\ntick = \"0s\"\n\n[window]"),
+        &["[runtime] tick must be positive"],
+    )?;
+    assert_rejected(
+        &edited("[window]", "[watermark]\nidle_timeout = \"0s\"\n\n[window]"),
+        &["idle_timeout positive"],
+    )
 }
 
 #[test]
 fn zero_workers_is_rejected() -> Result<()> {
-    assert_rejected(&edited("[window]", "[runtime]\nworkers = 0\n\n[window]"), &["workers must be at least 1"])
+    assert_rejected(
+        &edited("[window]", "[runtime]\nworkers = 0\n\n[window]"),
+        &["workers must be at least 1"],
+    )
 }
 
 #[test]
 fn zero_key_groups_is_rejected() -> Result<()> {
-    assert_rejected(&edited("[window]", "[runtime]\nkey_groups = 0\n\n[window]"), &["key_groups must be at least 1"])
+    assert_rejected(
+        &edited("[window]", "[runtime]\nkey_groups = 0\n\n[window]"),
+        &["key_groups must be at least 1"],
+    )
 }
 
 #[test]
 fn parallelism_above_workers_is_rejected() -> Result<()> {
     assert_rejected(
-        &edited("[window]", "[runtime]\nworkers = 2\n\n[parallelism]\nwindow = 3\n\n[window]"),
+        &edited(
+            "[window]",
+            "[runtime]\nworkers = 2\n\n[parallelism]\nwindow = 3\n\n[window]",
+        ),
         &["parallelism window=3 is invalid", "number of workers (2)"],
     )?;
-    assert_rejected(&edited("[window]", "[parallelism]\nscore = 0\n\n[window]"), &["parallelism score=0 is invalid"])
+    assert_rejected(
+        &edited("[window]", "[parallelism]\nscore = 0\n\n[window]"),
+        &["parallelism score=0 is invalid"],
+    )
 }
 
 #[test]
 fn parallelism_override_above_workers_is_rejected() -> Result<()> {
     let mut job: JobFile = toml::from_str(VALID)?;
     job.override_parallelism("sink=2")?;
-    let err = job.compile().err().map(|e| format!("{e:#}")).unwrap_or_default();
+    let err = job
+        .compile()
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
     assert!(err.contains("parallelism sink=2 is invalid"), "{err}");
     Ok(())
 }
@@ -253,7 +344,11 @@ fn parallelism_override_above_workers_is_rejected() -> Result<()> {
 #[test]
 fn unknown_stage_in_parallelism_flag_is_rejected() -> Result<()> {
     let mut job: JobFile = toml::from_str(VALID)?;
-    let err = job.override_parallelism("source=1,scoring=2").err().map(|e| format!("{e:#}")).unwrap_or_default();
+    let err = job
+        .override_parallelism("source=1,scoring=2")
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
     assert!(err.contains("unknown stage `scoring`"), "{err}");
     assert!(err.contains("source, window, score, sink"), "{err}");
     Ok(())
@@ -262,9 +357,17 @@ fn unknown_stage_in_parallelism_flag_is_rejected() -> Result<()> {
 #[test]
 fn malformed_parallelism_flag_is_rejected() -> Result<()> {
     let mut job: JobFile = toml::from_str(VALID)?;
-    let err = job.override_parallelism("window").err().map(|e| format!("{e:#}")).unwrap_or_default();
+    let err = job
+        .override_parallelism("window")
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
     assert!(err.contains("must look like stage=n"), "{err}");
-    let err = job.override_parallelism("window=many").err().map(|e| format!("{e:#}")).unwrap_or_default();
+    let err = job
+        .override_parallelism("window=many")
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
     assert!(err.contains("`many` is not a number"), "{err}");
     Ok(())
 }
@@ -273,20 +376,32 @@ fn malformed_parallelism_flag_is_rejected() -> Result<()> {
 fn key_field_not_declared_is_rejected() -> Result<()> {
     assert_rejected(
         &edited("key = \"user\"", "key = \"account\""),
-        &["[source]", "key field `account` is not declared in [source.fields]"],
+        &[
+            "[source]",
+            "key field `account` is not declared in [source.fields]",
+        ],
     )
 }
 
 #[test]
 fn event_time_field_not_declared_is_rejected() -> Result<()> {
-    assert_rejected(&edited("event_time = \"ts\"", "event_time = \"time\""), &["event_time field `time` is not declared"])
+    assert_rejected(
+        &edited("event_time = \"ts\"", "event_time = \"time\""),
+        &["event_time field `time` is not declared"],
+    )
 }
 
 #[test]
 fn key_field_of_wrong_type_or_optional_is_rejected() -> Result<()> {
-    assert_rejected(&edited("user = \"string\"", "user = \"f64\""), &["key field `user` must be a required"])?;
     assert_rejected(
-        &edited("user = \"string\"", "user = { type = \"string\", required = false }"),
+        &edited("user = \"string\"", "user = \"f64\""),
+        &["key field `user` must be a required"],
+    )?;
+    assert_rejected(
+        &edited(
+            "user = \"string\"",
+            "user = { type = \"string\", required = false }",
+        ),
         &["key field `user` must be a required"],
     )
 }
@@ -303,40 +418,62 @@ fn event_time_not_timestamp_ms_is_rejected() -> Result<()> {
 fn feature_on_unknown_field_is_rejected() -> Result<()> {
     assert_rejected(
         &edited("field = \"amount\"", "field = \"amount_usd\""),
-        &["[[features]]", "invalid feature `amount_sum`", "field `amount_usd` is not declared"],
+        &[
+            "[[features]]",
+            "invalid feature `amount_sum`",
+            "field `amount_usd` is not declared",
+        ],
     )
 }
 
 #[test]
 fn feature_without_a_field_is_rejected() -> Result<()> {
-    assert_rejected(&edited("field = \"amount\"\n", ""), &["invalid feature `amount_sum`", "needs `field"])
+    assert_rejected(
+        &edited("field = \"amount\"\n", ""),
+        &["invalid feature `amount_sum`", "needs `field"],
+    )
 }
 
 #[test]
 fn count_with_a_field_is_rejected() -> Result<()> {
-    assert_rejected(&edited("agg = \"count\"", "agg = \"count\"\nfield = \"amount\""), &["takes no field"])
+    assert_rejected(
+        &edited("agg = \"count\"", "agg = \"count\"\nfield = \"amount\""),
+        &["takes no field"],
+    )
 }
 
 #[test]
 fn count_if_without_where_is_rejected() -> Result<()> {
-    assert_rejected(&edited("agg = \"count\"", "agg = \"count_if\""), &["invalid feature `events`", "count_if needs `where"])
+    assert_rejected(
+        &edited("agg = \"count\"", "agg = \"count_if\""),
+        &["invalid feature `events`", "count_if needs `where"],
+    )
 }
 
 #[test]
 fn bad_predicate_is_rejected() -> Result<()> {
     assert_rejected(
-        &edited("agg = \"count\"", "agg = \"count_if\"\nwhere = \"kind < 'view'\""),
+        &edited(
+            "agg = \"count\"",
+            "agg = \"count_if\"\nwhere = \"kind < 'view'\"",
+        ),
         &["invalid feature `events`", "only support == and !="],
     )?;
     assert_rejected(
-        &edited("agg = \"count\"", "agg = \"count_if\"\nwhere = \"kind = 'view'\""),
+        &edited(
+            "agg = \"count\"",
+            "agg = \"count_if\"\nwhere = \"kind = 'view'\"",
+        ),
         &["has no comparison"],
     )
 }
 
 #[test]
 fn unknown_aggregate_is_rejected() -> Result<()> {
-    assert_rejected(&edited("agg = \"count\"", "agg = \"median\""), &["unknown variant `median`"])
+    assert_rejected(
+        &edited("agg = \"count\"", "agg = \"median\""),
+        &["unknown variant `median`"],
+    )
 }
 
 #[test]
@@ -359,32 +496,50 @@ fn no_features_is_rejected() -> Result<()> {
 fn sum_on_a_string_field_is_rejected() -> Result<()> {
     assert_rejected(
         &edited("field = \"amount\"", "field = \"kind\""),
-        &["invalid feature `amount_sum`", "needs a numeric field, `kind` is not"],
+        &[
+            "invalid feature `amount_sum`",
+            "needs a numeric field, `kind` is not",
+        ],
     )
 }
 
 #[test]
 fn missing_bootstrap_servers_is_rejected() -> Result<()> {
     assert_rejected(
-        &edited("\"bootstrap.servers\" = \"127.0.0.1:9092\"", "\"client.id\" = \"x\""),
+        &edited(
+            "\"bootstrap.servers\" = \"127.0.0.1:9092\"",
+            "\"client.id\" = \"x\"",
+        ),
         &["bootstrap.servers", "--brokers"],
     )
 }
 
 #[test]
 fn bootstrap_servers_in_source_kafka_is_enough() -> Result<()> {
-    let text = edited("\"bootstrap.servers\" = \"127.0.0.1:9092\"", "")
-        .replacen("[source.fields]", "[source.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n\n[source.fields]", 1);
+    let text = edited("\"bootstrap.servers\" = \"127.0.0.1:9092\"", "").replacen(
+        "[source.fields]",
+        "[source.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n\n[source.fields]",
+        1,
+    );
     compile_text(&text).map(|_| ()).map_err(anyhow::Error::msg)
 }
 
 #[test]
 fn zero_batch_sizes_are_rejected() -> Result<()> {
-    assert_rejected(&edited("event_time = \"ts\"", "event_time = \"ts\"\nmax_batch = 0"), &["[source] max_batch"])?;
-    assert_rejected(&edited("path = \"model\"", "path = \"model\"\nmax_batch_rows = 0"), &["[model] max_batch_rows"])
+    assert_rejected(
+        &edited("event_time = \"ts\"", "event_time = \"ts\"\nmax_batch = 0"),
+        &["[source] max_batch"],
+    )?;
+    assert_rejected(
+        &edited("path = \"model\"", "path = \"model\"\nmax_batch_rows = 0"),
+        &["[model] max_batch_rows"],
+    )
 }
 
 #[test]
 fn bad_start_position_is_rejected() -> Result<()> {
-    assert_rejected(&edited("topic = \"in\"", "topic = \"in\"\nstart = \"beginning\""), &["unknown variant `beginning`"])
+    assert_rejected(
+        &edited("topic = \"in\"", "topic = \"in\"\nstart = \"beginning\""),
+        &["unknown variant `beginning`"],
+    )
 }

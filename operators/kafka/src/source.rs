@@ -283,6 +283,12 @@ impl Reader {
                 None => break,
                 Some(Err(KafkaError::PartitionEOF(partition))) => {
                     self.partitions.watermarks.set_caught_up(partition, true);
+                    if self.partitions.config.bounded {
+                        // Everything present at start has been read (the end offset was taken
+                        // before this fetch reached the end), e.g. when the broker's high
+                        // watermark counts control records that are never delivered.
+                        self.partitions.watermarks.finish(partition);
+                    }
                 }
                 Some(Err(error)) => {
                     tracing::warn!(%error, topic = %self.partitions.config.topic, "consumer error (librdkafka retries)");

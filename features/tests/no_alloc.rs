@@ -1,0 +1,216 @@
+//! Proves the hot path of the window operator does not touch the heap: once a (key, window)
+//! slot exists, `KeyedWindows::apply` (window assignment, key lookup, predicate evaluation,
+//! accumulator updates) performs zero allocations. Keys are at most 24 bytes, so they live
+//! inline in their `CompactString`.
+//!
+//! The test installs a counting global allocator. Counting is switched on per thread, so the
+//! test harness's own threads cannot disturb the count.
+
+// A `GlobalAlloc` impl is necessarily `unsafe` (its methods are `unsafe fn`s and forward to
+// `System`); the workspace forbids unsafe code, and this test binary is the one place that needs it.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use weir_features::aggregate::AggKind;
+use weir_features::feature::{FeatureSet, FeatureSpec};
+use weir_features::record::{Event, Value, Values};
+use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+use weir_features::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::window::WindowSpec;
+use weir_features::window_state::{Applied, KeyedWindows};
+
+/// Wraps `System`, counting allocations made by threads that switched counting on.
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn note_allocation() {
+    // `try_with`: the allocator may run while thread-locals are being torn down.
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every method forwards to `System` with the same arguments; counting does not allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_allocation();
+        // SAFETY: `ptr` was allocated by `System` through this allocator with `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by `System` through this allocator with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by this thread while running `f`.
+fn allocations_in<R>(f: impl FnOnce() -> R) -> (usize, R) {
+    COUNTING.with(|c| c.set(true));
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let result = f();
+    let after = ALLOCATIONS.load(Ordering::Relaxed);
+    COUNTING.with(|c| c.set(false));
+    (after - before, result)
+}
+
+/// Slots (by name): amount, k, kind, ts.
+fn setup() -> (FeatureSet, Vec<Key>) {
+    let mut fields = BTreeMap::new();
+    fields.insert("k".to_owned(), FieldDecl::Type(FieldType::String));
+    fields.insert("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs));
+    fields.insert("kind".to_owned(), FieldDecl::Type(FieldType::String));
+    fields.insert(
+        "amount".to_owned(),
+        FieldDecl::Full {
+            ty: FieldType::F64,
+            required: false,
+        },
+    );
+    let schema = RecordSchema::new(&fields, "k", "ts").unwrap_or_else(|e| panic!("schema: {e}"));
+    let spec = |name: &str, agg, field: Option<&str>, filter: Option<&str>| FeatureSpec {
+        name: name.to_owned(),
+        agg,
+        field: field.map(str::to_owned),
+        filter: filter.map(str::to_owned),
+    };
+    // Eight features: the most that stay inline in `Accumulators`.
+    let specs = [
+        spec("events", AggKind::Count, None, None),
+        spec("views", AggKind::CountIf, None, Some("kind == 'view'")),
+        spec(
+            "clicks",
+            AggKind::CountIf,
+            None,
+            Some("kind == \"click-through-event\""),
+        ),
+        spec("big", AggKind::CountIf, None, Some("amount >= 500")),
+        spec("amount_sum", AggKind::Sum, Some("amount"), None),
+        spec("amount_mean", AggKind::Mean, Some("amount"), None),
+        spec(
+            "amount_min",
+            AggKind::Min,
+            Some("amount"),
+            Some("kind != 'view'"),
+        ),
+        spec("amount_max", AggKind::Max, Some("amount"), None),
+    ];
+    let features = FeatureSet::compile(&specs, &schema).unwrap_or_else(|e| panic!("features: {e}"));
+    // Short keys and keys of exactly 24 bytes (the inline limit).
+    let keys: Vec<Key> = (0..40)
+        .map(|i| {
+            if i % 2 == 0 {
+                Key::from(format!("u{i}"))
+            } else {
+                Key::from(format!("user-{i:0>19}"))
+            }
+        })
+        .collect();
+    assert!(keys.iter().all(|k| k.len() <= 24 && !k.is_heap_allocated()));
+    (features, keys)
+}
+
+const KINDS: [&str; 3] = ["view", "click-through-event", "purchase"];
+
+#[test]
+fn apply_to_existing_windows_does_not_allocate() {
+    let (features, keys) = setup();
+    let mut state = KeyedWindows::new(WindowSpec::Tumbling { size: 1_000 }, 0);
+    const WINDOWS: i64 = 5;
+
+    // Events built up front: building them is not what is measured.
+    let make = |i: usize| {
+        let key = keys[i % keys.len()].clone();
+        let ts = (i as i64 * 7_919) % (WINDOWS * 1_000);
+        let kind = KINDS[i % KINDS.len()];
+        let amount = if i.is_multiple_of(5) {
+            Value::Missing
+        } else {
+            Value::Num((i % 1_000) as f64)
+        };
+        let values: Values = [
+            amount,
+            Value::Str(key.clone()),
+            Value::Str(Key::from(kind)),
+            Value::Num(ts as f64),
+        ]
+        .into_iter()
+        .collect();
+        Event {
+            key_group: KeyGroup::of(key.as_bytes(), 4096),
+            key,
+            ts,
+            values,
+            position: SourcePosition {
+                partition: 0,
+                offset: i as i64,
+            },
+        }
+    };
+    let events: Vec<Event> = (0..100_000).map(make).collect();
+    assert!(events
+        .iter()
+        .all(|e| !e.values.spilled() && !e.key.is_heap_allocated()));
+
+    // Warm-up: one record for every (key, window) creates all slots (this may allocate).
+    for key in &keys {
+        for w in 0..WINDOWS {
+            let mut e = make(0);
+            e.key = key.clone();
+            e.ts = w * 1_000 + 1;
+            assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+        }
+    }
+    let slots = state.open_slots();
+    assert_eq!(slots, keys.len() * WINDOWS as usize);
+
+    // The counter works: a deliberate allocation is seen.
+    let (seen, boxed) = allocations_in(|| Box::new(42u64));
+    assert_eq!((seen, *boxed), (1, 42));
+
+    let (allocations, updated) = allocations_in(|| {
+        let mut updated = 0usize;
+        for e in &events {
+            if state.apply(&features, e, Watermark(0)) == Applied::Updated {
+                updated += 1;
+            }
+        }
+        updated
+    });
+    assert_eq!(updated, events.len());
+    assert_eq!(
+        state.open_slots(),
+        slots,
+        "no new (key, window) slot was needed"
+    );
+    assert_eq!(
+        allocations, 0,
+        "KeyedWindows::apply allocated {allocations} times for existing slots"
+    );
+
+    // The records were all counted: one row per slot, warm-up included.
+    let mut records = 0;
+    state.fire(&features, Watermark::MAX, |row| records += row.records);
+    assert_eq!(records as usize, events.len() + slots);
+}
