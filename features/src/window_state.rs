@@ -24,7 +24,7 @@ struct Slot {
     records: u64,
     first: SourcePosition,
     last: SourcePosition,
-    /// Revision to emit next; `None` while the window has never fired.
+    /// Last revision emitted; `None` while the window has never fired.
     emitted: Option<u32>,
     dirty: bool,
 }
