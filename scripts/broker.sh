@@ -17,13 +17,24 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BROKER_DIR="$REPO_ROOT/.cache/broker"
+PORT="${WEIR_BROKER_PORT:-9092}"
+# One data dir per port, so brokers on different ports never share a pid file
+# or a database.
+if [[ "$PORT" == 9092 ]]; then
+    BROKER_DIR="${WEIR_BROKER_DIR:-$REPO_ROOT/.cache/broker}"
+else
+    BROKER_DIR="${WEIR_BROKER_DIR:-$REPO_ROOT/.cache/broker-$PORT}"
+fi
 PID_FILE="$BROKER_DIR/tansu.pid"
 LOG_FILE="$BROKER_DIR/tansu.log"
-PORT="${WEIR_BROKER_PORT:-9092}"
 HOST="127.0.0.1"
 BROKER_URL="tcp://$HOST:$PORT"
 READY_TIMEOUT_S="${WEIR_BROKER_READY_TIMEOUT:-60}"
+# libsql (SQLite, relative to BROKER_DIR) is the default because it gets the
+# Kafka semantics right (high watermarks, committed offsets, headers). tansu's
+# memory://tansu/ engine is ~100x faster to fetch from but reports wrong high
+# watermarks and loses committed offsets: see docs/SETUP.md.
+STORAGE="${WEIR_BROKER_STORAGE:-sqlite://tansu.db}"
 
 TANSU_VERSION="0.6.0"
 WEIR_MACHINE_CACHE="${WEIR_MACHINE_CACHE:-$HOME/.cache/weir}"
@@ -103,20 +114,20 @@ cmd_start() {
     fi
     log "starting tansu $TANSU_VERSION on $HOST:$PORT (data: $BROKER_DIR, log: $LOG_FILE)"
     {
-        printf '\n=== %s start: %s broker --listener-url %s --advertised-listener-url %s --storage-engine sqlite://tansu.db\n' \
-            "$(date -Is)" "$TANSU_BIN" "$BROKER_URL" "$BROKER_URL"
+        printf '\n=== %s start: %s broker --listener-url %s --advertised-listener-url %s --storage-engine %s\n' \
+            "$(date -Is)" "$TANSU_BIN" "$BROKER_URL" "$BROKER_URL" "$STORAGE"
     } >>"$LOG_FILE"
     # setsid: the broker outlives this script and is not hit by the caller's
     # Ctrl-C; RUST_LOG keeps the log small unless overridden.
     (
         cd "$BROKER_DIR"
-        RUST_LOG="${WEIR_BROKER_LOG:-warn}" exec setsid env -u LISTENER_URL -u ADVERTISED_LISTENER_URL \
+        RUST_LOG="${WEIR_BROKER_LOG:-warn}" NO_COLOR=1 exec setsid env -u LISTENER_URL -u ADVERTISED_LISTENER_URL \
             -u STORAGE_ENGINE -u CLUSTER_ID -u SCHEMA_REGISTRY \
             "$TANSU_BIN" broker \
             --cluster-id weir \
             --listener-url "$BROKER_URL" \
             --advertised-listener-url "$BROKER_URL" \
-            --storage-engine "sqlite://tansu.db" \
+            --storage-engine "$STORAGE" \
             </dev/null >>"$LOG_FILE" 2>&1
     ) &
     pid=$!

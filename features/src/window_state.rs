@@ -5,7 +5,6 @@
 //! features cannot disagree.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
 
 use crate::feature::{Accumulators, FeatureSet};
 use crate::record::Event;
@@ -14,7 +13,7 @@ use crate::vocab::{EventTime, Key, KeyGroup, SourcePosition, Watermark};
 use crate::window::WindowSpec;
 
 /// In-memory hash for keys; never persisted or routed (those use the seeded key-group hash).
-type FastHash = BuildHasherDefault<xxhash_rust::xxh3::Xxh3Default>;
+type FastHash = rustc_hash::FxBuildHasher;
 
 /// State of one (key, window).
 #[derive(Clone, Debug)]
