@@ -150,7 +150,9 @@ fn bench(c: &mut Criterion) {
         state
     };
     // Most events open a new (key, window) slot: 100 k keys, ~33 windows, 200 k events.
-    group.bench_function("keyed_windows_new_slots", |b| b.iter_batched(fresh, apply_all, BatchSize::LargeInput));
+    group.bench_function("keyed_windows_new_slots", |b| {
+        b.iter_batched(fresh, apply_all, BatchSize::LargeInput)
+    });
     // Every slot already exists: the steady state of a busy key.
     let warm = apply_all(fresh());
     group.bench_function("keyed_windows_existing_slots", |b| {

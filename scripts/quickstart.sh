@@ -22,23 +22,22 @@ main() {
     step "setup (first run builds the broker: ~10 min)"
     bash scripts/setup.sh
 
-    step "broker on $BROKERS"
+    step "broker on $BROKERS (emptied, so every quick start reads exactly its own events)"
+    bash scripts/broker.sh reset
     bash scripts/broker.sh start
 
     step "build weir (release)"
     cargo build --release -p weir
 
-    step "topics"
-    # clicks: 4 partitions so the source can run with parallelism up to 4.
-    bash scripts/broker.sh create-topic clicks 4
-    bash scripts/broker.sh create-topic scores 4
-    bash scripts/broker.sh create-topic clicks-dlq 1
+    step "topics (Kafka Admin API)"
+    # 4 partitions so the source can run with parallelism up to 4.
+    "$WEIR" topics jobs/clickstream.toml --partitions 4 --brokers "$BROKERS"
 
     step "generate 200000 click events into clicks"
     "$WEIR" gen --seed 42 --events 200000 --malformed 0.001 --brokers "$BROKERS" --topic clicks
 
     step "run jobs/clickstream.toml (bounded)"
-    "$WEIR" run jobs/clickstream.toml --bounded
+    "$WEIR" run jobs/clickstream.toml --bounded --brokers "$BROKERS"
 
     step "done"
     cat <<MSG
