@@ -5,6 +5,7 @@
 #   scripts/broker.sh stop                          stop the broker this checkout started
 #   scripts/broker.sh restart
 #   scripts/broker.sh status                        exit 0 when a broker answers on the port
+#   scripts/broker.sh pid                           print the pid of the broker this checkout started
 #   scripts/broker.sh create-topic NAME [PARTITIONS] create NAME (default 1 partition) if absent
 #   scripts/broker.sh delete-topic NAME             delete NAME if present
 #   scripts/broker.sh list-topics                   print "name partitions" per topic
@@ -43,18 +44,20 @@ TANSU_BIN="${WEIR_TANSU_BIN:-$WEIR_MACHINE_CACHE/tansu-$TANSU_VERSION/bin/tansu}
 log() { printf '[broker] %s\n' "$*"; }
 die() { printf '[broker] ERROR: %s\n' "$*" >&2; exit 1; }
 
-usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 require_tansu() {
     [[ -x "$TANSU_BIN" ]] || die "tansu not found at $TANSU_BIN; run scripts/setup.sh first"
 }
 
-# Runs the tansu CLI from the broker dir with a clean environment for the
+# Runs the tansu CLI (with a time limit: the tansu client waits forever on a
+# wedged broker) from the broker dir with a clean environment for the
 # settings tansu also reads from env / a .env file (LISTENER_URL, ...), so a
 # stray .env or exported variable cannot redirect it.
 tansu() {
-    (cd "$BROKER_DIR" && env -u LISTENER_URL -u ADVERTISED_LISTENER_URL -u STORAGE_ENGINE \
-        -u CLUSTER_ID -u SCHEMA_REGISTRY "$TANSU_BIN" "$@")
+    mkdir -p "$BROKER_DIR"
+    (cd "$BROKER_DIR" && timeout "${TANSU_CLI_TIMEOUT:-30}" env -u LISTENER_URL -u ADVERTISED_LISTENER_URL \
+        -u STORAGE_ENGINE -u CLUSTER_ID -u SCHEMA_REGISTRY "$TANSU_BIN" "$@")
 }
 
 # Pid of the broker this checkout started, if it is still running.
@@ -71,7 +74,7 @@ our_pid() {
 port_open() { (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; }
 
 # A Kafka Metadata request round-trip (tansu topic list) succeeds.
-broker_answers() { tansu topic list --broker "$BROKER_URL" >/dev/null 2>&1; }
+broker_answers() { TANSU_CLI_TIMEOUT=5 tansu topic list --broker "$BROKER_URL" >/dev/null 2>&1; }
 
 log_tail() {
     [[ -f "$LOG_FILE" ]] || return 0
@@ -243,6 +246,7 @@ main() {
         stop) cmd_stop ;;
         restart) cmd_stop; cmd_start ;;
         status) cmd_status ;;
+        pid) our_pid ;;
         create-topic) cmd_create_topic "$@" ;;
         delete-topic) cmd_delete_topic "$@" ;;
         list-topics) require_tansu; topic_table ;;

@@ -64,11 +64,21 @@ main() {
     bash scripts/setup.sh
 
     step "broker"
-    if bash scripts/broker.sh status >/dev/null 2>&1; then
-        echo "[test] broker already running on $WEIR_TEST_BROKERS; leaving it running"
-    else
+    # Stop the broker on exit only if this run started it: a broker that was
+    # already running (ours or another checkout's) is left alone, even when
+    # start fails waiting for it.
+    local before after
+    before="$(bash scripts/broker.sh pid || true)"
+    bash scripts/broker.sh start || {
+        after="$(bash scripts/broker.sh pid || true)"
+        [[ -n "$after" && "$after" != "$before" ]] && started_broker=1
+        return 1
+    }
+    after="$(bash scripts/broker.sh pid || true)"
+    if [[ -n "$after" && "$after" != "$before" ]]; then
         started_broker=1
-        bash scripts/broker.sh start
+    else
+        echo "[test] using the broker that was already running on $WEIR_TEST_BROKERS; leaving it running"
     fi
 
     run fmt cargo fmt --all --check

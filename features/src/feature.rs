@@ -1,30 +1,43 @@
 //! Feature definitions (`[[features]]` in the job file) and their compiled form: for each
-//! feature, which field it reads, which aggregate it computes and which records it counts.
+//! feature, which field it reads, which aggregate it computes over which window, which
+//! records it counts, and where its state lives in a (key, window)'s [`Accumulators`].
 //! The order of the features is the order of the model's input vector.
 
 use serde::Deserialize;
-use smallvec::SmallVec;
 
-use crate::aggregate::{AggKind, Moments};
+pub use crate::aggregate::Accumulators;
+use crate::aggregate::{self, AggKind, Words};
 use crate::error::{FeatureError, Result};
+use crate::hll::{hash_value, Distinct};
 use crate::predicate::Predicate;
+use crate::ratio;
 use crate::record::Value;
 use crate::schema::{FieldType, RecordSchema};
+use crate::vocab::EventTime;
 
 /// One feature as written in the job file.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FeatureSpec {
     /// Name; must match the model manifest's feature at the same index.
     pub name: String,
     /// Aggregate to compute.
     pub agg: AggKind,
-    /// Field the aggregate reads (required for sum/mean/min/max).
+    /// Field the aggregate reads (required for every kind but count, count_if and ratio).
     #[serde(default)]
     pub field: Option<String>,
     /// Only records matching this predicate count (required for count_if), e.g. `type == 'click'`.
     #[serde(default, rename = "where")]
     pub filter: Option<String>,
+    /// Name of the window the feature is computed over; `None` = the job's default window.
+    #[serde(default)]
+    pub window: Option<String>,
+    /// For `ratio`: name of the feature divided.
+    #[serde(default)]
+    pub numerator: Option<String>,
+    /// For `ratio`: name of the feature divided by.
+    #[serde(default)]
+    pub denominator: Option<String>,
 }
 
 /// A feature compiled against the record schema.
@@ -38,15 +51,25 @@ pub struct CompiledFeature {
     pub slot: Option<usize>,
     /// Record filter, if any.
     pub filter: Option<Predicate>,
+    /// Window name (`None` = the job's default window).
+    pub window: Option<String>,
+    /// For `ratio`: indices (in this set) of the numerator and denominator features.
+    pub inputs: Option<(usize, usize)>,
+    /// Offset of the state: into `Accumulators::words`, or into `Accumulators::distinct`
+    /// for `distinct`.
+    state: usize,
 }
-
-/// Accumulators of all features of one (key, window); inline for up to 8 features.
-pub type Accumulators = SmallVec<[Moments; 8]>;
 
 /// All features of a job, in model input order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureSet {
     features: Vec<CompiledFeature>,
+    /// Empty numeric state of one (key, window); cloned by [`FeatureSet::empty`].
+    template: Words,
+    /// Number of `distinct` features.
+    distinct: usize,
+    /// Ratio features, each after the ratios it reads.
+    ratio_order: Vec<usize>,
 }
 
 impl FeatureSet {
@@ -58,47 +81,22 @@ impl FeatureSet {
                 message: "the job defines no [[features]]".to_owned(),
             });
         }
-        let mut features = Vec::with_capacity(specs.len());
-        for spec in specs {
+        let (inputs, ratio_order) = ratio::resolve(specs)?;
+        let mut set = FeatureSet {
+            features: Vec::with_capacity(specs.len()),
+            template: Words::new(),
+            distinct: 0,
+            ratio_order,
+        };
+        for (spec, inputs) in specs.iter().zip(inputs) {
             let fail = |message: String| FeatureError::Feature {
                 feature: spec.name.clone(),
                 message,
             };
-            if features
-                .iter()
-                .any(|f: &CompiledFeature| f.name == spec.name)
-            {
+            if set.features.iter().any(|f| f.name == spec.name) {
                 return Err(fail("the name is used by two features".to_owned()));
             }
-            let slot = match (&spec.field, spec.agg.needs_field()) {
-                (None, true) => {
-                    return Err(fail(format!("{:?} needs `field = \"...\"`", spec.agg)))
-                }
-                (Some(field), true) => {
-                    let slot = schema.index_of(field).ok_or_else(|| {
-                        fail(format!(
-                            "field `{field}` is not declared in [source.fields]"
-                        ))
-                    })?;
-                    if !matches!(
-                        schema.fields()[slot].ty,
-                        FieldType::F64 | FieldType::I64 | FieldType::TimestampMs
-                    ) {
-                        return Err(fail(format!(
-                            "{:?} needs a numeric field, `{field}` is not",
-                            spec.agg
-                        )));
-                    }
-                    Some(slot)
-                }
-                (Some(field), false) => {
-                    return Err(fail(format!(
-                        "{:?} takes no field (got `{field}`); use `where` to filter",
-                        spec.agg
-                    )))
-                }
-                (None, false) => None,
-            };
+            let slot = field_slot(spec, schema).map_err(fail)?;
             if spec.agg == AggKind::CountIf && spec.filter.is_none() {
                 return Err(fail(
                     "count_if needs `where = \"field == 'value'\"`".to_owned(),
@@ -110,14 +108,25 @@ impl FeatureSet {
                 .map(|text| Predicate::parse(text, schema))
                 .transpose()
                 .map_err(fail)?;
-            features.push(CompiledFeature {
+            let state = if spec.agg == AggKind::Distinct {
+                set.distinct += 1;
+                set.distinct - 1
+            } else {
+                let offset = set.template.len();
+                spec.agg.push_empty(&mut set.template);
+                offset
+            };
+            set.features.push(CompiledFeature {
                 name: spec.name.clone(),
                 agg: spec.agg,
                 slot,
                 filter,
+                window: spec.window.clone(),
+                inputs,
+                state,
             });
         }
-        Ok(FeatureSet { features })
+        Ok(set)
     }
 
     /// The compiled features in output order.
@@ -130,27 +139,69 @@ impl FeatureSet {
         self.features.iter().map(|f| f.name.clone()).collect()
     }
 
-    /// Fresh, empty accumulators for one (key, window).
+    /// Fresh, empty accumulators for one (key, window). Allocates only when the numeric
+    /// state exceeds 16 words or the job has `distinct` features.
     pub fn empty(&self) -> Accumulators {
-        self.features.iter().map(|_| Moments::default()).collect()
+        Accumulators {
+            words: self.template.clone(),
+            distinct: (0..self.distinct).map(|_| Distinct::default()).collect(),
+        }
     }
 
-    /// Folds one record's values into the accumulators.
+    /// Folds one record (its field values and event time) into the accumulators. Never
+    /// allocates, except when a `distinct` feature's exact set grows.
     #[inline]
-    pub fn update(&self, accs: &mut Accumulators, values: &[Value]) {
-        for (feature, acc) in self.features.iter().zip(accs.iter_mut()) {
+    pub fn update(&self, accs: &mut Accumulators, values: &[Value], ts: EventTime) {
+        let words: &mut [u64] = &mut accs.words;
+        for feature in &self.features {
             if let Some(filter) = &feature.filter {
                 if !filter.matches(values) {
                     continue;
                 }
             }
-            match feature.slot {
-                None => acc.add(0.0),
-                Some(slot) => {
-                    if let Some(Value::Num(x)) = values.get(slot) {
-                        acc.add(*x);
+            let value = feature.slot.and_then(|slot| values.get(slot));
+            match (feature.agg, value) {
+                (AggKind::Count | AggKind::CountIf, _) => {
+                    if let Some(n) = words.get_mut(feature.state) {
+                        *n += 1;
                     }
                 }
+                (AggKind::Distinct, Some(value)) => {
+                    if let (Some(d), Some(h)) =
+                        (accs.distinct.get_mut(feature.state), hash_value(value))
+                    {
+                        d.insert(h);
+                    }
+                }
+                // Non-finite numbers never pass the decoder; ignored like missing values.
+                (kind, Some(Value::Num(x))) if x.is_finite() => {
+                    if let Some(w) = words.get_mut(feature.state..) {
+                        aggregate::update(kind, w, *x, ts);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Merges `other` into `into` (both from [`FeatureSet::empty`] of this set): afterwards
+    /// `into` describes the records of `into` followed by those of `other`. "Followed by"
+    /// matters only for ties of `first`/`last` and the rounding of sums: pass the
+    /// earlier-arriving state as `into`.
+    pub fn merge(&self, into: &mut Accumulators, other: &Accumulators) {
+        for feature in &self.features {
+            if feature.agg == AggKind::Distinct {
+                if let (Some(d), Some(o)) = (
+                    into.distinct.get_mut(feature.state),
+                    other.distinct.get(feature.state),
+                ) {
+                    d.merge(o);
+                }
+            } else if let (Some(w), Some(o)) = (
+                into.words.get_mut(feature.state..),
+                other.words.get(feature.state..),
+            ) {
+                aggregate::merge(feature.agg, w, o);
             }
         }
     }
@@ -158,11 +209,51 @@ impl FeatureSet {
     /// Writes the feature values (NaN = missing) into `out`, replacing its contents.
     pub fn values(&self, accs: &Accumulators, out: &mut Vec<f64>) {
         out.clear();
-        out.extend(
-            self.features
-                .iter()
-                .zip(accs.iter())
-                .map(|(f, acc)| acc.value(f.agg)),
-        );
+        out.extend(self.features.iter().map(|f| {
+            match f.agg {
+                AggKind::Distinct => accs.distinct.get(f.state).map_or(0.0, Distinct::count),
+                kind => accs
+                    .words
+                    .get(f.state..)
+                    .map_or(f64::NAN, |w| aggregate::value(kind, w)),
+            }
+        }));
+        for &i in &self.ratio_order {
+            let value = self.features[i]
+                .inputs
+                .map_or(f64::NAN, |(n, d)| ratio::divide(out[n], out[d]));
+            out[i] = value;
+        }
+    }
+}
+
+/// The schema slot `spec` reads, checking that the field fits the aggregate.
+fn field_slot(
+    spec: &FeatureSpec,
+    schema: &RecordSchema,
+) -> std::result::Result<Option<usize>, String> {
+    match (&spec.field, spec.agg.needs_field()) {
+        (None, true) => Err(format!("{:?} needs `field = \"...\"`", spec.agg)),
+        (Some(field), true) => {
+            let slot = schema
+                .index_of(field)
+                .ok_or_else(|| format!("field `{field}` is not declared in [source.fields]"))?;
+            let numeric = matches!(
+                schema.fields()[slot].ty,
+                FieldType::F64 | FieldType::I64 | FieldType::TimestampMs
+            );
+            if spec.agg.needs_numeric_field() && !numeric {
+                return Err(format!(
+                    "{:?} needs a numeric field, `{field}` is not",
+                    spec.agg
+                ));
+            }
+            Ok(Some(slot))
+        }
+        (Some(field), false) => Err(format!(
+            "{:?} takes no field (got `{field}`); use `where` to filter",
+            spec.agg
+        )),
+        (None, false) => Ok(None),
     }
 }

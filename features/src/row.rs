@@ -28,6 +28,11 @@ pub struct FeatureRow {
     pub last: SourcePosition,
     /// Wall-clock time the window fired (Unix ns), set by the operator; 0 in pure code.
     pub fired_at_ns: u64,
+    /// `true` when the window did not close by the watermark but was force-closed because
+    /// its key had no record for the state TTL (processing time); its values cover the
+    /// records seen so far, and the key's state was dropped.
+    #[serde(default)]
+    pub closed_by_timeout: bool,
 }
 
 /// Model identity attached to every score.

@@ -1,37 +1,30 @@
-//! Keyed window state: for every open window end, the accumulators of every key that has
-//! records in it. Records are applied one at a time (no allocation unless a (key, window) is
-//! new); `fire` emits every window whose end the watermark passed. The Timely window operator
-//! and the batch `weir features` command both run this same code, so online and training
-//! features cannot disagree.
+//! Keyed window state of one window definition: for every key, its open panes (tumbling and
+//! hopping windows, [`crate::panes`]) or sessions ([`crate::sessions`]). Records are applied
+//! one at a time (no allocation unless a (key, pane) or session is new); `fire` emits every
+//! window whose end the watermark passed; `expire` force-closes the windows of keys that went
+//! quiet. The Timely window operator and the batch `weir features` command both run this same
+//! code, so online and training features cannot disagree.
+//!
+//! Lateness (DESIGN.md §2): a record with `ts < watermark - allowed_lateness` is
+//! [`Applied::Late`] and changes nothing. A record within the allowed lateness updates its
+//! pane or session; windows that had already fired re-emit on the next `fire` with
+//! `revision + 1`. State is dropped once `watermark - allowed_lateness` passes the end of the
+//! last window it belongs to.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 
-use crate::feature::{Accumulators, FeatureSet};
+use crate::feature::FeatureSet;
+use crate::panes::{FastHash, PaneWindows};
 use crate::record::Event;
 use crate::row::FeatureRow;
-use crate::vocab::{EventTime, Key, KeyGroup, SourcePosition, Watermark};
+use crate::sessions::SessionWindows;
+use crate::vocab::{Key, Watermark};
 use crate::window::WindowSpec;
-
-/// In-memory hash for keys; never persisted or routed (those use the seeded key-group hash).
-type FastHash = rustc_hash::FxBuildHasher;
-
-/// State of one (key, window).
-#[derive(Clone, Debug)]
-struct Slot {
-    key_group: KeyGroup,
-    accs: Accumulators,
-    records: u64,
-    first: SourcePosition,
-    last: SourcePosition,
-    /// Last revision emitted; `None` while the window has never fired.
-    emitted: Option<u32>,
-    dirty: bool,
-}
 
 /// What happened to an applied record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Applied {
-    /// Folded into its window.
+    /// Folded into its pane or session.
     Updated,
     /// Behind the watermark by more than the allowed lateness: route to the dead-letter topic.
     Late {
@@ -40,103 +33,137 @@ pub enum Applied {
     },
 }
 
-/// All open windows of the keys owned by one window-operator instance.
+#[derive(Clone, Debug)]
+enum Kind {
+    Panes(PaneWindows),
+    Sessions(SessionWindows),
+}
+
+/// All open windows of one window definition for the keys owned by one operator instance.
 #[derive(Clone, Debug)]
 pub struct KeyedWindows {
-    spec: WindowSpec,
+    kind: Kind,
     allowed_lateness: i64,
-    windows: BTreeMap<EventTime, HashMap<Key, Slot, FastHash>>,
-    scratch: Vec<f64>,
+    /// Arrival counter: orders records for the rows' first/last positions.
+    seq: u64,
+    /// Processing time of the current batch, when key TTLs are tracked.
+    now_ms: Option<i64>,
+    /// Key -> processing time of its last record (only while `now_ms` is set).
+    last_seen: HashMap<Key, i64, FastHash>,
 }
 
 impl KeyedWindows {
-    /// Empty state for windows of `spec`; records up to `allowed_lateness_ms` behind the
-    /// watermark still update (and re-emit) their window.
+    /// Empty state for windows of `spec` (validate it first: invalid sizes are clamped to
+    /// 1 ms); records up to `allowed_lateness_ms` behind the watermark still update (and
+    /// re-emit) their window.
     pub fn new(spec: WindowSpec, allowed_lateness_ms: i64) -> Self {
+        let kind = match (spec.aligned(), spec) {
+            (Some(geom), _) => Kind::Panes(PaneWindows::new(geom)),
+            (None, WindowSpec::Session { gap, max_length }) => {
+                Kind::Sessions(SessionWindows::new(gap.max(1), max_length.max(gap).max(1)))
+            }
+            (None, _) => Kind::Panes(PaneWindows::new(crate::window::Aligned::new(1, 1))),
+        };
         KeyedWindows {
-            spec,
+            kind,
             allowed_lateness: allowed_lateness_ms.max(0),
-            windows: BTreeMap::new(),
-            scratch: Vec::new(),
+            seq: 0,
+            now_ms: None,
+            last_seen: HashMap::default(),
         }
     }
 
-    /// Number of open (key, window) slots.
+    /// Number of open (key, pane) slots, or of open sessions.
     pub fn open_slots(&self) -> usize {
-        self.windows.values().map(HashMap::len).sum()
+        match &self.kind {
+            Kind::Panes(p) => p.open_slots(),
+            Kind::Sessions(s) => s.open_slots(),
+        }
+    }
+
+    /// Number of keys whose last-record time is tracked for [`KeyedWindows::expire`].
+    pub fn tracked_keys(&self) -> usize {
+        self.last_seen.len()
+    }
+
+    /// Sets the processing time (Unix ms) of the records applied next, and turns on per-key
+    /// tracking of the last record's processing time for [`KeyedWindows::expire`]. The
+    /// operator calls it once per tick; without it `expire` has nothing to expire.
+    pub fn set_processing_time(&mut self, now_ms: i64) {
+        self.now_ms = Some(now_ms);
+    }
+
+    /// Whether a record at `event.ts` is too late for `watermark`.
+    #[inline]
+    pub fn is_late(&self, event: &Event, watermark: Watermark) -> bool {
+        watermark != Watermark::MIN && event.ts < watermark.0.saturating_sub(self.allowed_lateness)
     }
 
     /// Applies one record, given the current watermark.
     #[inline]
     pub fn apply(&mut self, features: &FeatureSet, event: &Event, watermark: Watermark) -> Applied {
-        if watermark != Watermark::MIN
-            && event.ts < watermark.0.saturating_sub(self.allowed_lateness)
-        {
+        if self.is_late(event, watermark) {
             return Applied::Late { watermark };
         }
-        let bounds = self.spec.assign(event.ts);
-        let keys = self.windows.entry(bounds.end).or_default();
-        let slot = match keys.get_mut(&event.key) {
-            Some(slot) => slot,
-            None => keys.entry(event.key.clone()).or_insert_with(|| Slot {
-                key_group: event.key_group,
-                accs: features.empty(),
-                records: 0,
-                first: event.position,
-                last: event.position,
-                emitted: None,
-                dirty: false,
-            }),
-        };
-        features.update(&mut slot.accs, &event.values);
-        slot.records += 1;
-        slot.last = event.position;
-        slot.dirty = true;
+        self.seq += 1;
+        match &mut self.kind {
+            Kind::Panes(p) => p.apply(features, event, self.seq),
+            Kind::Sessions(s) => s.apply(features, event, self.seq),
+        }
+        if let Some(now) = self.now_ms {
+            match self.last_seen.get_mut(&event.key) {
+                Some(seen) => *seen = now,
+                None => {
+                    self.last_seen.insert(event.key.clone(), now);
+                }
+            }
+        }
         Applied::Updated
     }
 
-    /// Emits every window with `end <= watermark` that has unemitted changes, then drops the
-    /// windows no record can reach any more (`end <= watermark - allowed_lateness`).
+    /// Emits every window with `end <= watermark` that has unemitted changes (earliest end
+    /// first, then by key), then drops the state no record can reach any more.
     pub fn fire(
         &mut self,
         features: &FeatureSet,
         watermark: Watermark,
         mut emit: impl FnMut(FeatureRow),
     ) {
-        let size = self.spec_size();
-        for (&end, keys) in self.windows.range_mut(..=watermark.0) {
-            let start = end - size;
-            for (key, slot) in keys.iter_mut().filter(|(_, slot)| slot.dirty) {
-                let revision = slot.emitted.map_or(0, |r| r + 1);
-                slot.emitted = Some(revision);
-                slot.dirty = false;
-                features.values(&slot.accs, &mut self.scratch);
-                emit(FeatureRow {
-                    key: key.clone(),
-                    key_group: slot.key_group,
-                    window_start: start,
-                    window_end: end,
-                    revision,
-                    values: self.scratch.clone(),
-                    records: slot.records,
-                    first: slot.first,
-                    last: slot.last,
-                    fired_at_ns: 0,
-                });
-            }
-        }
-        let horizon = watermark.0.saturating_sub(self.allowed_lateness);
-        while let Some(entry) = self.windows.first_entry() {
-            if *entry.key() > horizon {
-                break;
-            }
-            entry.remove();
+        let lateness = self.allowed_lateness;
+        match &mut self.kind {
+            Kind::Panes(p) => p.fire(features, watermark, lateness, &mut emit),
+            Kind::Sessions(s) => s.fire(features, watermark, lateness, &mut emit),
         }
     }
 
-    fn spec_size(&self) -> i64 {
-        match self.spec {
-            WindowSpec::Tumbling { size } => size,
+    /// Force-closes the windows of every key with no record for `ttl_ms` of processing time
+    /// (`last record + ttl_ms <= now_ms`): emits each of its windows that has not been emitted
+    /// or changed since (marked [`FeatureRow::closed_by_timeout`], even if the watermark has
+    /// not reached its end), then drops all the key's state. A later record of the key starts
+    /// from empty state. Returns the number of keys expired. Cost is linear in the number of
+    /// tracked keys: call it every few seconds, not per tick.
+    pub fn expire(
+        &mut self,
+        features: &FeatureSet,
+        now_ms: i64,
+        ttl_ms: i64,
+        mut emit: impl FnMut(FeatureRow),
+    ) -> usize {
+        let cutoff = now_ms.saturating_sub(ttl_ms.max(0));
+        let quiet: HashSet<Key, FastHash> = self
+            .last_seen
+            .iter()
+            .filter(|(_, &seen)| seen <= cutoff)
+            .map(|(k, _)| k.clone())
+            .collect();
+        if quiet.is_empty() {
+            return 0;
         }
+        match &mut self.kind {
+            Kind::Panes(p) => p.expire(features, &quiet, &mut emit),
+            Kind::Sessions(s) => s.expire(features, &quiet, &mut emit),
+        }
+        self.last_seen.retain(|k, _| !quiet.contains(k));
+        quiet.len()
     }
 }

@@ -94,6 +94,7 @@ fn setup() -> (FeatureSet, Vec<Key>) {
         agg,
         field: field.map(str::to_owned),
         filter: filter.map(str::to_owned),
+        ..FeatureSpec::default()
     };
     // Eight features: the most that stay inline in `Accumulators`.
     let specs = [
@@ -135,8 +136,37 @@ const KINDS: [&str; 3] = ["view", "click-through-event", "purchase"];
 
 #[test]
 fn apply_to_existing_windows_does_not_allocate() {
+    // Tumbling; hopping (panes of gcd(3000, 1000) = 1000, one pane update per record);
+    // sessions (one session per key spanning all the records).
+    assert_apply_does_not_allocate(WindowSpec::Tumbling { size: 1_000 }, 5, 1);
+    assert_apply_does_not_allocate(
+        WindowSpec::Hopping {
+            size: 3_000,
+            slide: 1_000,
+        },
+        5,
+        3,
+    );
+    assert_apply_does_not_allocate(
+        WindowSpec::Session {
+            gap: 10_000,
+            max_length: 1_000_000,
+        },
+        1,
+        1,
+    );
+}
+
+/// Warms every (key, pane) or session up, then applies 100 k records counting allocations;
+/// `slots_per_key` is the number of panes or sessions each key ends up with.
+/// `windows_per_record` the number of windows each record is in.
+fn assert_apply_does_not_allocate(
+    spec: WindowSpec,
+    slots_per_key: usize,
+    windows_per_record: usize,
+) {
     let (features, keys) = setup();
-    let mut state = KeyedWindows::new(WindowSpec::Tumbling { size: 1_000 }, 0);
+    let mut state = KeyedWindows::new(spec, 0);
     const WINDOWS: i64 = 5;
 
     // Events built up front: building them is not what is measured.
@@ -183,7 +213,7 @@ fn apply_to_existing_windows_does_not_allocate() {
         }
     }
     let slots = state.open_slots();
-    assert_eq!(slots, keys.len() * WINDOWS as usize);
+    assert_eq!(slots, keys.len() * slots_per_key);
 
     // The counter works: a deliberate allocation is seen.
     let (seen, boxed) = allocations_in(|| Box::new(42u64));
@@ -209,8 +239,13 @@ fn apply_to_existing_windows_does_not_allocate() {
         "KeyedWindows::apply allocated {allocations} times for existing slots"
     );
 
-    // The records were all counted: one row per slot, warm-up included.
+    // The records were all counted, warm-up included; a hopping record is in size / slide
+    // windows.
     let mut records = 0;
     state.fire(&features, Watermark::MAX, |row| records += row.records);
-    assert_eq!(records as usize, events.len() + slots);
+    let warm_up = keys.len() * WINDOWS as usize;
+    assert_eq!(
+        records as usize,
+        (events.len() + warm_up) * windows_per_record
+    );
 }

@@ -42,6 +42,7 @@ fn spec(name: &str, agg: AggKind, field: Option<&str>, filter: Option<&str>) -> 
         agg,
         field: field.map(str::to_owned),
         filter: filter.map(str::to_owned),
+        ..FeatureSpec::default()
     }
 }
 
@@ -362,4 +363,137 @@ fn windows_fire_in_end_order_and_keys_are_independent() {
     let rest = collect(&mut state, &features, Watermark::MAX);
     assert_eq!(rest.len(), 1);
     assert_eq!((rest[0].key.as_str(), rest[0].window_start), ("a", 20));
+}
+
+#[test]
+fn allowed_late_event_bridging_two_fired_sessions_merges_them() {
+    let features = features();
+    let spec = WindowSpec::Session {
+        gap: 10,
+        max_length: 1_000,
+    };
+    let mut state = KeyedWindows::new(spec, 100);
+    for (i, ts) in [0, 5, 22].into_iter().enumerate() {
+        let e = event("u", ts, "a", Some(1.0), i as i64);
+        assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+    }
+    let rows = collect(&mut state, &features, Watermark(32));
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| (r.window_start, r.window_end, r.revision, r.records))
+        .collect();
+    assert_eq!(got, [(0, 15, 0, 2), (22, 32, 0, 1)]);
+    // 14 is within 10 of both sessions: it bridges them into [0, 32), a revision of both.
+    let e = event("u", 14, "b", Some(5.0), 3);
+    assert_eq!(state.apply(&features, &e, Watermark(32)), Applied::Updated);
+    assert_eq!(state.open_slots(), 1);
+    let rows = collect(&mut state, &features, Watermark(32));
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(
+        (r.window_start, r.window_end, r.revision, r.records),
+        (0, 32, 1, 4)
+    );
+    assert!(same(&r.values[..3], &[4.0, 3.0, 8.0]), "{:?}", r.values);
+    assert_eq!((r.first.offset, r.last.offset), (0, 3));
+    // Dropped once watermark - lateness reaches its end; then records for it are late.
+    assert!(collect(&mut state, &features, Watermark(132)).is_empty());
+    assert_eq!(state.open_slots(), 0);
+    let e = event("u", 31, "b", Some(5.0), 4);
+    assert_eq!(
+        state.apply(&features, &e, Watermark(132)),
+        Applied::Late {
+            watermark: Watermark(132)
+        }
+    );
+}
+
+#[test]
+fn session_longer_than_max_length_is_split() {
+    let features = features();
+    let spec = WindowSpec::Session {
+        gap: 10,
+        max_length: 25,
+    };
+    let mut state = KeyedWindows::new(spec, 0);
+    for (i, ts) in [0, 8, 14, 16, 24].into_iter().enumerate() {
+        let e = event("u", ts, "a", None, i as i64);
+        assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+    }
+    let rows = collect(&mut state, &features, Watermark::MAX);
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| (r.window_start, r.window_end, r.records))
+        .collect();
+    // 16 would stretch [0, 24) to [0, 26) > 25: it starts [16, 26), which 24 then extends
+    // (24 does not touch [0, 24)).
+    assert_eq!(got, [(0, 24, 3), (16, 34, 2)]);
+}
+
+#[test]
+fn hopping_window_re_emits_every_fired_window_of_a_late_pane() {
+    let features = features();
+    let spec = WindowSpec::Hopping { size: 10, slide: 4 };
+    assert!(spec.validate().is_ok());
+    assert!(WindowSpec::Hopping { size: 4, slide: 10 }
+        .validate()
+        .is_err());
+    let mut state = KeyedWindows::new(spec, 20);
+    let e = event("u", 9, "a", Some(1.0), 0);
+    assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+    // 9 is in [0, 10), [4, 14), [8, 18).
+    let ends: Vec<_> = collect(&mut state, &features, Watermark(20))
+        .iter()
+        .map(|r| (r.window_end, r.revision))
+        .collect();
+    assert_eq!(ends, [(10, 0), (14, 0), (18, 0)]);
+    // 5 is in [-4, 6) (never fired: revision 0), [0, 10) and [4, 14) (pane [4, 6) of
+    // gcd 2): both re-emit; [8, 18) does not.
+    let e = event("u", 5, "b", Some(2.0), 1);
+    assert_eq!(state.apply(&features, &e, Watermark(20)), Applied::Updated);
+    let rows = collect(&mut state, &features, Watermark(20));
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| (r.window_end, r.revision, r.records))
+        .collect();
+    assert_eq!(got, [(6, 0, 1), (10, 1, 2), (14, 1, 2)]);
+}
+
+#[test]
+fn quiet_keys_are_closed_by_timeout_and_forgotten() {
+    let features = features();
+    for spec in [
+        WindowSpec::Tumbling { size: 10 },
+        WindowSpec::Hopping { size: 10, slide: 5 },
+        WindowSpec::Session {
+            gap: 10,
+            max_length: 100,
+        },
+    ] {
+        let mut state = KeyedWindows::new(spec.clone(), 0);
+        state.set_processing_time(1_000);
+        let e = event("quiet", 3, "a", Some(1.0), 0);
+        assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+        state.set_processing_time(5_000);
+        let e = event("busy", 4, "a", Some(1.0), 1);
+        assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+        assert_eq!(state.tracked_keys(), 2);
+        // Not yet quiet for the TTL.
+        assert_eq!(
+            state.expire(&features, 5_999, 5_000, |_| panic!("{spec:?}")),
+            0
+        );
+        let mut rows = Vec::new();
+        assert_eq!(state.expire(&features, 6_000, 5_000, |r| rows.push(r)), 1);
+        assert!(!rows.is_empty(), "{spec:?}");
+        assert!(rows
+            .iter()
+            .all(|r| r.key == "quiet" && r.closed_by_timeout && r.records == 1));
+        assert_eq!(state.tracked_keys(), 1);
+        // Only busy's state is left; it closes normally.
+        let rest = collect(&mut state, &features, Watermark::MAX);
+        assert!(rest.iter().all(|r| r.key == "busy" && !r.closed_by_timeout));
+        assert!(!rest.is_empty());
+        assert_eq!(state.open_slots(), 0);
+    }
 }

@@ -7,6 +7,8 @@
 
 pub mod metrics;
 pub mod placement;
+pub mod source;
+pub mod source_operator;
 pub mod window_features;
 
 pub use placement::{Placement, StageParallelism};

@@ -13,4 +13,5 @@ pub mod source;
 
 pub use error::{KafkaEdgeError, Result};
 pub use sink::{KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig};
-pub use source::{kafka_source, KafkaSourceConfig, SourceStreams, StartFrom};
+pub use source::{kafka_source, KafkaSourceConfig, StartFrom};
+pub use weir_operators::source::SourceStreams;

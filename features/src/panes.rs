@@ -1,0 +1,221 @@
+//! Keyed state of aligned (tumbling and hopping) windows, kept as panes of
+//! `gcd(size, slide)`. Pipeline position: inside [`crate::window_state::KeyedWindows`], i.e.
+//! inside the window operator and the batch `weir features` command.
+//!
+//! - `apply` folds a record into the one pane its time falls in (no allocation when the
+//!   (pane, key) exists).
+//! - `fire(wm)` emits every window with `end <= wm` that has records of a key, merging its
+//!   panes; a pane updated after one of its windows fired (an allowed-late record) makes those
+//!   windows re-emit with `revision + 1`, same `(key, window_end)`.
+//! - A pane is dropped once `wm - allowed_lateness >= end of the last window containing it`:
+//!   no record can reach it any more, and no window containing it can fire or re-fire.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::feature::FeatureSet;
+use crate::record::Event;
+use crate::row::FeatureRow;
+use crate::slot::Slot;
+use crate::vocab::{EventTime, Key, Watermark};
+use crate::window::{Aligned, WindowBounds};
+
+/// In-memory hash for keys; never persisted or routed (those use the seeded key-group hash).
+pub(crate) type FastHash = rustc_hash::FxBuildHasher;
+
+#[derive(Clone, Debug)]
+struct Pane {
+    slot: Slot,
+    /// Updated after one of its windows was emitted.
+    dirty: bool,
+}
+
+/// Panes of every key of one aligned window definition.
+#[derive(Clone, Debug)]
+pub(crate) struct PaneWindows {
+    geom: Aligned,
+    /// Pane start -> key -> pane.
+    panes: BTreeMap<EventTime, HashMap<Key, Pane, FastHash>>,
+    /// Window end -> key -> last revision emitted, for windows that may still re-fire.
+    emitted: BTreeMap<EventTime, HashMap<Key, u32, FastHash>>,
+    /// Every window with `end <= fired_end` has been emitted (when it had records).
+    fired_end: Option<EventTime>,
+    /// Smallest start of a dirty pane.
+    dirty_from: Option<EventTime>,
+}
+
+impl PaneWindows {
+    pub fn new(geom: Aligned) -> Self {
+        PaneWindows {
+            geom,
+            panes: BTreeMap::new(),
+            emitted: BTreeMap::new(),
+            fired_end: None,
+            dirty_from: None,
+        }
+    }
+
+    pub fn open_slots(&self) -> usize {
+        self.panes.values().map(HashMap::len).sum()
+    }
+
+    #[inline]
+    pub fn apply(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
+        let start = self.geom.pane_start(event.ts);
+        let keys = self.panes.entry(start).or_default();
+        let pane = match keys.get_mut(&event.key) {
+            Some(pane) => {
+                pane.slot.add(features, event, seq);
+                pane
+            }
+            None => keys.entry(event.key.clone()).or_insert(Pane {
+                slot: Slot::new(features, event, seq),
+                dirty: false,
+            }),
+        };
+        if self
+            .fired_end
+            .is_some_and(|f| self.geom.first_end(start) <= f)
+        {
+            pane.dirty = true;
+            self.dirty_from = Some(self.dirty_from.map_or(start, |d| d.min(start)));
+        }
+    }
+
+    /// The earliest window end after `after` (or overall) whose window holds a pane.
+    fn next_end(&self, after: Option<EventTime>) -> Option<EventTime> {
+        let lower = after.map_or(EventTime::MIN, |a| self.geom.next_end_after(a));
+        let (&start, _) = self
+            .panes
+            .range(lower.saturating_sub(self.geom.size)..)
+            .next()?;
+        Some(lower.max(self.geom.first_end(start)))
+    }
+
+    /// Window ends of the pane at `start`, earliest first.
+    fn ends_of(&self, start: EventTime) -> impl Iterator<Item = EventTime> {
+        let (first, last, slide) = (
+            self.geom.first_end(start),
+            self.geom.last_end(start),
+            self.geom.slide,
+        );
+        (0..)
+            .map(move |i: i64| first.saturating_add(i.saturating_mul(slide)))
+            .take_while(move |&e| e <= last)
+    }
+
+    pub fn fire(
+        &mut self,
+        features: &FeatureSet,
+        watermark: Watermark,
+        allowed_lateness: i64,
+        emit: &mut dyn FnMut(FeatureRow),
+    ) {
+        let mut due: Vec<(EventTime, Key)> = Vec::new();
+        // Re-emissions: windows already fired whose panes changed.
+        if let (Some(from), Some(fired)) = (self.dirty_from.take(), self.fired_end) {
+            for (&start, keys) in self.panes.range_mut(from..fired) {
+                let ends = {
+                    let (first, slide) = (self.geom.first_end(start), self.geom.slide);
+                    let last = self.geom.last_end(start).min(fired);
+                    (0..)
+                        .map(move |i: i64| first.saturating_add(i.saturating_mul(slide)))
+                        .take_while(move |&e| e <= last)
+                };
+                for (key, pane) in keys.iter_mut().filter(|(_, p)| p.dirty) {
+                    pane.dirty = false;
+                    due.extend(ends.clone().map(|e| (e, key.clone())));
+                }
+            }
+        }
+        // Windows the watermark closed since the last fire.
+        while let Some(end) = self.next_end(self.fired_end).filter(|&e| e <= watermark.0) {
+            for keys in self.panes.range(end - self.geom.size..end).map(|(_, k)| k) {
+                due.extend(keys.keys().map(|k| (end, k.clone())));
+            }
+            self.fired_end = Some(end);
+        }
+        due.sort_unstable();
+        due.dedup();
+        for (end, key) in due {
+            if let Some(slot) = self.window(features, &key, end) {
+                let revisions = self.emitted.entry(end).or_default();
+                let revision = revisions.get(&key).map_or(0, |r| r + 1);
+                revisions.insert(key.clone(), revision);
+                emit(slot.row(features, &key, self.bounds(end), revision, false));
+            }
+        }
+        self.drop_through(watermark.0.saturating_sub(allowed_lateness));
+    }
+
+    fn bounds(&self, end: EventTime) -> WindowBounds {
+        WindowBounds {
+            start: end - self.geom.size,
+            end,
+        }
+    }
+
+    /// The merge of `key`'s panes of the window ending at `end`, in pane order.
+    fn window(&self, features: &FeatureSet, key: &Key, end: EventTime) -> Option<Slot> {
+        let mut panes = self
+            .panes
+            .range(end - self.geom.size..end)
+            .filter_map(|(_, keys)| keys.get(key));
+        let mut slot = panes.next()?.slot.clone();
+        panes.for_each(|p| slot.absorb(features, &p.slot));
+        Some(slot)
+    }
+
+    /// Drops windows and panes that no record can reach any more (`end <= horizon`).
+    fn drop_through(&mut self, horizon: EventTime) {
+        while let Some(entry) = self.emitted.first_entry() {
+            if *entry.key() > horizon {
+                break;
+            }
+            entry.remove();
+        }
+        while let Some(entry) = self.panes.first_entry() {
+            if self.geom.last_end(*entry.key()) > horizon {
+                break;
+            }
+            entry.remove();
+        }
+    }
+
+    /// Force-closes every window of `keys`: emits each window not yet emitted or changed since
+    /// (marked `closed_by_timeout`), then forgets the keys.
+    pub fn expire(
+        &mut self,
+        features: &FeatureSet,
+        keys: &HashSet<Key, FastHash>,
+        emit: &mut dyn FnMut(FeatureRow),
+    ) {
+        let mut due: Vec<(EventTime, Key)> = Vec::new();
+        let fired = self.fired_end.unwrap_or(EventTime::MIN);
+        for (&start, panes) in &self.panes {
+            for (key, pane) in panes.iter().filter(|(k, _)| keys.contains(*k)) {
+                let ends = self.ends_of(start).filter(|&e| e > fired || pane.dirty);
+                due.extend(ends.map(|e| (e, key.clone())));
+            }
+        }
+        due.sort_unstable();
+        due.dedup();
+        for (end, key) in due {
+            if let Some(slot) = self.window(features, &key, end) {
+                let revision = self
+                    .emitted
+                    .get(&end)
+                    .and_then(|r| r.get(&key))
+                    .map_or(0, |r| r + 1);
+                emit(slot.row(features, &key, self.bounds(end), revision, true));
+            }
+        }
+        for map in self.panes.values_mut() {
+            map.retain(|k, _| !keys.contains(k));
+        }
+        self.panes.retain(|_, m| !m.is_empty());
+        for map in self.emitted.values_mut() {
+            map.retain(|k, _| !keys.contains(k));
+        }
+        self.emitted.retain(|_, m| !m.is_empty());
+    }
+}

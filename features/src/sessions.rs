@@ -1,0 +1,223 @@
+//! Keyed session windows. Pipeline position: inside [`crate::window_state::KeyedWindows`]
+//! (window operator, batch `weir features`).
+//!
+//! Rules (all times event time, per key; `gap` and `max_length` from the [`WindowSpec`]):
+//! - An event at `ts` spans `[ts, ts + gap)`. A session spans `[first ts, last ts + gap)`.
+//!   An event *touches* a session when the two spans overlap (`start < ts + gap` and
+//!   `ts < end`): events closer than `gap` belong together.
+//! - If the union of the event and every session it touches is at most `max_length` long,
+//!   those sessions merge into one (accumulators merged in start order, then the event
+//!   added). This is how an allowed-late event bridging two sessions joins them.
+//! - Otherwise the event joins, alone, the touched session with the latest start that it can
+//!   join without exceeding `max_length`; if there is none it starts a new session. So an event
+//!   that would stretch a session past `max_length` starts a new one. For events arriving in
+//!   time order this is the usual greedy split; for out-of-order events it depends on arrival
+//!   order only when a `max_length` cut is involved (without cuts, sessions are a function of
+//!   the set of events).
+//! - A session fires when `watermark >= end`. A session changed after it fired (an
+//!   allowed-late event, or a merge with another) re-emits with `revision + 1` (the maximum of
+//!   the merged sessions' revisions, plus one) and its possibly new bounds, so its
+//!   `window_end` may differ from the superseded row's. It is dropped once
+//!   `watermark - allowed_lateness >= end`: no allowed record can touch it any more.
+//!
+//! [`WindowSpec`]: crate::window::WindowSpec
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use smallvec::SmallVec;
+
+use crate::feature::FeatureSet;
+use crate::panes::FastHash;
+use crate::record::Event;
+use crate::row::FeatureRow;
+use crate::slot::Slot;
+use crate::vocab::{EventTime, Key, Watermark};
+use crate::window::WindowBounds;
+
+#[derive(Clone, Debug)]
+struct Session {
+    start: EventTime,
+    end: EventTime,
+    slot: Slot,
+    /// Last revision emitted; `None` while never fired.
+    emitted: Option<u32>,
+    /// Changed since its last emission.
+    dirty: bool,
+}
+
+#[derive(Clone, Debug)]
+struct KeySessions {
+    /// Sorted by start.
+    sessions: Vec<Session>,
+    /// The time of this key's live entry in the timer set.
+    timer: EventTime,
+}
+
+/// Sessions of every key of one session window definition.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionWindows {
+    gap: i64,
+    max_length: i64,
+    keys: HashMap<Key, KeySessions, FastHash>,
+    /// (time, key): look at the key when the watermark reaches the time. Entries whose time
+    /// is not the key's `timer` are stale and skipped.
+    timers: BTreeSet<(EventTime, Key)>,
+}
+
+impl SessionWindows {
+    pub fn new(gap: i64, max_length: i64) -> Self {
+        SessionWindows {
+            gap,
+            max_length,
+            keys: HashMap::default(),
+            timers: BTreeSet::new(),
+        }
+    }
+
+    pub fn open_slots(&self) -> usize {
+        self.keys.values().map(|k| k.sessions.len()).sum()
+    }
+
+    /// Applies one record (no allocation when it extends or lands in an existing session).
+    #[inline]
+    pub fn apply(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
+        let (lo, hi) = (event.ts, event.ts.saturating_add(self.gap));
+        let state = match self.keys.get_mut(&event.key) {
+            Some(state) => state,
+            None => self.keys.entry(event.key.clone()).or_insert(KeySessions {
+                sessions: Vec::new(),
+                timer: EventTime::MAX,
+            }),
+        };
+        let sessions = &mut state.sessions;
+        let touched: SmallVec<[usize; 4]> = (0..sessions.len())
+            .filter(|&i| sessions[i].start < hi && lo < sessions[i].end)
+            .collect();
+        let union = touched.iter().fold((lo, hi), |(s, e), &i| {
+            (s.min(sessions[i].start), e.max(sessions[i].end))
+        });
+        let max_length = self.max_length;
+        let fits = |s: EventTime, e: EventTime| e.saturating_sub(s) <= max_length;
+        let target = if let (Some(&first), true) = (touched.first(), fits(union.0, union.1)) {
+            // Merge every touched session into the first, in start order.
+            for &i in &touched[1..] {
+                let (head, tail) = sessions.split_at_mut(i);
+                head[first].slot.absorb(features, &tail[0].slot);
+                head[first].emitted = head[first].emitted.max(tail[0].emitted);
+            }
+            for &i in touched[1..].iter().rev() {
+                sessions.remove(i);
+            }
+            let into = &mut sessions[first];
+            (into.start, into.end) = union;
+            into.slot.add(features, event, seq);
+            first
+        } else if let Some(&i) = touched
+            .iter()
+            .rev()
+            .find(|&&i| fits(sessions[i].start.min(lo), sessions[i].end.max(hi)))
+        {
+            let s = &mut sessions[i];
+            (s.start, s.end) = (s.start.min(lo), s.end.max(hi));
+            s.slot.add(features, event, seq);
+            i
+        } else {
+            let at = sessions.partition_point(|s| s.start <= lo);
+            sessions.insert(
+                at,
+                Session {
+                    start: lo,
+                    end: hi,
+                    slot: Slot::new(features, event, seq),
+                    emitted: None,
+                    dirty: true,
+                },
+            );
+            at
+        };
+        let session = &mut sessions[target];
+        session.dirty = true;
+        if session.end < state.timer {
+            state.timer = session.end;
+            self.timers.insert((session.end, event.key.clone()));
+        }
+    }
+
+    pub fn fire(
+        &mut self,
+        features: &FeatureSet,
+        watermark: Watermark,
+        allowed_lateness: i64,
+        emit: &mut dyn FnMut(FeatureRow),
+    ) {
+        let horizon = watermark.0.saturating_sub(allowed_lateness);
+        let mut rows = Vec::new();
+        while let Some((time, key)) = self.timers.first().cloned() {
+            if time > watermark.0 {
+                break;
+            }
+            self.timers.pop_first();
+            let Some(state) = self.keys.get_mut(&key).filter(|s| s.timer == time) else {
+                continue;
+            };
+            for s in state.sessions.iter_mut() {
+                if s.end <= watermark.0 && s.dirty {
+                    let revision = s.emitted.map_or(0, |r| r + 1);
+                    (s.emitted, s.dirty) = (Some(revision), false);
+                    let bounds = WindowBounds {
+                        start: s.start,
+                        end: s.end,
+                    };
+                    rows.push(s.slot.row(features, &key, bounds, revision, false));
+                }
+            }
+            state.sessions.retain(|s| s.end > horizon);
+            // Next look: when a session closes, or when a fired one can be dropped.
+            let next = state.sessions.iter().map(|s| {
+                if s.dirty {
+                    s.end
+                } else {
+                    s.end.saturating_add(allowed_lateness)
+                }
+            });
+            match next.min() {
+                // (`next <= watermark` only when times saturate at the end of time.)
+                Some(next) if next > watermark.0 => {
+                    state.timer = next;
+                    self.timers.insert((next, key));
+                }
+                _ => {
+                    self.keys.remove(&key);
+                }
+            }
+        }
+        rows.sort_by(|a, b| (a.window_end, &a.key).cmp(&(b.window_end, &b.key)));
+        rows.into_iter().for_each(emit);
+    }
+
+    /// Force-closes every session of `keys` (emitting those not yet emitted or changed since,
+    /// marked `closed_by_timeout`) and forgets the keys.
+    pub fn expire(
+        &mut self,
+        features: &FeatureSet,
+        keys: &HashSet<Key, FastHash>,
+        emit: &mut dyn FnMut(FeatureRow),
+    ) {
+        let mut expired: Vec<&Key> = keys.iter().collect();
+        expired.sort_unstable();
+        for key in expired {
+            let Some(state) = self.keys.remove(key) else {
+                continue;
+            };
+            for s in state.sessions.iter().filter(|s| s.dirty) {
+                let revision = s.emitted.map_or(0, |r| r + 1);
+                let bounds = WindowBounds {
+                    start: s.start,
+                    end: s.end,
+                };
+                emit(s.slot.row(features, key, bounds, revision, true));
+            }
+        }
+        self.timers.retain(|(_, k)| !keys.contains(k));
+    }
+}

@@ -1,0 +1,91 @@
+//! What every source stage (Kafka, files) shares: its three output streams and the decoding of
+//! one raw record into an event or a dead letter. Sources differ only in how they read bytes
+//! and track partitions; everything after the bytes is this code.
+
+use std::sync::Arc;
+
+use timely::dataflow::Stream;
+
+use weir_features::dead_letter::DeadLetter;
+use weir_features::decode::JsonDecoder;
+use weir_features::record::Event;
+use weir_features::vocab::{EventTime, KeyGroup, SourcePosition, Tick};
+use weir_features::watermark::WatermarkReport;
+
+use crate::metrics::JobMetrics;
+
+/// The three outputs of a source stage.
+pub struct SourceStreams<'scope> {
+    /// Decoded events.
+    pub events: Stream<'scope, Tick, Vec<Event>>,
+    /// Records that could not be decoded.
+    pub dead_letters: Stream<'scope, Tick, Vec<DeadLetter>>,
+    /// One progress report per tick per source instance.
+    pub reports: Stream<'scope, Tick, Vec<WatermarkReport>>,
+}
+
+/// Turns raw records into events (or dead letters) for one source instance.
+#[derive(Clone, Debug)]
+pub struct RecordDecoder {
+    /// Payload decoder.
+    pub decoder: JsonDecoder,
+    /// Key groups of the job.
+    pub key_groups: u32,
+    /// Source name (topic or file path) for dead letters.
+    pub source_name: String,
+    /// Counters.
+    pub metrics: Arc<JobMetrics>,
+}
+
+/// One raw record as read from a source.
+#[derive(Clone, Copy, Debug)]
+pub struct RawRecord<'a> {
+    /// The payload bytes.
+    pub payload: &'a [u8],
+    /// Where it was read.
+    pub position: SourcePosition,
+    /// The source's own timestamp (Kafka message time), if any.
+    pub timestamp: Option<EventTime>,
+    /// The source's key bytes, if any.
+    pub key: Option<&'a [u8]>,
+}
+
+impl RecordDecoder {
+    /// Decodes `record` into `events` or `dead`; returns the event time when it decoded.
+    #[inline]
+    pub fn push(
+        &self,
+        record: RawRecord<'_>,
+        events: &mut Vec<Event>,
+        dead: &mut Vec<DeadLetter>,
+    ) -> Option<EventTime> {
+        JobMetrics::add(&self.metrics.records_in, 1);
+        match self.decoder.decode(record.payload) {
+            Ok(decoded) => {
+                JobMetrics::add(&self.metrics.events_in, 1);
+                let ts = decoded.ts;
+                events.push(Event {
+                    key_group: KeyGroup::of(decoded.key.as_bytes(), self.key_groups),
+                    key: decoded.key,
+                    ts,
+                    values: decoded.values,
+                    position: record.position,
+                });
+                Some(ts)
+            }
+            Err(error) => {
+                self.metrics.dead_letter(error.reason);
+                dead.push(DeadLetter {
+                    reason: error.reason,
+                    error: error.message,
+                    topic: self.source_name.clone(),
+                    position: record.position,
+                    timestamp: record.timestamp,
+                    key: record.key.map(<[u8]>::to_vec),
+                    raw: record.payload.to_vec(),
+                });
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The Timely operator every source runs (DESIGN.md §2): it owns three outputs (events, dead
+//! letters, watermark reports) at the current wall-clock tick, polls its [`SourceReader`],
+//! closes each tick with one progress report, and at the end of a bounded input reports
+//! `Watermark::MAX` and drops its capabilities. Kafka and file sources only implement the reader.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::Scope;
+
+use weir_features::dead_letter::DeadLetter;
+use weir_features::record::Event;
+use weir_features::vocab::Tick;
+use weir_features::watermark::{SourceProgress, WatermarkReport};
+
+use crate::source::SourceStreams;
+
+type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
+
+/// One source instance's reading logic.
+pub trait SourceReader: 'static {
+    /// This instance's index among the source instances.
+    fn instance(&self) -> u32;
+    /// Reads what is available (bounded per call) into `events` and `dead`; returns the number
+    /// of raw records handled (0 = nothing available now).
+    fn poll(&mut self, now_ms: u64, events: &mut Vec<Event>, dead: &mut Vec<DeadLetter>) -> usize;
+    /// Event-time progress at `now_ms`.
+    fn progress(&self, now_ms: u64) -> SourceProgress;
+    /// Whether a bounded input has been read completely.
+    fn finished(&self) -> bool;
+}
+
+/// Builds a source operator. Workers without an instance (`reader == None`) emit nothing and
+/// hold no capability. `stop` ends the source without declaring the end of input.
+pub fn build_source<'scope, R: SourceReader>(
+    scope: Scope<'scope, Tick>,
+    name: &str,
+    reader: Option<R>,
+    tick_ms: u64,
+    stop: Arc<AtomicBool>,
+) -> SourceStreams<'scope> {
+    let tick_ms = tick_ms.max(1);
+    let mut builder = OperatorBuilder::new(name.to_owned(), scope);
+    let activator = scope.activator_for(builder.operator_info().address);
+    let (events_out, events) = builder.new_output::<Vec<Event>>();
+    let (dead_out, dead_letters) = builder.new_output::<Vec<DeadLetter>>();
+    let (reports_out, reports) = builder.new_output::<Vec<WatermarkReport>>();
+    let mut events_out = OutputBuilder::<_, VecBuilder<Event>>::from(events_out);
+    let mut dead_out = OutputBuilder::<_, VecBuilder<DeadLetter>>::from(dead_out);
+    let mut reports_out = OutputBuilder::<_, VecBuilder<WatermarkReport>>::from(reports_out);
+
+    builder.build(move |capabilities| {
+        let tick = unix_ms() / tick_ms;
+        let mut running = reader.map(|reader| {
+            let caps: Vec<Capability<Tick>> =
+                capabilities.iter().map(|c| c.delayed(&tick)).collect();
+            (reader, caps)
+        });
+        drop(capabilities);
+        activator.activate();
+        move |_frontiers| {
+            let Some((reader, caps)) = running.as_mut() else {
+                return;
+            };
+            if stop.load(Ordering::Relaxed) {
+                tracing::info!(instance = reader.instance(), "source stopped");
+                running = None;
+                return;
+            }
+            let now = unix_ms();
+            let tick = now / tick_ms;
+            if tick > *caps[0].time() {
+                // Close the current tick: all its records are out, so report its progress.
+                let report = WatermarkReport {
+                    source: reader.instance(),
+                    progress: reader.progress(now),
+                };
+                reports_out.activate().session(&caps[2]).give(report);
+                caps.iter_mut().for_each(|c| c.downgrade(&tick));
+            }
+            let mut events = Vec::new();
+            let mut dead = Vec::new();
+            let polled = reader.poll(now, &mut events, &mut dead);
+            if !events.is_empty() {
+                events_out
+                    .activate()
+                    .session(&caps[0])
+                    .give_container(&mut events);
+            }
+            if !dead.is_empty() {
+                dead_out
+                    .activate()
+                    .session(&caps[1])
+                    .give_container(&mut dead);
+            }
+            if reader.finished() {
+                let report = WatermarkReport {
+                    source: reader.instance(),
+                    progress: reader.progress(now),
+                };
+                reports_out.activate().session(&caps[2]).give(report);
+                tracing::info!(
+                    instance = reader.instance(),
+                    "source reached the end of its bounded input"
+                );
+                running = None;
+                return;
+            }
+            if polled > 0 {
+                activator.activate();
+            } else {
+                let until_next_tick = tick_ms - now % tick_ms;
+                activator.activate_after(Duration::from_millis(until_next_tick.min(5)));
+            }
+        }
+    });
+    SourceStreams {
+        events,
+        dead_letters,
+        reports,
+    }
+}
+
+/// Wall-clock time in Unix milliseconds.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
