@@ -56,3 +56,36 @@ pub fn score_json(scored: &ScoredRow, feature_names: &[String], source_topic: &s
     });
     serde_json::to_vec(&record).unwrap_or_default()
 }
+
+/// A dead letter as one JSON object (file sinks): reason, error, source position, timestamp,
+/// and the key and raw bytes in standard base64 (raw bytes need not be UTF-8).
+pub fn dead_letter_json(letter: &crate::dead_letter::DeadLetter) -> Vec<u8> {
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let record = json!({
+        "reason": letter.reason.as_str(),
+        "error": letter.error,
+        "topic": letter.topic,
+        "partition": letter.position.partition,
+        "offset": letter.position.offset,
+        "timestamp": letter.timestamp,
+        "key_base64": letter.key.as_deref().map(b64),
+        "raw_base64": b64(&letter.raw),
+    });
+    serde_json::to_vec(&record).unwrap_or_default()
+}
+
+/// A feature row as one JSON object (`weir features` output): key, window bounds, revision,
+/// whether it was closed by the state TTL, and the values in feature order (null = missing).
+pub fn feature_row_json(row: &crate::row::FeatureRow) -> Vec<u8> {
+    let values: Vec<Json> = row.values.iter().map(|x| number(*x)).collect();
+    let record = json!({
+        "key": row.key.as_str(),
+        "window_start": row.window_start,
+        "window_end": row.window_end,
+        "revision": row.revision,
+        "closed_by_timeout": row.closed_by_timeout,
+        "features": values,
+    });
+    serde_json::to_vec(&record).unwrap_or_default()
+}

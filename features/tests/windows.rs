@@ -135,11 +135,7 @@ fn same(a: &[f64], b: &[f64]) -> bool {
 
 /// Naive sessions of one key's events: sorted by time, split where the next event is `gap`
 /// or more after the previous one, or would make the session longer than `max_length`.
-fn naive_sessions(
-    mut events: Vec<&Event>,
-    gap: i64,
-    max_length: i64,
-) -> Vec<Vec<&Event>> {
+fn naive_sessions(mut events: Vec<&Event>, gap: i64, max_length: i64) -> Vec<Vec<&Event>> {
     events.sort_by_key(|e| e.ts);
     let mut sessions: Vec<Vec<&Event>> = Vec::new();
     for e in events {

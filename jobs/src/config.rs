@@ -87,12 +87,30 @@ pub struct ParallelismSection {
     pub sink: Option<usize>,
 }
 
+/// Where a job reads from / writes to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// Kafka topics (the default).
+    #[default]
+    Kafka,
+    /// JSON Lines files (bounded replays, training sets).
+    File,
+}
+
 /// `[source]`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSection {
-    /// Topic to read.
+    /// `kafka` (default) or `file`.
+    #[serde(default)]
+    pub kind: EdgeKind,
+    /// Topic to read (kind = "kafka").
+    #[serde(default)]
     pub topic: String,
+    /// JSON Lines files to read, one partition each (kind = "file"; relative to the job file).
+    #[serde(default)]
+    pub paths: Vec<PathBuf>,
     /// Where to start without a checkpoint.
     #[serde(default = "earliest")]
     pub start: StartFrom,
@@ -177,10 +195,21 @@ fn default_warmup() -> usize {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SinkSection {
-    /// Topic for score records.
+    /// `kafka` (default) or `file`.
+    #[serde(default)]
+    pub kind: EdgeKind,
+    /// Topic for score records (kind = "kafka").
+    #[serde(default)]
     pub topic: String,
-    /// Topic for dead letters.
+    /// Topic for dead letters (kind = "kafka").
+    #[serde(default)]
     pub dead_letter_topic: String,
+    /// JSON Lines file for score records (kind = "file"; relative to the job file).
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// JSON Lines file for dead letters (kind = "file"; default: `<path>.dead-letters.jsonl`).
+    #[serde(default)]
+    pub dead_letter_path: Option<PathBuf>,
     /// Producer-only librdkafka properties, on top of `[kafka]`.
     #[serde(default)]
     pub kafka: BTreeMap<String, String>,
@@ -213,6 +242,59 @@ impl JobFile {
     /// The model directory, resolved against the job file's directory.
     pub fn model_dir(&self) -> PathBuf {
         self.base_dir.join(&self.model.path)
+    }
+
+    /// Input files, resolved against the job file's directory.
+    pub fn source_paths(&self) -> Vec<PathBuf> {
+        self.source
+            .paths
+            .iter()
+            .map(|p| self.base_dir.join(p))
+            .collect()
+    }
+
+    /// Score and dead-letter output files, resolved against the job file's directory.
+    pub fn sink_paths(&self) -> Option<(PathBuf, PathBuf)> {
+        let path = self.base_dir.join(self.sink.path.as_ref()?);
+        let dead = match &self.sink.dead_letter_path {
+            Some(dead) => self.base_dir.join(dead),
+            None => PathBuf::from(format!("{}.dead-letters.jsonl", path.display())),
+        };
+        Some((path, dead))
+    }
+
+    /// Switches the source to files (`weir run --input-file`, `weir features --input`); paths
+    /// given on the command line are used as they are.
+    pub fn use_input_files(&mut self, paths: Vec<PathBuf>) {
+        self.source.kind = EdgeKind::File;
+        self.source.paths = paths.into_iter().map(absolute).collect();
+    }
+
+    /// Switches the sink to files (`weir run --output-file`, `weir features --output`).
+    pub fn use_output_file(&mut self, path: PathBuf, dead_letters: Option<PathBuf>) {
+        self.sink.kind = EdgeKind::File;
+        self.sink.path = Some(absolute(path));
+        self.sink.dead_letter_path = dead_letters.map(absolute);
+    }
+
+    /// Whether any Kafka client is needed.
+    pub fn uses_kafka(&self) -> bool {
+        self.source.kind == EdgeKind::Kafka || self.sink.kind == EdgeKind::Kafka
+    }
+
+    /// What dead letters name as their source: the topic, or the input file(s).
+    pub fn source_name(&self) -> String {
+        match self.source.kind {
+            EdgeKind::Kafka => self.source.topic.clone(),
+            EdgeKind::File => {
+                let paths: Vec<String> = self
+                    .source_paths()
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                paths.join(",")
+            }
+        }
     }
 
     /// Applies `--parallelism source=2,window=4,...`.
@@ -270,10 +352,33 @@ impl JobFile {
         if self.model.max_batch_rows == 0 {
             bail!("[model] max_batch_rows must be at least 1");
         }
-        if !self.kafka.contains_key("bootstrap.servers")
+        if self.uses_kafka()
+            && !self.kafka.contains_key("bootstrap.servers")
             && !self.source.kafka.contains_key("bootstrap.servers")
         {
             bail!("[kafka] needs \"bootstrap.servers\" = \"host:port\" (or pass --brokers)");
+        }
+        match self.source.kind {
+            EdgeKind::Kafka if self.source.topic.is_empty() => {
+                bail!("[source] kind = \"kafka\" needs topic = \"...\"")
+            }
+            EdgeKind::File if self.source.paths.is_empty() => {
+                bail!("[source] kind = \"file\" needs paths = [\"events.jsonl\", ...]")
+            }
+            _ => {}
+        }
+        match self.sink.kind {
+            EdgeKind::Kafka
+                if self.sink.topic.is_empty() || self.sink.dead_letter_topic.is_empty() =>
+            {
+                bail!(
+                    "[sink] kind = \"kafka\" needs topic = \"...\" and dead_letter_topic = \"...\""
+                )
+            }
+            EdgeKind::File if self.sink.path.is_none() => {
+                bail!("[sink] kind = \"file\" needs path = \"scores.jsonl\"")
+            }
+            _ => {}
         }
         self.window.validate().context("[window]")?;
         let schema = RecordSchema::new(
@@ -290,4 +395,11 @@ impl JobFile {
             parallelism,
         })
     }
+}
+
+fn absolute(path: PathBuf) -> PathBuf {
+    if path.is_absolute() {
+        return path;
+    }
+    std::env::current_dir().map_or(path.clone(), |cwd| cwd.join(path))
 }

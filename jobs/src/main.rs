@@ -49,6 +49,19 @@ struct RunArgs {
     /// Kafka bootstrap servers (overrides [kafka] bootstrap.servers).
     #[arg(long)]
     brokers: Option<String>,
+    /// Read these JSON Lines files instead of the job's source (bounded; one partition each).
+    #[arg(long = "input-file", value_name = "FILE")]
+    input_files: Vec<PathBuf>,
+    /// Write scores to this JSON Lines file instead of the job's sink.
+    #[arg(long = "output-file", value_name = "FILE")]
+    output_file: Option<PathBuf>,
+    /// Dead letters file for --output-file (default: <output-file>.dead-letters.jsonl).
+    #[arg(
+        long = "dead-letter-file",
+        value_name = "FILE",
+        requires = "output_file"
+    )]
+    dead_letter_file: Option<PathBuf>,
     /// Path of libonnxruntime.so (default: WEIR_ORT_LIB, then .cache/onnxruntime/ above the binary or cwd).
     #[arg(long)]
     ort_lib: Option<PathBuf>,
@@ -58,12 +71,18 @@ struct RunArgs {
 struct FeaturesArgs {
     /// The job file whose features to compute.
     job: PathBuf,
-    /// JSON Lines input (one event per line).
-    #[arg(long)]
-    input: PathBuf,
-    /// JSON Lines output (one row per key and window).
+    /// JSON Lines input files (one event per line; one partition per file).
+    #[arg(long, required = true, num_args = 1..)]
+    input: Vec<PathBuf>,
+    /// JSON Lines output (one row per key, window and revision).
     #[arg(long)]
     output: PathBuf,
+    /// Dead letters (default: <output>.dead-letters.jsonl).
+    #[arg(long)]
+    dead_letters: Option<PathBuf>,
+    /// Timely worker threads (overrides [runtime] workers).
+    #[arg(long)]
+    workers: Option<usize>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -98,6 +117,12 @@ fn run(args: RunArgs) -> Result<()> {
     if args.bounded {
         job.source.bounded = true;
     }
+    if !args.input_files.is_empty() {
+        job.use_input_files(args.input_files.clone());
+    }
+    if let Some(output) = &args.output_file {
+        job.use_output_file(output.clone(), args.dead_letter_file.clone());
+    }
     let job = job.compile()?;
     let library = weir_score::init_onnx_runtime(args.ort_lib.as_deref())?;
     tracing::info!(library = %library.display(), "ONNX Runtime loaded");
@@ -107,6 +132,29 @@ fn run(args: RunArgs) -> Result<()> {
         .context("cannot install the Ctrl-C handler")?;
     let summary = weir::run_job(job, stop)?;
     println!("{}", summary.render());
+    Ok(())
+}
+
+fn features(args: FeaturesArgs) -> Result<()> {
+    let mut job = load_job(&args.job, None)?;
+    if let Some(workers) = args.workers {
+        job.runtime.workers = workers;
+        job.parallelism = Default::default();
+    }
+    let summary = weir::features_cmd::compute_features(
+        job,
+        args.input,
+        args.output.clone(),
+        args.dead_letters,
+    )?;
+    eprintln!(
+        "{} records read, {} events, {} dead letters, {} rows written to {}",
+        summary.records_in,
+        summary.events_in,
+        summary.dead_letters_total(),
+        summary.rows_written,
+        args.output.display()
+    );
     Ok(())
 }
 
@@ -122,21 +170,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Gen(args) => weir::gen::run(&args).map(|_| ()),
-        Command::Features(args) => load_job(&args.job, None)
-            .and_then(JobFile::compile)
-            .and_then(|job| {
-                let summary =
-                    weir::features_cmd::compute_features(&job, &args.input, &args.output)?;
-                eprintln!(
-                    "{} lines, {} undecodable, {} late, {} rows written to {}",
-                    summary.lines,
-                    summary.bad,
-                    summary.late,
-                    summary.rows,
-                    args.output.display()
-                );
-                Ok(())
-            }),
+        Command::Features(args) => features(args),
         Command::Topics(args) => load_job(&args.job, args.brokers.as_ref()).and_then(|job| {
             for topic in [
                 &job.source.topic,

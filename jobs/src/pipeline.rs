@@ -1,10 +1,12 @@
 //! The whole Weir pipeline as one top-down chain (DESIGN.md §1):
 //!
 //! ```text
-//! kafka_source ─▶ window_features ─▶ score ─▶ kafka_score_sink
-//!      │ bad records     │ late records   │ failed inferences
-//!      └─────────────────┴────────────────┴─▶ kafka_dead_letter_sink
+//! kafka_source | file_source ─▶ window_features ─▶ score ─▶ kafka_score_sink | jsonl_sink
+//!      │ bad records                │ late records   │ failed inferences
+//!      └────────────────────────────┴────────────────┴─▶ dead-letter sink (Kafka or file)
 //! ```
+//!
+//! In [`Mode::FeaturesOnly`] (`weir features`) the rows skip scoring and go to a file.
 //!
 //! [`JobPlan`] holds everything every worker needs to build its part of the dataflow.
 
@@ -12,27 +14,44 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use timely::dataflow::operators::Concat;
-use timely::dataflow::Scope;
+use timely::dataflow::{Scope, Stream};
 
+use weir_features::dead_letter::DeadLetter;
 use weir_features::decode::JsonDecoder;
+use weir_features::encode::{dead_letter_json, feature_row_json, score_json};
+use weir_features::row::ScoredRow;
 use weir_features::vocab::Tick;
 use weir_kafka::{
     kafka_source, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig, KafkaSourceConfig,
 };
+use weir_operators::file_sink::{FileSinkConfig, JsonlSink};
+use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
+use weir_operators::source::RecordDecoder;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
 use weir_score::operator::{Score, ScoreConfig};
 use weir_score::SessionOptions;
 
-use crate::config::CompiledJob;
+use crate::config::{CompiledJob, EdgeKind};
+
+/// What a run produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Score every feature row and write scores.
+    Score,
+    /// Write feature rows without scoring (`weir features`: training sets, replays).
+    FeaturesOnly,
+}
 
 /// A compiled job plus run-time facts: ready to be built on every worker.
 #[derive(Clone, Debug)]
 pub struct JobPlan {
     /// The compiled job.
     pub job: CompiledJob,
+    /// What the run produces.
+    pub mode: Mode,
     /// Worker layout.
     pub placement: Placement,
     /// Shared counters of this process.
@@ -41,28 +60,97 @@ pub struct JobPlan {
     pub stop: Arc<AtomicBool>,
 }
 
+type DeadLetters<'scope> = Stream<'scope, Tick, Vec<DeadLetter>>;
+
 /// Builds the job's dataflow on one worker.
 pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
-    let source = kafka_source(scope, plan.source_config())?;
+    let source = match plan.job.file.source.kind {
+        EdgeKind::Kafka => kafka_source(scope, plan.kafka_source_config())?,
+        EdgeKind::File => file_source(scope, plan.file_source_config())?,
+    };
     let windows = source
         .events
         .window_features(source.reports, plan.window_config());
+    let dead_letters = source.dead_letters.concat(windows.late);
+    if plan.mode == Mode::FeaturesOnly {
+        windows
+            .rows
+            .jsonl_sink(plan.file_sink_config()?.0, feature_row_json, |m| {
+                &m.rows_written
+            })?;
+        return plan.dead_letter_sink(dead_letters);
+    }
     let scored = windows.rows.score(plan.score_config())?;
-    scored.scores.kafka_score_sink(
-        plan.sink_config(&plan.job.file.sink.topic),
-        plan.feature_names(),
-        plan.job.file.source.topic.clone(),
-    )?;
-    source
-        .dead_letters
-        .concat(windows.late)
-        .concat(scored.dead_letters)
-        .kafka_dead_letter_sink(plan.sink_config(&plan.job.file.sink.dead_letter_topic))?;
-    Ok(())
+    match plan.job.file.sink.kind {
+        EdgeKind::Kafka => scored.scores.kafka_score_sink(
+            plan.kafka_sink_config(&plan.job.file.sink.topic),
+            plan.feature_names(),
+            plan.job.file.source_name(),
+        )?,
+        EdgeKind::File => {
+            let (names, source) = (plan.feature_names(), plan.job.file.source_name());
+            let encode = move |s: &ScoredRow| score_json(s, &names, &source);
+            scored
+                .scores
+                .jsonl_sink(plan.file_sink_config()?.0, encode, |m| &m.scores_delivered)?
+        }
+    }
+    plan.dead_letter_sink(dead_letters.concat(scored.dead_letters))
 }
 
 impl JobPlan {
-    fn source_config(&self) -> KafkaSourceConfig {
+    fn dead_letter_sink(&self, dead_letters: DeadLetters<'_>) -> Result<()> {
+        match self.job.file.sink.kind {
+            EdgeKind::Kafka => dead_letters.kafka_dead_letter_sink(
+                self.kafka_sink_config(&self.job.file.sink.dead_letter_topic),
+            )?,
+            EdgeKind::File => {
+                dead_letters.jsonl_sink(self.file_sink_config()?.1, dead_letter_json, |m| {
+                    &m.dead_letters_delivered
+                })?
+            }
+        }
+        Ok(())
+    }
+
+    fn file_sink_config(&self) -> Result<(FileSinkConfig, FileSinkConfig)> {
+        let (scores, dead) = self
+            .job
+            .file
+            .sink_paths()
+            .context("[sink] kind = \"file\" needs path = \"...\" (or pass --output-file)")?;
+        let config = |path| FileSinkConfig {
+            path,
+            placement: self.placement,
+            metrics: self.metrics.clone(),
+        };
+        Ok((config(scores), config(dead)))
+    }
+
+    fn record_decoder(&self) -> RecordDecoder {
+        RecordDecoder {
+            decoder: JsonDecoder::new(self.job.schema.clone()),
+            key_groups: self.job.file.runtime.key_groups,
+            source_name: self.job.file.source_name(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    fn file_source_config(&self) -> FileSourceConfig {
+        let file = &self.job.file;
+        FileSourceConfig {
+            paths: file.source_paths(),
+            parallelism: self.job.parallelism.source,
+            placement: self.placement,
+            tick_ms: file.runtime.tick as u64,
+            decoder: self.record_decoder(),
+            max_out_of_orderness_ms: file.watermark.max_out_of_orderness,
+            max_batch: file.source.max_batch,
+            stop: self.stop.clone(),
+        }
+    }
+
+    fn kafka_source_config(&self) -> KafkaSourceConfig {
         let file = &self.job.file;
         let mut properties = file.kafka.clone();
         properties
@@ -98,7 +186,7 @@ impl JobPlan {
             parallelism: self.job.parallelism.window,
             sources: self.job.parallelism.source,
             placement: self.placement,
-            source_name: file.source.topic.clone(),
+            source_name: file.source_name(),
             metrics: self.metrics.clone(),
         }
     }
@@ -116,12 +204,12 @@ impl JobPlan {
             parallelism: self.job.parallelism.score,
             placement: self.placement,
             key_groups: file.runtime.key_groups,
-            source_name: file.source.topic.clone(),
+            source_name: file.source_name(),
             metrics: self.metrics.clone(),
         }
     }
 
-    fn sink_config(&self, topic: &str) -> KafkaSinkConfig {
+    fn kafka_sink_config(&self, topic: &str) -> KafkaSinkConfig {
         let file = &self.job.file;
         let mut properties = file.kafka.clone();
         properties.extend(file.sink.kafka.clone());

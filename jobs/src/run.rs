@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rdkafka::consumer::BaseConsumer;
 
 use weir_features::dead_letter::DeadLetterReason;
@@ -16,8 +16,8 @@ use weir_operators::metrics::JobMetrics;
 use weir_operators::Placement;
 use weir_score::{ModelSession, SessionOptions};
 
-use crate::config::CompiledJob;
-use crate::pipeline::{self, JobPlan};
+use crate::config::{CompiledJob, EdgeKind};
+use crate::pipeline::{self, JobPlan, Mode};
 
 /// What a run did.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +38,8 @@ pub struct RunSummary {
     pub dead_letters: Vec<(DeadLetterReason, u64)>,
     /// Dead letters acknowledged by Kafka.
     pub dead_letters_delivered: u64,
+    /// Feature rows written (features-only runs).
+    pub rows_written: u64,
     /// Records that could not be delivered.
     pub delivery_failures: u64,
     /// Window close → score acknowledged latency, median, µs.
@@ -96,10 +98,19 @@ impl RunSummary {
 
 /// Runs a compiled job to completion (bounded) or until `stop` is set.
 pub fn run_job(job: CompiledJob, stop: Arc<AtomicBool>) -> Result<RunSummary> {
-    preflight(&job)?;
+    run_job_in(job, Mode::Score, stop)
+}
+
+/// Runs a compiled job in `mode`.
+pub fn run_job_in(job: CompiledJob, mode: Mode, stop: Arc<AtomicBool>) -> Result<RunSummary> {
+    if mode == Mode::FeaturesOnly && job.file.sink.kind != EdgeKind::File {
+        bail!("a features-only run writes feature rows to a file: set [sink] kind = \"file\" or pass --output");
+    }
+    preflight(&job, mode)?;
     let workers = job.file.runtime.workers;
     let metrics = Arc::new(JobMetrics::default());
     let plan = JobPlan {
+        mode,
         job,
         placement: Placement::new(workers, 1),
         metrics: metrics.clone(),
@@ -143,6 +154,7 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
         scores_delivered: JobMetrics::get(&m.scores_delivered),
         dead_letters: m.dead_letters_by_reason(),
         dead_letters_delivered: JobMetrics::get(&m.dead_letters_delivered),
+        rows_written: JobMetrics::get(&m.rows_written),
         delivery_failures: JobMetrics::get(&m.delivery_failures),
         latency_p50_us: m.latency_quantile_us(0.5),
         latency_p99_us: m.latency_quantile_us(0.99),
@@ -151,8 +163,20 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
 }
 
 /// Fails fast, with a clear message, on anything that would stop workers from building.
-fn preflight(job: &CompiledJob) -> Result<()> {
+fn preflight(job: &CompiledJob, mode: Mode) -> Result<()> {
     let file = &job.file;
+    for path in file
+        .source_paths()
+        .iter()
+        .filter(|_| file.source.kind == EdgeKind::File)
+    {
+        if !path.is_file() {
+            bail!("input file {} does not exist", path.display());
+        }
+    }
+    if mode == Mode::FeaturesOnly {
+        return Ok(());
+    }
     let model_dir = file.model_dir();
     let check = SessionOptions {
         intra_threads: 1,
@@ -166,6 +190,9 @@ fn preflight(job: &CompiledJob) -> Result<()> {
             file.name
         )
     })?;
+    if !file.uses_kafka() {
+        return Ok(());
+    }
     let mut properties = file.kafka.clone();
     properties.extend(file.source.kafka.clone());
     let consumer: BaseConsumer = client_config(&properties, &[])
@@ -175,13 +202,16 @@ fn preflight(job: &CompiledJob) -> Result<()> {
         .get("bootstrap.servers")
         .cloned()
         .unwrap_or_default();
-    for topic in [
-        &file.source.topic,
-        &file.sink.topic,
-        &file.sink.dead_letter_topic,
-    ] {
+    let mut topics = Vec::new();
+    if file.source.kind == EdgeKind::Kafka {
+        topics.push(&file.source.topic);
+    }
+    if file.sink.kind == EdgeKind::Kafka {
+        topics.extend([&file.sink.topic, &file.sink.dead_letter_topic]);
+    }
+    for topic in topics {
         partition_count(&consumer, topic)
-            .map_err(|e| anyhow!("topic `{topic}` is not available on {brokers}: {e}; create it (weir topics create {topic} --partitions N)"))?;
+            .map_err(|e| anyhow!("topic `{topic}` is not available on {brokers}: {e}; create the job's topics with `weir topics <job.toml> --partitions N`"))?;
     }
     Ok(())
 }

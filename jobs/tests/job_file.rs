@@ -258,7 +258,7 @@ fn missing_required_sections_are_rejected() -> Result<()> {
     )?;
     assert_rejected(
         &edited("dead_letter_topic = \"dlq\"\n", ""),
-        &["missing field `dead_letter_topic`"],
+        &["[sink] kind = \"kafka\" needs topic", "dead_letter_topic"],
     )
 }
 

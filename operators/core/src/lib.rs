@@ -5,6 +5,8 @@
 //! shared counters ([`metrics`]). Kafka (`weir-kafka`) and ONNX scoring (`weir-score`) live
 //! in their own crates so this one builds and tests without native dependencies.
 
+pub mod file_sink;
+pub mod file_source;
 pub mod metrics;
 pub mod placement;
 pub mod source;

@@ -25,6 +25,8 @@ pub struct JobMetrics {
     pub defaults_used: AtomicU64,
     /// Score records acknowledged by the sink.
     pub scores_delivered: AtomicU64,
+    /// Feature rows written (features-only runs).
+    pub rows_written: AtomicU64,
     /// Dead letters acknowledged by the dead-letter sink.
     pub dead_letters_delivered: AtomicU64,
     /// Records the sinks failed to deliver (a non-zero value fails the run).

@@ -1,0 +1,180 @@
+//! The file source: JSON Lines files read as a bounded input, one partition per file (offset =
+//! line number), through the same decoding, per-partition watermarks and tick reports as the
+//! Kafka source. Replays, backfills and training sets run the job's own feature code.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use timely::dataflow::Scope;
+
+use weir_features::dead_letter::DeadLetter;
+use weir_features::record::Event;
+use weir_features::vocab::{SourcePosition, Tick};
+use weir_features::watermark::{PartitionWatermarks, SourceProgress};
+
+use crate::placement::Placement;
+use crate::source::{RawRecord, RecordDecoder, SourceStreams};
+use crate::source_operator::{build_source, unix_ms, SourceReader};
+
+/// Configuration of the file source stage.
+#[derive(Clone, Debug)]
+pub struct FileSourceConfig {
+    /// Input files; file `i` is partition `i`.
+    pub paths: Vec<PathBuf>,
+    /// Number of source instances (instance `i` reads files `f` with `f % parallelism == i`).
+    pub parallelism: usize,
+    /// Worker layout.
+    pub placement: Placement,
+    /// Length of a tick in ms.
+    pub tick_ms: u64,
+    /// Decoding of lines into events.
+    pub decoder: RecordDecoder,
+    /// Bounded out-of-orderness of event time.
+    pub max_out_of_orderness_ms: i64,
+    /// Lines read per activation at most.
+    pub max_batch: usize,
+    /// Set to stop reading early.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// One open file of a source instance.
+struct OpenFile {
+    partition: i32,
+    reader: BufReader<File>,
+    next_line: i64,
+    done: bool,
+}
+
+/// A file source instance.
+struct FileReader {
+    instance: u32,
+    files: Vec<OpenFile>,
+    watermarks: PartitionWatermarks,
+    decoder: RecordDecoder,
+    max_batch: usize,
+    line: Vec<u8>,
+}
+
+/// Builds the file source on every worker.
+pub fn file_source<'scope>(
+    scope: Scope<'scope, Tick>,
+    config: FileSourceConfig,
+) -> std::io::Result<SourceStreams<'scope>> {
+    let instance = config
+        .placement
+        .instance_on(scope.index(), config.parallelism);
+    let reader = instance
+        .map(|i| FileReader::open(i as u32, &config))
+        .transpose()?;
+    let name = format!("FileSource({} files)", config.paths.len());
+    Ok(build_source(
+        scope,
+        &name,
+        reader,
+        config.tick_ms,
+        config.stop.clone(),
+    ))
+}
+
+impl FileReader {
+    fn open(instance: u32, config: &FileSourceConfig) -> std::io::Result<FileReader> {
+        let now = unix_ms();
+        // Idle detection is pointless for files: a file is never "caught up" until it is done.
+        let mut watermarks = PartitionWatermarks::new(config.max_out_of_orderness_ms, u64::MAX);
+        let mut files = Vec::new();
+        for (partition, path) in config.paths.iter().enumerate() {
+            if partition % config.parallelism != instance as usize {
+                continue;
+            }
+            let file = File::open(path).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot open input file {}: {e}", path.display()),
+                )
+            })?;
+            watermarks.assign(partition as i32, now);
+            files.push(OpenFile {
+                partition: partition as i32,
+                reader: BufReader::new(file),
+                next_line: 0,
+                done: false,
+            });
+        }
+        Ok(FileReader {
+            instance,
+            files,
+            watermarks,
+            decoder: config.decoder.clone(),
+            max_batch: config.max_batch.max(1),
+            line: Vec::new(),
+        })
+    }
+}
+
+impl SourceReader for FileReader {
+    fn instance(&self) -> u32 {
+        self.instance
+    }
+
+    /// Reads up to `max_batch` lines, round-robin over this instance's files in chunks, so
+    /// every file's watermark moves forward together.
+    fn poll(&mut self, now_ms: u64, events: &mut Vec<Event>, dead: &mut Vec<DeadLetter>) -> usize {
+        let active = self.files.iter().filter(|f| !f.done).count().max(1);
+        let per_file = (self.max_batch / active).max(1);
+        let mut handled = 0;
+        for file in self.files.iter_mut().filter(|f| !f.done) {
+            for _ in 0..per_file {
+                self.line.clear();
+                match file.reader.read_until(b'\n', &mut self.line) {
+                    Ok(0) => {
+                        file.done = true;
+                        self.watermarks.finish(file.partition);
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::error!(%error, partition = file.partition, "read error; treating the file as ended");
+                        file.done = true;
+                        self.watermarks.finish(file.partition);
+                        break;
+                    }
+                }
+                let offset = file.next_line;
+                file.next_line += 1;
+                let payload = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+                let payload = payload.strip_suffix(b"\r").unwrap_or(payload);
+                if payload.is_empty() {
+                    continue;
+                }
+                handled += 1;
+                let position = SourcePosition {
+                    partition: file.partition,
+                    offset,
+                };
+                let record = RawRecord {
+                    payload,
+                    position,
+                    timestamp: None,
+                    key: None,
+                };
+                match self.decoder.push(record, events, dead) {
+                    Some(ts) => self.watermarks.observe(file.partition, ts, now_ms),
+                    None => self.watermarks.touch(file.partition, now_ms),
+                }
+            }
+        }
+        // Finished files still count as progress: report them on the next poll.
+        handled.max(usize::from(self.files.iter().any(|f| !f.done)))
+    }
+
+    fn progress(&self, now_ms: u64) -> SourceProgress {
+        self.watermarks.progress(now_ms)
+    }
+
+    fn finished(&self) -> bool {
+        self.files.iter().all(|f| f.done)
+    }
+}
