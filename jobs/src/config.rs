@@ -39,6 +39,9 @@ pub struct JobFile {
     pub watermark: WatermarkSection,
     /// The window all features are computed over.
     pub window: WindowSpec,
+    /// Keyed state policy.
+    #[serde(default)]
+    pub state: StateSection,
     /// Features in model input order.
     pub features: Vec<FeatureSpec>,
     /// The model.
@@ -161,6 +164,27 @@ impl Default for WatermarkSection {
             idle_timeout: 30_000,
             allowed_lateness: 0,
         }
+    }
+}
+
+/// `[state]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateSection {
+    /// Close the windows of keys with no record for this long (processing time), marked as
+    /// closed by timeout, and drop their state. Unset: keys are kept until their windows fire.
+    #[serde(default)]
+    pub ttl: Option<String>,
+}
+
+impl StateSection {
+    /// The TTL in milliseconds, if set.
+    pub fn ttl_ms(&self) -> Result<Option<i64>> {
+        self.ttl
+            .as_deref()
+            .map(|text| duration_ms::parse(text).map_err(anyhow::Error::msg))
+            .transpose()
+            .context("[state] ttl")
     }
 }
 
@@ -381,6 +405,9 @@ impl JobFile {
             _ => {}
         }
         self.window.validate().context("[window]")?;
+        if self.state.ttl_ms()?.is_some_and(|ttl| ttl <= 0) {
+            bail!("[state] ttl must be positive, e.g. \"30m\"");
+        }
         let schema = RecordSchema::new(
             &self.source.fields,
             &self.source.key,

@@ -187,6 +187,7 @@ impl JobPlan {
             sources: self.job.parallelism.source,
             placement: self.placement,
             source_name: file.source_name(),
+            state_ttl_ms: file.state.ttl_ms().ok().flatten(),
             metrics: self.metrics.clone(),
         }
     }

@@ -50,9 +50,14 @@ pub struct WindowConfig {
     pub placement: Placement,
     /// Name of the source (topic or file), for dead letters.
     pub source_name: String,
+    /// Close windows of keys quiet for this long (processing time) and drop their state.
+    pub state_ttl_ms: Option<i64>,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
 }
+
+/// How often keys are checked against the state TTL (the check is linear in the keys).
+const EXPIRY_INTERVAL_MS: i64 = 1_000;
 
 /// The output streams of the window stage.
 pub struct WindowStreams<'scope> {
@@ -114,6 +119,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
             let mut state = KeyedWindows::new(config.spec.clone(), config.allowed_lateness_ms);
             let mut combiner = WatermarkCombiner::new(config.sources);
+            let mut last_expiry_ms = 0i64;
             move |frontiers| {
                 events_in.for_each(|cap, data| {
                     if let Some(entry) = stash_entry(&mut stash, &cap) {
@@ -136,6 +142,10 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     };
                     let mut late = Vec::new();
                     let watermark = combiner.watermark();
+                    let now_ms = (unix_nanos() / 1_000_000) as i64;
+                    if config.state_ttl_ms.is_some() {
+                        state.set_processing_time(now_ms);
+                    }
                     for batch in ready.events.drain(..) {
                         for event in &batch {
                             if let Applied::Late { watermark } =
@@ -155,6 +165,15 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                         row.fired_at_ns = fired_at_ns;
                         fired.push(row);
                     });
+                    if let Some(ttl) = config.state_ttl_ms {
+                        if now_ms - last_expiry_ms >= EXPIRY_INTERVAL_MS {
+                            last_expiry_ms = now_ms;
+                            state.expire(&config.features, now_ms, ttl, |mut row| {
+                                row.fired_at_ns = fired_at_ns;
+                                fired.push(row);
+                            });
+                        }
+                    }
                     JobMetrics::add(&config.metrics.windows_fired, fired.len() as u64);
                     if !fired.is_empty() {
                         rows_handle
