@@ -6,3 +6,4 @@
 
 pub mod kafka;
 pub mod oracle;
+pub mod window_oracle;

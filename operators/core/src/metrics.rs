@@ -1,6 +1,7 @@
 //! Job-wide counters and the window-close → score-delivered latency histogram, shared by all
 //! workers of a process. The run summary reads them; the Prometheus endpoint (later) will too.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -32,6 +33,8 @@ pub struct JobMetrics {
     /// Records the sinks failed to deliver (a non-zero value fails the run).
     pub delivery_failures: AtomicU64,
     dead_letters: [AtomicU64; 6],
+    /// Late records by source partition (DESIGN.md §2: "counted per partition").
+    late_by_partition: Mutex<BTreeMap<i32, u64>>,
     latency_us: Mutex<Option<Histogram<u64>>>,
 }
 
@@ -92,6 +95,22 @@ impl JobMetrics {
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// Counts one late record read from `partition`. The window operator calls it next to
+    /// [`JobMetrics::dead_letter`] with [`DeadLetterReason::Late`], which keeps the total.
+    pub fn late(&self, partition: i32) {
+        if let Ok(mut counts) = self.late_by_partition.lock() {
+            *counts.entry(partition).or_insert(0) += 1;
+        }
+    }
+
+    /// Late records so far by partition, in partition order (partitions with none are absent).
+    pub fn late_by_partition(&self) -> Vec<(i32, u64)> {
+        self.late_by_partition
+            .lock()
+            .map(|counts| counts.iter().map(|(p, n)| (*p, *n)).collect())
+            .unwrap_or_default()
     }
 
     /// Records one window-close → delivered latency, in microseconds.

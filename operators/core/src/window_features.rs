@@ -152,6 +152,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                                 state.apply(&config.features, event, watermark)
                             {
                                 config.metrics.dead_letter(DeadLetterReason::Late);
+                                config.metrics.late(event.position.partition);
                                 late.push(late_letter(&config, event, watermark.0));
                             }
                         }

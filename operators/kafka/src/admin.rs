@@ -69,7 +69,10 @@ pub fn ensure_topic(
 }
 
 /// Number of partitions of `topic`, per the broker's metadata.
-pub fn partition_count(consumer: &BaseConsumer, topic: &str) -> std::result::Result<usize, String> {
+pub fn partition_count<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+) -> std::result::Result<usize, String> {
     let metadata = consumer
         .fetch_metadata(Some(topic), Duration::from_secs(10))
         .map_err(|e| e.to_string())?;

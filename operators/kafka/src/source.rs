@@ -10,9 +10,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use timely::dataflow::Scope;
 
@@ -74,10 +75,24 @@ pub struct KafkaSourceConfig {
     pub stop: Arc<AtomicBool>,
 }
 
+/// librdkafka callbacks of the source's consumer: partition-EOF is an expected event here
+/// (it marks a partition caught up), not an error worth a log line.
+struct SourceContext;
+
+impl ClientContext for SourceContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            tracing::warn!(%error, reason, "librdkafka consumer error (it retries)");
+        }
+    }
+}
+
+impl ConsumerContext for SourceContext {}
+
 /// A running source instance: its consumer and what it knows of its partitions.
 struct Reader {
     instance: u32,
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<SourceContext>,
     watermarks: PartitionWatermarks,
     /// Bounded mode: first offset not to read, per partition.
     end_offsets: HashMap<i32, i64>,
@@ -157,8 +172,8 @@ impl Reader {
             ("enable.partition.eof", "true"),
             ("auto.offset.reset", "earliest"),
         ];
-        let consumer: BaseConsumer = client_config(&config.properties, &defaults)
-            .create()
+        let consumer: BaseConsumer<SourceContext> = client_config(&config.properties, &defaults)
+            .create_with_context(SourceContext)
             .map_err(|source| KafkaEdgeError::Client {
                 role: "consumer",
                 source,
