@@ -16,6 +16,7 @@ pub mod encode;
 pub mod error;
 pub mod feature;
 pub mod hll;
+pub mod keyed_features;
 mod panes;
 pub mod predicate;
 pub mod ratio;

@@ -10,7 +10,8 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use weir_features::duration_ms;
-use weir_features::feature::{FeatureSet, FeatureSpec};
+use weir_features::feature::FeatureSpec;
+use weir_features::keyed_features::JobFeatures;
 use weir_features::schema::{FieldDecl, RecordSchema};
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
 use weir_features::window::WindowSpec;
@@ -37,8 +38,11 @@ pub struct JobFile {
     /// Event-time progress.
     #[serde(default)]
     pub watermark: WatermarkSection,
-    /// The window all features are computed over.
+    /// The primary window: features without `window = "..."` use it, and its firings emit rows.
     pub window: WindowSpec,
+    /// Named secondary windows (`[windows.<name>]`), for features with `window = "<name>"`.
+    #[serde(default)]
+    pub windows: BTreeMap<String, WindowSpec>,
     /// Keyed state policy.
     #[serde(default)]
     pub state: StateSection,
@@ -247,7 +251,7 @@ pub struct CompiledJob {
     /// Input schema.
     pub schema: RecordSchema,
     /// Features.
-    pub features: FeatureSet,
+    pub features: JobFeatures,
     /// Per-stage parallelism.
     pub parallelism: StageParallelism,
 }
@@ -414,7 +418,8 @@ impl JobFile {
             &self.source.event_time,
         )
         .context("[source]")?;
-        let features = FeatureSet::compile(&self.features, &schema).context("[[features]]")?;
+        let features = JobFeatures::compile(&self.features, &schema, &self.window, &self.windows)
+            .context("[[features]]")?;
         Ok(CompiledJob {
             file: self,
             schema,

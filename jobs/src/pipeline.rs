@@ -178,7 +178,6 @@ impl JobPlan {
     fn window_config(&self) -> WindowConfig {
         let file = &self.job.file;
         WindowConfig {
-            spec: file.window.clone(),
             features: self.job.features.clone(),
             schema: self.job.schema.clone(),
             allowed_lateness_ms: file.watermark.allowed_lateness,
@@ -196,7 +195,7 @@ impl JobPlan {
         let file = &self.job.file;
         ScoreConfig {
             model_dir: self.model_dir(),
-            job_features: self.job.features.names(),
+            job_features: self.job.features.names().to_vec(),
             session: SessionOptions {
                 intra_threads: file.model.intra_threads,
                 warmup_batches: file.model.warmup_batches,
@@ -231,6 +230,6 @@ impl JobPlan {
 
     /// Feature names in output order.
     pub fn feature_names(&self) -> Arc<[String]> {
-        self.job.features.names().into()
+        self.job.features.names().to_vec().into()
     }
 }

@@ -183,7 +183,7 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<()> {
         warmup_batches: 0,
         max_batch_rows: file.model.max_batch_rows,
     };
-    ModelSession::load(&model_dir, &job.features.names(), &check).with_context(|| {
+    ModelSession::load(&model_dir, job.features.names(), &check).with_context(|| {
         format!(
             "model {} does not fit job `{}`",
             model_dir.display(),

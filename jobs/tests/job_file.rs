@@ -131,8 +131,9 @@ fn clickstream_example_loads_and_compiles() -> Result<()> {
             "amount_max"
         ]
     );
-    assert_eq!(compiled.features.features()[1].agg, AggKind::CountIf);
-    assert!(compiled.features.features()[1].filter.is_some());
+    let primary = &compiled.features.groups()[0].features;
+    assert_eq!(primary.features()[1].agg, AggKind::CountIf);
+    assert!(primary.features()[1].filter.is_some());
     // Absent [parallelism] means every stage runs on every worker.
     let p = compiled.parallelism;
     assert_eq!((p.source, p.window, p.score, p.sink), (2, 2, 2, 2));

@@ -17,14 +17,13 @@ use timely::dataflow::Stream;
 
 use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
 use weir_features::encode::event_json;
-use weir_features::feature::FeatureSet;
+use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
 use weir_features::schema::RecordSchema;
 use weir_features::vocab::Tick;
 use weir_features::watermark::{WatermarkCombiner, WatermarkReport};
-use weir_features::window::WindowSpec;
-use weir_features::window_state::{Applied, KeyedWindows};
+use weir_features::window_state::Applied;
 
 use crate::metrics::JobMetrics;
 use crate::placement::{instance_for_key_group, Placement};
@@ -32,10 +31,8 @@ use crate::placement::{instance_for_key_group, Placement};
 /// Everything a window instance needs to know.
 #[derive(Clone, Debug)]
 pub struct WindowConfig {
-    /// The window definition.
-    pub spec: WindowSpec,
-    /// Compiled features, in model input order.
-    pub features: FeatureSet,
+    /// The job's features grouped by window (primary window first), in model input order.
+    pub features: JobFeatures,
     /// Input schema (to re-encode late records for the dead-letter topic).
     pub schema: RecordSchema,
     /// How far behind the watermark a record may be and still update its window.
@@ -117,7 +114,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         builder.build(move |initial_capabilities| {
             drop(initial_capabilities);
             let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
-            let mut state = KeyedWindows::new(config.spec.clone(), config.allowed_lateness_ms);
+            let mut state = KeyedFeatures::new(&config.features, config.allowed_lateness_ms);
             let mut combiner = WatermarkCombiner::new(config.sources);
             let mut last_expiry_ms = 0i64;
             move |frontiers| {

@@ -1,0 +1,158 @@
+//! Several windows per key (issue #3 item 3): the primary window's firings emit vectors whose
+//! secondary-window features take that window's latest window closed at or before the primary
+//! window's end, or the empty-window values when an aligned window had no records.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use smallvec::smallvec;
+
+use weir_features::feature::FeatureSpec;
+use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
+use weir_features::record::{Event, Value};
+use weir_features::row::FeatureRow;
+use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+use weir_features::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::window::WindowSpec;
+
+fn schema() -> Result<RecordSchema> {
+    let fields = BTreeMap::from([
+        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
+        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
+        ("x".to_owned(), FieldDecl::Type(FieldType::F64)),
+    ]);
+    Ok(RecordSchema::new(&fields, "user", "ts")?)
+}
+
+fn event(schema: &RecordSchema, key: &str, ts: i64, x: f64, offset: i64) -> Event {
+    let mut values: weir_features::record::Values =
+        smallvec![Value::Missing; schema.fields().len()];
+    for (slot, field) in schema.fields().iter().enumerate() {
+        values[slot] = match field.name.as_str() {
+            "user" => Value::Str(Key::from(key)),
+            "ts" => Value::Num(ts as f64),
+            _ => Value::Num(x),
+        };
+    }
+    Event {
+        key: Key::from(key),
+        key_group: KeyGroup::of(key.as_bytes(), 16),
+        ts,
+        values,
+        position: SourcePosition {
+            partition: 0,
+            offset,
+        },
+    }
+}
+
+fn spec(name: &str, agg: &str, field: Option<&str>, window: Option<&str>) -> Result<FeatureSpec> {
+    let mut text = format!("name = \"{name}\"\nagg = \"{agg}\"\n");
+    if let Some(field) = field {
+        text.push_str(&format!("field = \"{field}\"\n"));
+    }
+    if let Some(window) = window {
+        text.push_str(&format!("window = \"{window}\"\n"));
+    }
+    Ok(toml::from_str(&text)?)
+}
+
+fn run(job: &JobFeatures, events: &[Event]) -> Vec<FeatureRow> {
+    let mut state = KeyedFeatures::new(job, 0);
+    let mut rows = Vec::new();
+    let mut max_ts = i64::MIN;
+    for e in events {
+        state.apply(job, e, Watermark(max_ts));
+        max_ts = max_ts.max(e.ts);
+        state.fire(job, Watermark(max_ts), |r| rows.push(r));
+    }
+    state.fire(job, Watermark::MAX, |r| rows.push(r));
+    rows
+}
+
+#[test]
+fn secondary_features_take_their_latest_closed_window_as_of_the_primary_end() -> Result<()> {
+    let schema = schema()?;
+    let named = BTreeMap::from([
+        ("five".to_owned(), WindowSpec::Tumbling { size: 300_000 }),
+        (
+            "sess".to_owned(),
+            WindowSpec::Session {
+                gap: 30_000,
+                max_length: 3_600_000,
+            },
+        ),
+    ]);
+    let specs = vec![
+        spec("count_1m", "count", None, None)?,
+        spec("count_5m", "count", None, Some("five"))?,
+        spec("sum_1m", "sum", Some("x"), None)?,
+        spec("sum_session", "sum", Some("x"), Some("sess"))?,
+    ];
+    let job = JobFeatures::compile(
+        &specs,
+        &schema,
+        &WindowSpec::Tumbling { size: 60_000 },
+        &named,
+    )?;
+    assert_eq!(
+        job.names(),
+        ["count_1m", "count_5m", "sum_1m", "sum_session"]
+    );
+    let minute = 60_000;
+    // Minutes 0..5 hold 1 event each at +10s; then minute 6 at +10s (5-minute window [0,5m)
+    // closed with 5 events; [5m,10m) not closed when minute 6 fires). The session of minutes
+    // 0..4 ends at 4m+10s+30s; minute 5 and 6 events start new sessions (gap 30 s).
+    let events: Vec<Event> = [0, 1, 2, 3, 4, 6]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| event(&schema, "k", m * minute + 10_000, 1.0 + i as f64, i as i64))
+        .collect();
+    let rows = run(&job, &events);
+    let by_end: BTreeMap<i64, Vec<f64>> = rows
+        .iter()
+        .map(|r| (r.window_end, r.values.clone()))
+        .collect();
+    // Minute 0 window [0,1m): no 5m window closed yet → the empty window's count 0; the
+    // session [10s, 40s) closed before 1m → its sum 1.0.
+    let first = &by_end[&minute];
+    assert_eq!(first[..], [1.0, 0.0, 1.0, 1.0]);
+    // Minute 4 window [4m,5m): the 5m window ending at 5m is closed as of 5m → 5 events.
+    assert_eq!(by_end[&(5 * minute)][1], 5.0);
+    // Minute 6 window [6m,7m): latest 5m window closed at or before 7m is [0,5m) → 5; the
+    // sessions closed by 7m: the sessions are separate per minute (gap 30 s < 50 s between
+    // events), so the latest closed one by 7m is minute 4's (sum 5.0); minute 6's session
+    // [6m+10s, 6m+40s) is also closed by 7m → its sum 6.0.
+    let last = &by_end[&(7 * minute)];
+    assert_eq!(last[0..3], [1.0, 5.0, 6.0]);
+    assert_eq!(last[3], 6.0);
+    Ok(())
+}
+
+#[test]
+fn unknown_window_and_no_primary_feature_are_rejected() -> Result<()> {
+    let schema = schema()?;
+    let primary = WindowSpec::Tumbling { size: 60_000 };
+    let named = BTreeMap::from([("five".to_owned(), WindowSpec::Tumbling { size: 300_000 })]);
+    let err = JobFeatures::compile(
+        &[spec("c", "count", None, Some("ten"))?],
+        &schema,
+        &primary,
+        &named,
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(err.contains("window `ten` is not defined"), "{err}");
+    let err = JobFeatures::compile(
+        &[spec("c", "count", None, Some("five"))?],
+        &schema,
+        &primary,
+        &named,
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(err.contains("primary [window]"), "{err}");
+    Ok(())
+}
