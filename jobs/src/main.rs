@@ -31,6 +31,28 @@ enum Command {
     Features(FeaturesArgs),
     /// Create the topics a job needs.
     Topics(TopicsArgs),
+    /// List or inspect the checkpoints in a checkpoint directory.
+    Checkpoints {
+        #[command(subcommand)]
+        action: CheckpointsAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum CheckpointsAction {
+    /// One line per epoch: status, files, size.
+    List {
+        /// The checkpoint directory.
+        dir: PathBuf,
+    },
+    /// Everything a manifest records: offsets, watermarks, parallelism, models, files.
+    Inspect {
+        /// The checkpoint directory.
+        dir: PathBuf,
+        /// Only this epoch.
+        #[arg(long)]
+        epoch: Option<u64>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -158,6 +180,32 @@ fn features(args: FeaturesArgs) -> Result<()> {
     Ok(())
 }
 
+fn checkpoints(action: CheckpointsAction) -> Result<()> {
+    let (dir, epoch, detailed) = match action {
+        CheckpointsAction::List { dir } => (dir, None, false),
+        CheckpointsAction::Inspect { dir, epoch } => (dir, epoch, true),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!("{} is not a checkpoint directory", dir.display());
+    }
+    let store = weir_checkpoint::LocalDirStore::open(&dir)?;
+    let summaries = weir_checkpoint::inspect(&store)?;
+    if summaries.is_empty() {
+        println!("no checkpoints in {}", dir.display());
+    }
+    for summary in summaries
+        .iter()
+        .filter(|s| epoch.is_none_or(|e| s.epoch.0 == e))
+    {
+        if detailed {
+            println!("{summary}");
+        } else {
+            println!("{}", summary.line());
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -171,6 +219,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Gen(args) => weir::gen::run(&args).map(|_| ()),
         Command::Features(args) => features(args),
+        Command::Checkpoints { action } => checkpoints(action),
         Command::Topics(args) => load_job(&args.job, args.brokers.as_ref()).and_then(|job| {
             for topic in [
                 &job.source.topic,

@@ -36,6 +36,8 @@ pub struct RunSummary {
     pub scores_delivered: u64,
     /// Dead letters by reason.
     pub dead_letters: Vec<(DeadLetterReason, u64)>,
+    /// Late records per source partition.
+    pub late_by_partition: Vec<(i32, u64)>,
     /// Dead letters acknowledged by Kafka.
     pub dead_letters_delivered: u64,
     /// Feature rows written (features-only runs).
@@ -74,7 +76,7 @@ impl RunSummary {
              windows scored:  {} ({} inference errors, {} delivered)\n\
              dead letters:    {} [{}] ({} delivered)\n\
              latency p50/p99: {} / {} (window close → score acknowledged)\n\
-             elapsed:         {:.2} s{}",
+             elapsed:         {:.2} s{}{}",
             self.events_in,
             self.records_in,
             self.records_in as f64 / secs,
@@ -87,6 +89,16 @@ impl RunSummary {
             ms(self.latency_p50_us),
             ms(self.latency_p99_us),
             secs,
+            if self.late_by_partition.is_empty() {
+                String::new()
+            } else {
+                let parts: Vec<String> = self
+                    .late_by_partition
+                    .iter()
+                    .map(|(p, n)| format!("{p}:{n}"))
+                    .collect();
+                format!("\nlate by partition: {}", parts.join(", "))
+            },
             if self.delivery_failures > 0 {
                 format!("\nDELIVERY FAILURES: {}", self.delivery_failures)
             } else {
@@ -153,6 +165,7 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
         inference_errors: JobMetrics::get(&m.inference_errors),
         scores_delivered: JobMetrics::get(&m.scores_delivered),
         dead_letters: m.dead_letters_by_reason(),
+        late_by_partition: m.late_by_partition(),
         dead_letters_delivered: JobMetrics::get(&m.dead_letters_delivered),
         rows_written: JobMetrics::get(&m.rows_written),
         delivery_failures: JobMetrics::get(&m.delivery_failures),

@@ -46,8 +46,9 @@ impl Placement {
     }
 }
 
-/// The instance of a keyed stage that owns `key_group`: contiguous key-group ranges
-/// (`[i*G/p, (i+1)*G/p)`), so an instance's state is one range for checkpoints.
+/// The instance of a keyed stage that owns `key_group`: `kg * p / G`, so instance `i` owns the
+/// contiguous range `[ceil(i*G/p), ceil((i+1)*G/p))` — one range per instance for checkpoints
+/// (`weir_checkpoint::KeyGroupRange::of_instance` computes the same ranges).
 pub fn instance_for_key_group(key_group: KeyGroup, key_groups: u32, parallelism: usize) -> usize {
     ((u64::from(key_group.0) * parallelism as u64) / u64::from(key_groups.max(1))) as usize
 }

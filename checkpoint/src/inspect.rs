@@ -1,0 +1,145 @@
+//! Summaries for `weir checkpoints list|inspect <dir>`: one [`EpochSummary`] per epoch,
+//! printable as one line ([`EpochSummary::line`]) or in detail ([`std::fmt::Display`]).
+
+use std::fmt;
+use std::time::{Duration, UNIX_EPOCH};
+
+use weir_features::vocab::Epoch;
+
+use crate::error::{CheckpointError, Result};
+use crate::manifest::Manifest;
+use crate::store::SnapshotStore;
+
+/// Whether an epoch can be restored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EpochStatus {
+    /// Committed and every listed file verifies.
+    Valid,
+    /// No MANIFEST: never committed (in progress, or a crash before the commit point).
+    Uncommitted,
+    /// Committed but not restorable; the reason names the file and the problem.
+    Invalid(String),
+}
+
+impl fmt::Display for EpochStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EpochStatus::Valid => f.write_str("valid"),
+            EpochStatus::Uncommitted => f.write_str("uncommitted"),
+            EpochStatus::Invalid(reason) => write!(f, "INVALID: {reason}"),
+        }
+    }
+}
+
+/// What one epoch of a store holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EpochSummary {
+    /// The epoch.
+    pub epoch: Epoch,
+    /// Restorable or not, and why.
+    pub status: EpochStatus,
+    /// Files present on disk (MANIFEST included).
+    pub files: usize,
+    /// Bytes present on disk.
+    pub bytes: u64,
+    /// The manifest, when it could be read (also for epochs whose files are invalid).
+    pub manifest: Option<Manifest>,
+}
+
+/// Summarizes every epoch of `store`, oldest first. Verifies every committed epoch fully
+/// (reads all its files).
+pub fn inspect<S: SnapshotStore + ?Sized>(store: &S) -> Result<Vec<EpochSummary>> {
+    let mut out = Vec::new();
+    for epoch in store.list_epochs()? {
+        let stored = store.stored_files(epoch)?;
+        let (status, manifest) = match store.verify_epoch(epoch) {
+            Ok(manifest) => (EpochStatus::Valid, Some(manifest)),
+            Err(CheckpointError::NotCommitted { .. }) => (EpochStatus::Uncommitted, None),
+            Err(CheckpointError::Io { op, path, source }) => {
+                return Err(CheckpointError::Io { op, path, source })
+            }
+            Err(reason) => (
+                EpochStatus::Invalid(reason.to_string()),
+                store.read_manifest(epoch).ok(),
+            ),
+        };
+        out.push(EpochSummary {
+            epoch,
+            status,
+            files: stored.len(),
+            bytes: stored.iter().map(|f| f.size).sum(),
+            manifest,
+        });
+    }
+    Ok(out)
+}
+
+impl EpochSummary {
+    /// One line for `weir checkpoints list`: epoch, created, size, files, status.
+    pub fn line(&self) -> String {
+        let created = self
+            .manifest
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |m| created(m.created_unix_ms));
+        format!(
+            "{:>10}  {:<24}  {:>12} B  {:>5} files  {}",
+            self.epoch.0, created, self.bytes, self.files, self.status
+        )
+    }
+}
+
+fn created(unix_ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(unix_ms)).to_string()
+}
+
+impl fmt::Display for EpochSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "epoch {}: {}", self.epoch.0, self.status)?;
+        writeln!(f, "  on disk: {} files, {} bytes", self.files, self.bytes)?;
+        let Some(m) = &self.manifest else {
+            return Ok(());
+        };
+        writeln!(f, "  created: {}", created(m.created_unix_ms))?;
+        writeln!(f, "  key groups: {}", m.key_groups)?;
+        writeln!(f, "  topology hash: {:016x}", m.topology_hash)?;
+        let parallelism: Vec<String> = m
+            .parallelism
+            .iter()
+            .map(|(op, p)| format!("{op}={p}"))
+            .collect();
+        writeln!(f, "  parallelism: {}", parallelism.join(", "))?;
+        let models: Vec<String> = m
+            .model_versions
+            .iter()
+            .map(|(model, v)| format!("{model}@{v}"))
+            .collect();
+        writeln!(f, "  models: {}", models.join(", "))?;
+        for (source, partitions) in &m.sources {
+            writeln!(f, "  source {source}:")?;
+            for (partition, at) in partitions {
+                writeln!(
+                    f,
+                    "    partition {partition}: next offset {}, watermark {}",
+                    at.next_offset, at.watermark.0
+                )?;
+            }
+        }
+        writeln!(
+            f,
+            "  snapshot files: {} ({} bytes)",
+            m.files.len(),
+            m.total_size()
+        )?;
+        for file in &m.files {
+            writeln!(
+                f,
+                "    {}/{}  {} B  xxh3 {:016x}",
+                file.operator,
+                file.range.file_name(),
+                file.size,
+                file.xxh3
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,35 @@
+//! # weir-checkpoint
+//!
+//! Durable state for Weir (DESIGN.md §5), without Timely: stateful operators hand their
+//! key-group snapshots to a [`SnapshotStore`], one worker commits the epoch's [`Manifest`]
+//! (source offsets, key groups, parallelism, model versions, topology hash, file list), and a
+//! restarted job restores from [`SnapshotStore::latest_valid`], possibly at a new parallelism
+//! ([`range::overlapping`]).
+//!
+//! Pipeline position: beside `operators` — the dataflow calls this crate when a frontier
+//! passes a checkpoint epoch and when a job starts; nothing here knows about Timely or Kafka.
+//!
+//! Layout of a store (see [`LocalDirStore`]):
+//!
+//! ```text
+//! ckpt/<epoch>/<operator>/kg-<lo>-<hi>   snapshot of key groups lo..hi (half-open), see format
+//! ckpt/<epoch>/MANIFEST                  written last; its atomic rename commits the epoch
+//! ```
+
+mod durable;
+pub mod error;
+pub mod format;
+pub mod inspect;
+mod local;
+pub mod manifest;
+pub mod range;
+pub mod sections;
+pub mod store;
+
+pub use error::{CheckpointError, Result};
+pub use inspect::{inspect, EpochStatus, EpochSummary};
+pub use local::LocalDirStore;
+pub use manifest::{Manifest, SnapshotEntry, SourceOffset};
+pub use range::KeyGroupRange;
+pub use store::{Pruned, SnapshotStore, StoredFile};
+pub use weir_features::vocab::{Epoch, Watermark};

@@ -1,0 +1,232 @@
+//! The MANIFEST of an epoch: everything a restore needs besides the snapshot files, and the
+//! list of those files with sizes and checksums. Writing it (atomically, last) commits the epoch.
+//!
+//! On disk it is JSON: `{"format_version": 1, "body_xxh3": "<hex>", "body": {...}}`, where
+//! the checksum covers the exact bytes of `body`. [`decode`] dispatches on `format_version`
+//! (the migration hook for older manifests).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use xxhash_rust::xxh3::xxh3_64;
+
+use weir_features::vocab::{Epoch, Watermark};
+
+use crate::error::{CheckpointError, Result};
+use crate::range::{self, KeyGroupRange};
+
+/// Manifest format version this build writes (and the newest it reads).
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// Where one source partition resumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceOffset {
+    /// The first offset not yet reflected in the state (seek here on restore).
+    pub next_offset: i64,
+    /// The partition's watermark at the epoch.
+    pub watermark: Watermark,
+}
+
+/// One snapshot file of the epoch, as listed in the manifest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotEntry {
+    /// The operator that wrote it (a directory name).
+    pub operator: String,
+    /// The key groups it holds.
+    pub range: KeyGroupRange,
+    /// Size of the whole file in bytes (header included).
+    pub size: u64,
+    /// xxh3_64 of the payload.
+    pub xxh3: u64,
+}
+
+/// The committed description of one checkpoint epoch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The epoch.
+    pub epoch: Epoch,
+    /// Wall-clock time of the commit, in milliseconds since the Unix epoch.
+    pub created_unix_ms: u64,
+    /// Number of key groups `G` (fixed for the life of a job).
+    pub key_groups: u32,
+    /// Parallelism of each operator (stateless ones included).
+    pub parallelism: BTreeMap<String, usize>,
+    /// Per source, per partition: where to resume.
+    pub sources: BTreeMap<String, BTreeMap<i32, SourceOffset>>,
+    /// Version of each model in use, by model name.
+    pub model_versions: BTreeMap<String, String>,
+    /// Hash of the job's topology and feature definitions (refuse incompatible restores).
+    pub topology_hash: u64,
+    /// Every snapshot file of the epoch.
+    pub files: Vec<SnapshotEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    format_version: u32,
+    body_xxh3: String,
+    body: Box<RawValue>,
+}
+
+impl Manifest {
+    /// An empty manifest for `epoch` created now; fill in the rest before committing.
+    pub fn new(epoch: Epoch, key_groups: u32) -> Self {
+        let created_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Manifest {
+            epoch,
+            created_unix_ms,
+            key_groups,
+            parallelism: BTreeMap::new(),
+            sources: BTreeMap::new(),
+            model_versions: BTreeMap::new(),
+            topology_hash: 0,
+            files: Vec::new(),
+        }
+    }
+
+    /// Total bytes of the listed snapshot files.
+    pub fn total_size(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+
+    /// Checks that the manifest is self-consistent: `G > 0`, operator names are valid, each
+    /// operator with files has a parallelism and its ranges cover `0..G` exactly once.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |detail: String| CheckpointError::InvalidManifest {
+            epoch: self.epoch,
+            detail,
+        };
+        if self.key_groups == 0 {
+            return Err(invalid("key_groups is 0".into()));
+        }
+        let mut by_operator: BTreeMap<&str, Vec<KeyGroupRange>> = BTreeMap::new();
+        for file in &self.files {
+            crate::store::check_operator_name(&file.operator)?;
+            by_operator
+                .entry(&file.operator)
+                .or_default()
+                .push(file.range);
+        }
+        for (operator, mut ranges) in by_operator {
+            if !self.parallelism.contains_key(operator) {
+                return Err(invalid(format!(
+                    "operator `{operator}` has snapshot files but no parallelism entry"
+                )));
+            }
+            ranges.sort();
+            let mut next = 0u32;
+            for r in &ranges {
+                if r.is_empty() {
+                    return Err(invalid(format!("operator `{operator}`: empty range {r}")));
+                }
+                if r.lo != next {
+                    let what = if r.lo > next {
+                        "missing"
+                    } else {
+                        "stored twice"
+                    };
+                    return Err(invalid(format!(
+                        "operator `{operator}`: key groups from {} are {what} (next file {r})",
+                        next.min(r.lo)
+                    )));
+                }
+                next = r.hi;
+            }
+            if next != self.key_groups {
+                return Err(invalid(format!(
+                    "operator `{operator}`: files cover key groups 0..{next}, not 0..{}",
+                    self.key_groups
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The snapshot files instance `instance` of `parallelism` of `operator` reads on restore,
+    /// each with the key groups it keeps (see [`range::overlapping`]). Fails when the job's
+    /// key-group count `key_groups` differs from the checkpoint's.
+    pub fn files_for_instance(
+        &self,
+        operator: &str,
+        instance: usize,
+        parallelism: usize,
+        key_groups: u32,
+    ) -> Result<Vec<(&SnapshotEntry, KeyGroupRange)>> {
+        if key_groups != self.key_groups {
+            return Err(CheckpointError::KeyGroupsChanged {
+                epoch: self.epoch,
+                stored: self.key_groups,
+                current: key_groups,
+            });
+        }
+        Ok(range::overlapping(
+            &self.files,
+            operator,
+            instance,
+            parallelism,
+            key_groups,
+        ))
+    }
+
+    /// The manifest file's bytes (current format version).
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let body = serde_json::to_string_pretty(self).map_err(|source| {
+            CheckpointError::InvalidManifest {
+                epoch: self.epoch,
+                detail: format!("cannot serialize: {source}"),
+            }
+        })?;
+        let envelope = Envelope {
+            format_version: MANIFEST_VERSION,
+            body_xxh3: format!("{:016x}", xxh3_64(body.as_bytes())),
+            body: RawValue::from_string(body).map_err(|source| {
+                CheckpointError::InvalidManifest {
+                    epoch: self.epoch,
+                    detail: format!("cannot serialize: {source}"),
+                }
+            })?,
+        };
+        let mut out =
+            serde_json::to_vec(&envelope).map_err(|source| CheckpointError::InvalidManifest {
+                epoch: self.epoch,
+                detail: format!("cannot serialize: {source}"),
+            })?;
+        out.push(b'\n');
+        Ok(out)
+    }
+}
+
+/// Decodes and verifies a MANIFEST read from `path`: envelope, version, body checksum.
+pub fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
+    let parse_error = |source| CheckpointError::ManifestParse {
+        path: path.into(),
+        source,
+    };
+    let envelope: Envelope = serde_json::from_slice(bytes).map_err(parse_error)?;
+    let body = envelope.body.get().as_bytes();
+    let actual = xxh3_64(body);
+    let expected =
+        u64::from_str_radix(&envelope.body_xxh3, 16).map_err(|_| CheckpointError::Corrupt {
+            path: path.into(),
+            detail: format!("body_xxh3 `{}` is not a hex checksum", envelope.body_xxh3),
+        })?;
+    if actual != expected {
+        return Err(CheckpointError::ChecksumMismatch {
+            path: path.into(),
+            expected,
+            actual,
+        });
+    }
+    match envelope.format_version {
+        1 => serde_json::from_slice(body).map_err(parse_error),
+        version => Err(CheckpointError::UnsupportedVersion {
+            path: path.into(),
+            version,
+            supported: MANIFEST_VERSION,
+        }),
+    }
+}

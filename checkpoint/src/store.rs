@@ -1,0 +1,183 @@
+//! The `SnapshotStore` trait: what the dataflow and the CLI need from a checkpoint store.
+//! Backends implement a few storage primitives; verification, restore selection and retention
+//! are written once here on top of them, so an object-store backend only has to provide
+//! durable puts, gets, listings and deletes.
+
+use std::path::PathBuf;
+
+use weir_features::vocab::Epoch;
+
+use crate::error::{CheckpointError, Result};
+use crate::format::Snapshot;
+use crate::manifest::{Manifest, SnapshotEntry};
+use crate::range::KeyGroupRange;
+
+/// A file found in an epoch, committed or not (for listings of uncommitted epochs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredFile {
+    /// Path relative to the epoch (`<operator>/kg-<lo>-<hi>` or `MANIFEST`).
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// What [`SnapshotStore::prune`] deleted and kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Committed epochs kept, oldest first.
+    pub kept: Vec<Epoch>,
+    /// Epochs deleted (committed or not), oldest first.
+    pub deleted: Vec<Epoch>,
+}
+
+/// A checkpoint store laid out as `<epoch>/<operator>/kg-<lo>-<hi>` plus `<epoch>/MANIFEST`.
+pub trait SnapshotStore: Send + Sync {
+    /// Durably stores `payload` as the snapshot of `range` of `operator` at `epoch`: when this
+    /// returns, the file survives a crash. Returns the entry to list in the epoch's manifest.
+    fn write_snapshot(
+        &self,
+        epoch: Epoch,
+        operator: &str,
+        range: KeyGroupRange,
+        payload: &[u8],
+    ) -> Result<SnapshotEntry>;
+
+    /// Reads and verifies (magic, version, length, checksum) one snapshot file.
+    fn read_snapshot(&self, epoch: Epoch, operator: &str, range: KeyGroupRange)
+        -> Result<Snapshot>;
+
+    /// Commits `manifest.epoch`: checks the manifest and that its files are present with their
+    /// sizes, then durably and atomically publishes the MANIFEST. Call only after every
+    /// [`write_snapshot`](Self::write_snapshot) of the epoch returned.
+    fn commit_manifest(&self, manifest: &Manifest) -> Result<()>;
+
+    /// Reads and verifies (checksum, version, epoch) the MANIFEST of `epoch`; does not look at
+    /// the snapshot files. [`CheckpointError::NotCommitted`] when there is none.
+    fn read_manifest(&self, epoch: Epoch) -> Result<Manifest>;
+
+    /// Every epoch present in the store, committed or not, oldest first.
+    fn list_epochs(&self) -> Result<Vec<Epoch>>;
+
+    /// The files present under `epoch`, sorted by name.
+    fn stored_files(&self, epoch: Epoch) -> Result<Vec<StoredFile>>;
+
+    /// Deletes `epoch` (its MANIFEST first, so a crash midway leaves it uncommitted).
+    fn delete_epoch(&self, epoch: Epoch) -> Result<()>;
+
+    /// Where a snapshot lives, for messages.
+    fn snapshot_location(&self, epoch: Epoch, operator: &str, range: KeyGroupRange) -> PathBuf;
+
+    /// Full verification of `epoch`: its manifest, and every listed file present with the
+    /// listed size and checksum. Returns the manifest when the epoch can be restored.
+    fn verify_epoch(&self, epoch: Epoch) -> Result<Manifest> {
+        let manifest = self.read_manifest(epoch)?;
+        manifest.validate()?;
+        for entry in &manifest.files {
+            let snapshot = self.read_snapshot(epoch, &entry.operator, entry.range)?;
+            let path = || self.snapshot_location(epoch, &entry.operator, entry.range);
+            if snapshot.file_size != entry.size {
+                return Err(CheckpointError::SizeMismatch {
+                    path: path(),
+                    expected: entry.size,
+                    actual: snapshot.file_size,
+                });
+            }
+            if snapshot.payload_xxh3 != entry.xxh3 {
+                return Err(CheckpointError::ChecksumMismatch {
+                    path: path(),
+                    expected: entry.xxh3,
+                    actual: snapshot.payload_xxh3,
+                });
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// The newest epoch that passes [`verify_epoch`](Self::verify_epoch). Uncommitted epochs
+    /// are skipped silently (a crash before the commit point); a committed but corrupt or
+    /// partial one is skipped with a warning naming the reason. `None` when nothing is valid.
+    fn latest_valid(&self) -> Result<Option<Manifest>> {
+        for epoch in self.list_epochs()?.into_iter().rev() {
+            match self.verify_epoch(epoch) {
+                Ok(manifest) => return Ok(Some(manifest)),
+                Err(CheckpointError::NotCommitted { .. }) => {
+                    tracing::debug!(epoch = epoch.0, "skipping uncommitted checkpoint epoch");
+                }
+                Err(CheckpointError::Io { op, path, source }) => {
+                    return Err(CheckpointError::Io { op, path, source })
+                }
+                Err(reason) => {
+                    tracing::warn!(
+                        epoch = epoch.0,
+                        %reason,
+                        "checkpoint epoch {} is invalid and will not be restored; trying the previous one",
+                        epoch.0
+                    );
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Retention: keeps the newest `keep_last` committed epochs (at least 1) and deletes older
+    /// epochs, plus uncommitted leftovers older than the newest commit. Uncommitted epochs newer
+    /// than the newest commit may still be in progress and are kept. An epoch counts as
+    /// committed when its MANIFEST verifies (its files are not re-read here).
+    fn prune(&self, keep_last: usize) -> Result<Pruned> {
+        let epochs = self.list_epochs()?;
+        let mut committed = Vec::new();
+        for &epoch in &epochs {
+            match self.read_manifest(epoch) {
+                Ok(_) => committed.push(epoch),
+                Err(CheckpointError::Io { op, path, source }) => {
+                    return Err(CheckpointError::Io { op, path, source })
+                }
+                Err(_) => {}
+            }
+        }
+        let kept: Vec<Epoch> = committed
+            .iter()
+            .rev()
+            .take(keep_last.max(1))
+            .rev()
+            .copied()
+            .collect();
+        let Some(&newest) = kept.last() else {
+            return Ok(Pruned::default());
+        };
+        let mut deleted = Vec::new();
+        for epoch in epochs {
+            if epoch < newest && !kept.contains(&epoch) {
+                self.delete_epoch(epoch)?;
+                deleted.push(epoch);
+            }
+        }
+        Ok(Pruned { kept, deleted })
+    }
+}
+
+/// Checks that `name` can be a single path component (and an object-store key segment).
+pub(crate) fn check_operator_name(name: &str) -> Result<()> {
+    let fail = |reason| {
+        Err(CheckpointError::InvalidName {
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return fail("it is empty");
+    }
+    if name.starts_with('.') {
+        return fail("it starts with `.` (reserved for temporary files)");
+    }
+    if name == "MANIFEST" {
+        return fail("`MANIFEST` is the commit file");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        return fail("use only ASCII letters, digits, `_`, `-` and `.`");
+    }
+    Ok(())
+}
