@@ -17,6 +17,7 @@ pub mod error;
 pub mod feature;
 pub mod hll;
 pub mod keyed_features;
+pub mod over_range;
 mod panes;
 pub mod predicate;
 pub mod ratio;

@@ -44,6 +44,13 @@ pub enum WindowSpec {
         #[serde(with = "crate::duration_ms")]
         max_length: i64,
     },
+    /// Per-event trigger: every event emits a row over the key's events in
+    /// `(ts - range, ts]` (Flink OVER RANGE); see [`crate::over_range`].
+    OverRange {
+        /// Trailing range, e.g. `"5m"`.
+        #[serde(with = "crate::duration_ms")]
+        range: i64,
+    },
 }
 
 /// The bounds of one window: `[start, end)` in event time.
@@ -83,6 +90,9 @@ impl WindowSpec {
             WindowSpec::Session { gap, max_length } if gap <= 0 || max_length < gap => fail(
                 format!("session window needs 0 < gap <= max_length, got gap {gap} ms, max_length {max_length} ms"),
             ),
+            WindowSpec::OverRange { range } if range <= 0 => {
+                fail(format!("over_range window needs range > 0, got {range} ms"))
+            }
             _ => Ok(()),
         }
     }
@@ -92,7 +102,7 @@ impl WindowSpec {
         match *self {
             WindowSpec::Tumbling { size } => Some(Aligned::new(size, size)),
             WindowSpec::Hopping { size, slide } => Some(Aligned::new(size, slide)),
-            WindowSpec::Session { .. } => None,
+            WindowSpec::Session { .. } | WindowSpec::OverRange { .. } => None,
         }
     }
 }

@@ -14,6 +14,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::feature::FeatureSet;
+use crate::over_range::OverRange;
 use crate::panes::{FastHash, PaneWindows};
 use crate::record::Event;
 use crate::row::FeatureRow;
@@ -37,6 +38,7 @@ pub enum Applied {
 enum Kind {
     Panes(PaneWindows),
     Sessions(SessionWindows),
+    Range(OverRange),
 }
 
 /// All open windows of one window definition for the keys owned by one operator instance.
@@ -62,6 +64,7 @@ impl KeyedWindows {
             (None, WindowSpec::Session { gap, max_length }) => {
                 Kind::Sessions(SessionWindows::new(gap.max(1), max_length.max(gap).max(1)))
             }
+            (None, WindowSpec::OverRange { range }) => Kind::Range(OverRange::new(range)),
             (None, _) => Kind::Panes(PaneWindows::new(crate::window::Aligned::new(1, 1))),
         };
         KeyedWindows {
@@ -78,6 +81,7 @@ impl KeyedWindows {
         match &self.kind {
             Kind::Panes(p) => p.open_slots(),
             Kind::Sessions(s) => s.open_slots(),
+            Kind::Range(r) => r.open_slots(),
         }
     }
 
@@ -109,6 +113,7 @@ impl KeyedWindows {
         match &mut self.kind {
             Kind::Panes(p) => p.apply(features, event, self.seq),
             Kind::Sessions(s) => s.apply(features, event, self.seq),
+            Kind::Range(r) => r.apply(event, self.seq),
         }
         if let Some(now) = self.now_ms {
             match self.last_seen.get_mut(&event.key) {
@@ -133,6 +138,7 @@ impl KeyedWindows {
         match &mut self.kind {
             Kind::Panes(p) => p.fire(features, watermark, lateness, &mut emit),
             Kind::Sessions(s) => s.fire(features, watermark, lateness, &mut emit),
+            Kind::Range(r) => r.fire(features, watermark, lateness, &mut emit),
         }
     }
 
@@ -162,6 +168,7 @@ impl KeyedWindows {
         match &mut self.kind {
             Kind::Panes(p) => p.expire(features, &quiet, &mut emit),
             Kind::Sessions(s) => s.expire(features, &quiet, &mut emit),
+            Kind::Range(r) => r.expire(features, &quiet, &mut emit),
         }
         self.last_seen.retain(|k, _| !quiet.contains(k));
         quiet.len()

@@ -1,0 +1,159 @@
+//! Per-event trailing-range features (Flink `OVER (ORDER BY ts RANGE BETWEEN r PRECEDING AND
+//! CURRENT ROW)`), the fraud-scoring pattern: every event emits one row whose features
+//! aggregate the key's events with event time in `(ts - range, ts]` — events that arrive later
+//! but lie in that range included — once the watermark passes the event's time.
+//!
+//! State per key: the events of the last `range` (plus allowed lateness), ordered by
+//! (event time, arrival). A row's bounds are `[ts - range + 1, ts + 1)` in milliseconds and its
+//! first/last positions are the triggering event's. Rows are not revised: an allowed-late event
+//! gets its own row but does not revise rows of later events already emitted.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::feature::FeatureSet;
+use crate::panes::FastHash;
+use crate::record::Event;
+use crate::row::FeatureRow;
+use crate::vocab::{EventTime, Key, Watermark};
+
+/// Buffered events of one key, by (event time, arrival sequence); `true` = row not emitted yet.
+type Buffer = BTreeMap<(EventTime, u64), (Event, bool)>;
+
+/// Trailing-range state of all keys of one operator instance.
+#[derive(Clone, Debug)]
+pub(crate) struct OverRange {
+    range: i64,
+    keys: HashMap<Key, Buffer, FastHash>,
+    pending: usize,
+}
+
+impl OverRange {
+    /// Empty state for a trailing range of `range` ms (`range > 0`).
+    pub fn new(range: i64) -> Self {
+        OverRange {
+            range: range.max(1),
+            keys: HashMap::default(),
+            pending: 0,
+        }
+    }
+
+    /// Buffered events.
+    pub fn open_slots(&self) -> usize {
+        self.keys.values().map(BTreeMap::len).sum()
+    }
+
+    /// Buffers one event; its row is emitted when the watermark passes its time.
+    pub fn apply(&mut self, event: &Event, seq: u64) {
+        let buffer = match self.keys.get_mut(&event.key) {
+            Some(buffer) => buffer,
+            None => self.keys.entry(event.key.clone()).or_default(),
+        };
+        buffer.insert((event.ts, seq), (event.clone(), true));
+        self.pending += 1;
+    }
+
+    /// Emits the row of every pending event with `ts <= watermark` (by key, then time), then
+    /// drops events no later row can include (`ts <= watermark - lateness - range`).
+    pub fn fire(
+        &mut self,
+        features: &FeatureSet,
+        watermark: Watermark,
+        lateness: i64,
+        emit: &mut dyn FnMut(FeatureRow),
+    ) {
+        if self.pending > 0 {
+            let mut keys: Vec<&Key> = self.keys.keys().collect();
+            keys.sort_unstable();
+            let mut due: Vec<(Key, EventTime, u64)> = Vec::new();
+            for key in keys {
+                let buffer = &self.keys[key];
+                let ready = buffer
+                    .range(..=(watermark.0, u64::MAX))
+                    .filter(|(_, (_, pending))| *pending);
+                due.extend(ready.map(|(&(ts, seq), _)| (key.clone(), ts, seq)));
+            }
+            for (key, ts, seq) in due {
+                self.emit_row(features, &key, ts, seq, false, emit);
+            }
+        }
+        let horizon = watermark
+            .0
+            .saturating_sub(lateness)
+            .saturating_sub(self.range);
+        for buffer in self.keys.values_mut() {
+            while let Some(entry) = buffer.first_entry() {
+                if entry.key().0 > horizon || entry.get().1 {
+                    break;
+                }
+                entry.remove();
+            }
+        }
+        self.keys.retain(|_, b| !b.is_empty());
+    }
+
+    /// Emits the rows of every pending event of `keys` now (closed by timeout) and drops them.
+    pub fn expire(
+        &mut self,
+        features: &FeatureSet,
+        keys: &HashSet<Key, FastHash>,
+        emit: &mut dyn FnMut(FeatureRow),
+    ) {
+        let mut sorted: Vec<&Key> = keys.iter().filter(|k| self.keys.contains_key(*k)).collect();
+        sorted.sort_unstable();
+        let mut due: Vec<(Key, EventTime, u64)> = Vec::new();
+        for key in sorted {
+            let buffer = &self.keys[key];
+            due.extend(
+                buffer
+                    .iter()
+                    .filter(|(_, (_, p))| *p)
+                    .map(|(&(ts, seq), _)| (key.clone(), ts, seq)),
+            );
+        }
+        for (key, ts, seq) in due {
+            self.emit_row(features, &key, ts, seq, true, emit);
+        }
+        self.keys.retain(|k, _| !keys.contains(k));
+    }
+
+    fn emit_row(
+        &mut self,
+        features: &FeatureSet,
+        key: &Key,
+        ts: EventTime,
+        seq: u64,
+        timeout: bool,
+        emit: &mut dyn FnMut(FeatureRow),
+    ) {
+        let Some(buffer) = self.keys.get_mut(key) else {
+            return;
+        };
+        let mut accs = features.empty();
+        let mut records = 0;
+        let from = ts.saturating_sub(self.range).saturating_add(1);
+        for (_, (event, _)) in buffer.range((from, 0)..=(ts, u64::MAX)) {
+            features.update(&mut accs, &event.values, event.ts);
+            records += 1;
+        }
+        let Some((event, pending)) = buffer.get_mut(&(ts, seq)) else {
+            return;
+        };
+        *pending = false;
+        self.pending = self.pending.saturating_sub(1);
+        let mut values = Vec::new();
+        features.values(&accs, &mut values);
+        emit(FeatureRow {
+            key: key.clone(),
+            key_group: event.key_group,
+            window_start: from,
+            window_end: ts.saturating_add(1),
+            revision: 0,
+            values,
+            records,
+            first: event.position,
+            last: event.position,
+            fired_at_ns: 0,
+            closed_by_timeout: timeout,
+        });
+    }
+}
