@@ -7,6 +7,8 @@
 //! - Sessions: the documented rule of `features/src/sessions.rs`, applied per key in arrival
 //!   order (the rule depends on arrival order only through `max_length` cuts), keeping each
 //!   session's member list; touched sessions are found by scanning all of the key's sessions.
+//! - In-order sessions ([`Kind::GreedySession`]): the textbook greedy split of each key's
+//!   events sorted by time, independent of the documented rule.
 //! - Features are computed from a window's member list: counts, sums (values are integers, so
 //!   every sum and mean is exact in any order), min/max, two-pass variances (the engine uses
 //!   Welford with Chan merges, so variances and standard deviations are compared with the
@@ -114,6 +116,15 @@ pub enum Kind {
         /// Longest session, ms.
         max_length: i64,
     },
+    /// Per-key sessions by the textbook greedy split, valid for streams in time order only:
+    /// an event extends the key's latest session when it is less than `gap` after the
+    /// session's last event and the session stays within `max_length`, else it starts one.
+    GreedySession {
+        /// Inactivity gap, ms.
+        gap: i64,
+        /// Longest session, ms.
+        max_length: i64,
+    },
 }
 
 /// (key name, window start, window end).
@@ -124,6 +135,7 @@ pub fn windows(events: &[Ev], kind: Kind) -> BTreeMap<WindowId, Vec<usize>> {
     match kind {
         Kind::Aligned { size, slide } => aligned_windows(events, size, slide),
         Kind::Session { gap, max_length } => session_windows(events, gap, max_length),
+        Kind::GreedySession { gap, max_length } => greedy_sessions(events, gap, max_length),
     }
 }
 
@@ -207,6 +219,36 @@ fn session_windows(events: &[Ev], gap: i64, max_length: i64) -> BTreeMap<WindowI
         for s in sessions {
             out.insert((key_name(key), s.start, s.end), s.members);
         }
+    }
+    out
+}
+
+/// The greedy split of in-order events (each key's events sorted by time first, ties in
+/// arrival order).
+fn greedy_sessions(events: &[Ev], gap: i64, max_length: i64) -> BTreeMap<WindowId, Vec<usize>> {
+    let mut order: Vec<usize> = (0..events.len()).collect();
+    order.sort_by_key(|&i| (events[i].key, events[i].ts, i));
+    let mut out = BTreeMap::new();
+    let mut open: Option<(usize, i64, i64, Vec<usize>)> = None;
+    for i in order {
+        let e = &events[i];
+        match &mut open {
+            Some((key, start, last, members))
+                if *key == e.key && e.ts < *last + gap && e.ts + gap - *start <= max_length =>
+            {
+                *last = e.ts;
+                members.push(i);
+            }
+            _ => {
+                if let Some((key, start, last, members)) = open.take() {
+                    out.insert((key_name(key), start, last + gap), members);
+                }
+                open = Some((e.key, e.ts, e.ts, vec![i]));
+            }
+        }
+    }
+    if let Some((key, start, last, members)) = open {
+        out.insert((key_name(key), start, last + gap), members);
     }
     out
 }

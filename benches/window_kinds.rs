@@ -1,0 +1,229 @@
+//! Window updates per second per window kind (issue #3 acceptance: ≥ 5 M updates/s per core on
+//! tumbling and hopping windows with 100 k keys, pre-decoded records).
+//!
+//! Run: `cargo bench --bench window_kinds -- --warm-up-time 1 --measurement-time 3`
+//! (results: BENCHMARKS.md).
+//!
+//! Input: 200 000 pre-decoded clickstream events (one every 10 ms of event time, in time
+//! order) over 100 000 keys, the 8 features of `jobs/clickstream.toml`. For each window kind
+//! `KeyedWindows::apply` (one thread, no firing) is measured from empty state (`new_slots`) and
+//! with every slot/session already open (`existing_slots`), against a naive single-thread loop
+//! measured in the same run (`naive`) that keeps 10 `f64`s per window in a `HashMap` and
+//! hard-codes the features:
+//! - `tumbling` (1 minute): naive = one `(key, window)` entry per event;
+//! - `hopping` (size 5 minutes, slide 1 minute; the engine updates one 1-minute pane per
+//!   event and merges panes at fire time): naive = update each of the 5 windows containing the
+//!   event (textbook window assignment, no panes);
+//! - `session` (gap 5 minutes, max_length 30 minutes): naive = a `Vec` of sessions per key,
+//!   in-order greedy rule (extend the key's last session if the event is within `gap` of it
+//!   and the session stays within `max_length`, else open a new one).
+
+use std::collections::{BTreeMap, HashMap};
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use rand::{Rng, SeedableRng};
+
+use weir_features::decode::JsonDecoder;
+use weir_features::feature::{FeatureSet, FeatureSpec};
+use weir_features::record::{Event, Value};
+use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+use weir_features::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::window::WindowSpec;
+use weir_features::window_state::KeyedWindows;
+
+const KEYS: usize = 100_000;
+const EVENTS: usize = 200_000;
+const MINUTE: i64 = 60_000;
+
+fn schema() -> RecordSchema {
+    let fields = BTreeMap::from([
+        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
+        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
+        ("type".to_owned(), FieldDecl::Type(FieldType::String)),
+        ("dwell_ms".to_owned(), FieldDecl::Type(FieldType::F64)),
+        (
+            "amount".to_owned(),
+            FieldDecl::Full {
+                ty: FieldType::F64,
+                required: false,
+            },
+        ),
+    ]);
+    RecordSchema::new(&fields, "user", "ts").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn features(schema: &RecordSchema) -> FeatureSet {
+    let spec = |name: &str, agg: &str, field: Option<&str>, filter: Option<&str>| {
+        let mut text = format!("name = \"{name}\"\nagg = \"{agg}\"\n");
+        if let Some(field) = field {
+            text.push_str(&format!("field = \"{field}\"\n"));
+        }
+        if let Some(filter) = filter {
+            text.push_str(&format!("where = \"{filter}\"\n"));
+        }
+        toml::from_str::<FeatureSpec>(&text).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let specs = vec![
+        spec("events", "count", None, None),
+        spec("views", "count_if", None, Some("type == 'view'")),
+        spec("clicks", "count_if", None, Some("type == 'click'")),
+        spec("purchases", "count_if", None, Some("type == 'purchase'")),
+        spec("dwell_mean", "mean", Some("dwell_ms"), None),
+        spec("dwell_max", "max", Some("dwell_ms"), None),
+        spec("amount_sum", "sum", Some("amount"), None),
+        spec("amount_max", "max", Some("amount"), None),
+    ];
+    FeatureSet::compile(&specs, schema).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn events(decoder: &JsonDecoder) -> Vec<Event> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    (0..EVENTS)
+        .filter_map(|i| {
+            let user = rng.random_range(0..KEYS);
+            let kind = ["view", "click", "purchase"][rng.random_range(0..3)];
+            let ts = 1_767_225_600_000i64 + (i as i64) * 10;
+            let amount = if kind == "purchase" {
+                format!(",\"amount\":{:.2}", rng.random_range(1.0..100.0))
+            } else {
+                String::new()
+            };
+            let dwell = rng.random_range(10.0..9000.0);
+            let payload = format!(
+                "{{\"user\":\"u{user:06}\",\"ts\":{ts},\"type\":\"{kind}\",\"dwell_ms\":{dwell:.1}{amount}}}"
+            );
+            let d = decoder.decode(payload.as_bytes()).ok()?;
+            Some(Event {
+                key_group: KeyGroup::of(d.key.as_bytes(), 4096),
+                key: d.key,
+                ts: d.ts,
+                values: d.values,
+                position: SourcePosition {
+                    partition: 0,
+                    offset: i as i64,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Schema slots of `type`, `dwell_ms` and `amount`.
+type Slots = (usize, usize, usize);
+
+/// The naive baseline's arithmetic for one event on one window's 10 `f64`s.
+#[inline]
+fn naive_update(acc: &mut [f64; 10], e: &Event, (kind, dwell, amount): Slots) {
+    acc[0] += 1.0;
+    if let Value::Str(s) = &e.values[kind] {
+        match s.as_str() {
+            "view" => acc[1] += 1.0,
+            "click" => acc[2] += 1.0,
+            "purchase" => acc[3] += 1.0,
+            _ => {}
+        }
+    }
+    if let Value::Num(x) = e.values[dwell] {
+        acc[4] += x;
+        acc[5] = acc[5].max(x);
+    }
+    if let Value::Num(x) = e.values[amount] {
+        acc[6] += x;
+        acc[7] = acc[7].max(x);
+        acc[8] += 1.0;
+    }
+}
+
+/// Naive aligned windows of `size` every `slide`: every window containing the event.
+fn naive_aligned(events: &[Event], size: i64, slide: i64, slots: Slots) -> usize {
+    let mut state: HashMap<(Key, i64), [f64; 10]> = HashMap::new();
+    for e in events {
+        let mut start = e.ts.div_euclid(slide) * slide;
+        while start > e.ts - size {
+            let acc = state.entry((e.key.clone(), start)).or_insert([0.0; 10]);
+            naive_update(acc, e, slots);
+            start -= slide;
+        }
+    }
+    state.len()
+}
+
+/// Naive in-order sessions: extend the key's last session or open a new one.
+fn naive_sessions(events: &[Event], gap: i64, max_length: i64, slots: Slots) -> usize {
+    let mut state: HashMap<Key, Vec<(i64, i64, [f64; 10])>> = HashMap::new();
+    for e in events {
+        let sessions = state.entry(e.key.clone()).or_default();
+        match sessions.last_mut() {
+            Some((start, end, acc)) if e.ts < *end && e.ts + gap - *start <= max_length => {
+                *end = (*end).max(e.ts + gap);
+                naive_update(acc, e, slots);
+            }
+            _ => {
+                let mut acc = [0.0; 10];
+                naive_update(&mut acc, e, slots);
+                sessions.push((e.ts, e.ts + gap, acc));
+            }
+        }
+    }
+    state.values().map(Vec::len).sum()
+}
+
+fn bench(c: &mut Criterion) {
+    let schema = schema();
+    let features = features(&schema);
+    let decoder = JsonDecoder::new(schema.clone());
+    let events = events(&decoder);
+    let slots = (
+        schema.index_of("type").unwrap_or_default(),
+        schema.index_of("dwell_ms").unwrap_or_default(),
+        schema.index_of("amount").unwrap_or_default(),
+    );
+    // (group, window, naive baseline over the same events)
+    type Naive = fn(&[Event], Slots) -> usize;
+    let kinds: [(&str, WindowSpec, Naive); 3] = [
+        (
+            "tumbling",
+            WindowSpec::Tumbling { size: MINUTE },
+            |events, slots| naive_aligned(events, MINUTE, MINUTE, slots),
+        ),
+        (
+            "hopping",
+            WindowSpec::Hopping {
+                size: 5 * MINUTE,
+                slide: MINUTE,
+            },
+            |events, slots| naive_aligned(events, 5 * MINUTE, MINUTE, slots),
+        ),
+        (
+            "session",
+            WindowSpec::Session {
+                gap: 5 * MINUTE,
+                max_length: 30 * MINUTE,
+            },
+            |events, slots| naive_sessions(events, 5 * MINUTE, 30 * MINUTE, slots),
+        ),
+    ];
+    for (name, spec, naive) in kinds {
+        let mut group = c.benchmark_group(name);
+        group.throughput(Throughput::Elements(events.len() as u64));
+        let fresh = || KeyedWindows::new(spec.clone(), 0);
+        let apply_all = |mut state: KeyedWindows| {
+            for e in &events {
+                state.apply(&features, e, Watermark::MIN);
+            }
+            state
+        };
+        group.bench_function("keyed_windows_new_slots", |b| {
+            b.iter_batched(fresh, apply_all, BatchSize::LargeInput)
+        });
+        let warm = apply_all(fresh());
+        group.bench_function("keyed_windows_existing_slots", |b| {
+            b.iter_batched(|| warm.clone(), apply_all, BatchSize::LargeInput)
+        });
+        group.bench_function("naive", |b| b.iter(|| black_box(naive(&events, slots))));
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
