@@ -33,10 +33,15 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 step() { printf '\n==> %s\n' "$*"; }
 
 started_broker=0
+test_totals=""
 cleanup() {
     if ((started_broker)); then
         step "stopping the broker started by this run"
         bash scripts/broker.sh stop || true
+    fi
+    # The last line of the run: the total over every cargo test binary.
+    if [[ -n "$test_totals" ]]; then
+        echo "$test_totals"
     fi
 }
 trap cleanup EXIT
@@ -56,6 +61,22 @@ run() {
         summary+=("FAIL  $name ($((SECONDS - start))s, exit $rc)")
         failed+=("$name")
     fi
+}
+
+# cargo test, with one closing line totalling every test binary (the last binary cargo runs
+# is a doc-test target with 0 tests, which would otherwise close the log).
+cargo_test() {
+    local log rc=0
+    log="$(mktemp)"
+    local scope=(--workspace)
+    # `scripts/test.sh -p weir-kafka` narrows the run: --workspace would override -p.
+    if (($#)); then scope=(); fi
+    cargo test "${scope[@]}" --quiet "$@" 2>&1 | tee "$log" || rc=$?
+    test_totals="$(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
+         END { printf "tests: %d passed, %d failed", p, f }' "$log")"
+    echo "$test_totals"
+    rm -f "$log"
+    return "$rc"
 }
 
 main() {
@@ -83,7 +104,7 @@ main() {
 
     run fmt cargo fmt --all --check
     run clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
-    run test cargo test --workspace --quiet "$@"
+    run test cargo_test "$@"
 
     step "summary ($((SECONDS - t0))s total)"
     printf '  %s\n' "${summary[@]}"

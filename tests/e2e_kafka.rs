@@ -110,8 +110,22 @@ fn comparable(record: &ReadRecord) -> Result<String> {
     Ok(value.to_string())
 }
 
+/// The whole check, bounded in time: a broker that stops answering fails the test instead of
+/// hanging it (the job itself, like any Kafka consumer, would wait for the broker forever).
 #[test]
 fn kafka_job_matches_the_oracle_and_is_independent_of_workers_and_partitions() -> Result<()> {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(check_all_configurations()));
+    match finished.recv_timeout(std::time::Duration::from_secs(600)) {
+        Ok(result) => result,
+        Err(_) => anyhow::bail!(
+            "no result after 10 minutes: is the broker at {} answering? (scripts/broker.sh status)",
+            support::kafka::brokers()
+        ),
+    }
+}
+
+fn check_all_configurations() -> Result<()> {
     let events = generated()?;
     let payloads: Vec<Vec<u8>> = events.iter().map(|e| e.payload.clone()).collect();
     let expected = expected_windows(&payloads);
