@@ -1,0 +1,132 @@
+//! Shared input of the window benchmarks (`window_updates`, `window_kinds`): the clickstream
+//! schema and its 8 features, 200 k seeded events over 100 k keys, and the naive baseline's
+//! per-window arithmetic. One copy, so both benchmarks measure exactly the same input.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use rand::{Rng, SeedableRng};
+
+use weir_features::decode::JsonDecoder;
+use weir_features::feature::{FeatureSet, FeatureSpec};
+use weir_features::record::{Event, Value};
+use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+use weir_features::vocab::{KeyGroup, SourcePosition};
+
+/// Distinct keys.
+pub const KEYS: usize = 100_000;
+/// Events generated.
+pub const EVENTS: usize = 200_000;
+
+/// The clickstream schema.
+pub fn schema() -> RecordSchema {
+    let fields = BTreeMap::from([
+        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
+        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
+        ("type".to_owned(), FieldDecl::Type(FieldType::String)),
+        ("dwell_ms".to_owned(), FieldDecl::Type(FieldType::F64)),
+        (
+            "amount".to_owned(),
+            FieldDecl::Full {
+                ty: FieldType::F64,
+                required: false,
+            },
+        ),
+    ]);
+    RecordSchema::new(&fields, "user", "ts").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The clickstream job's 8 features.
+pub fn features(schema: &RecordSchema) -> FeatureSet {
+    let spec = |name: &str, agg: &str, field: Option<&str>, filter: Option<&str>| {
+        let mut text = format!("name = \"{name}\"\nagg = \"{agg}\"\n");
+        if let Some(field) = field {
+            text.push_str(&format!("field = \"{field}\"\n"));
+        }
+        if let Some(filter) = filter {
+            text.push_str(&format!("where = \"{filter}\"\n"));
+        }
+        toml::from_str::<FeatureSpec>(&text).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let specs = vec![
+        spec("events", "count", None, None),
+        spec("views", "count_if", None, Some("type == 'view'")),
+        spec("clicks", "count_if", None, Some("type == 'click'")),
+        spec("purchases", "count_if", None, Some("type == 'purchase'")),
+        spec("dwell_mean", "mean", Some("dwell_ms"), None),
+        spec("dwell_max", "max", Some("dwell_ms"), None),
+        spec("amount_sum", "sum", Some("amount"), None),
+        spec("amount_max", "max", Some("amount"), None),
+    ];
+    FeatureSet::compile(&specs, schema).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Seeded JSON payloads, one every 10 ms of event time.
+pub fn payloads() -> Vec<Vec<u8>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    (0..EVENTS)
+        .map(|i| {
+            let user = rng.random_range(0..KEYS);
+            let kind = ["view", "click", "purchase"][rng.random_range(0..3)];
+            let ts = 1_767_225_600_000i64 + (i as i64) * 10;
+            let amount = if kind == "purchase" { format!(",\"amount\":{:.2}", rng.random_range(1.0..100.0)) } else { String::new() };
+            format!("{{\"user\":\"u{user:06}\",\"ts\":{ts},\"type\":\"{kind}\",\"dwell_ms\":{:.1}{amount}}}", rng.random_range(10.0..9000.0))
+                .into_bytes()
+        })
+        .collect()
+}
+
+/// The payloads decoded into events.
+pub fn events(decoder: &JsonDecoder, payloads: &[Vec<u8>]) -> Vec<Event> {
+    payloads
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| decoder.decode(p).ok().map(|d| (i, d)))
+        .map(|(i, d)| Event {
+            key_group: KeyGroup::of(d.key.as_bytes(), 4096),
+            key: d.key,
+            ts: d.ts,
+            values: d.values,
+            position: SourcePosition {
+                partition: 0,
+                offset: i as i64,
+            },
+        })
+        .collect()
+}
+
+/// Schema slots of `type`, `dwell_ms` and `amount`.
+pub type Slots = (usize, usize, usize);
+
+/// The naive baseline's arithmetic for one event on one window's 10 `f64`s.
+#[inline]
+pub fn naive_update(acc: &mut [f64; 10], e: &Event, (kind, dwell, amount): Slots) {
+    acc[0] += 1.0;
+    if let Value::Str(s) = &e.values[kind] {
+        match s.as_str() {
+            "view" => acc[1] += 1.0,
+            "click" => acc[2] += 1.0,
+            "purchase" => acc[3] += 1.0,
+            _ => {}
+        }
+    }
+    if let Value::Num(x) = e.values[dwell] {
+        acc[4] += x;
+        acc[5] = acc[5].max(x);
+    }
+    if let Value::Num(x) = e.values[amount] {
+        acc[6] += x;
+        acc[7] = acc[7].max(x);
+        acc[8] += 1.0;
+    }
+}
+
+/// The slots of `type`, `dwell_ms` and `amount` in `schema`.
+pub fn slots(schema: &RecordSchema) -> Slots {
+    (
+        schema.index_of("type").unwrap_or_default(),
+        schema.index_of("dwell_ms").unwrap_or_default(),
+        schema.index_of("amount").unwrap_or_default(),
+    )
+}
