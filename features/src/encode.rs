@@ -12,6 +12,27 @@ fn number(x: f64) -> Json {
     serde_json::Number::from_f64(x).map_or(Json::Null, Json::Number)
 }
 
+/// `{name: value}` for a feature row's values (null = missing).
+fn features_object(feature_names: &[String], values: &[f64]) -> Map<String, Json> {
+    feature_names
+        .iter()
+        .cloned()
+        .zip(values.iter().map(|x| number(*x)))
+        .collect()
+}
+
+/// The payload of an `inference_failed` dead letter: the row's key, window bounds and named
+/// feature values, so the failing input can be replayed against the model.
+pub fn unscored_row_json(row: &crate::row::FeatureRow, feature_names: &[String]) -> Vec<u8> {
+    let record = json!({
+        "key": row.key.as_str(),
+        "window_start": row.window_start,
+        "window_end": row.window_end,
+        "features": features_object(feature_names, &row.values),
+    });
+    serde_json::to_vec(&record).unwrap_or_default()
+}
+
 /// The JSON object of a decoded event, fields in schema order (missing fields omitted).
 pub fn event_json(schema: &RecordSchema, event: &Event) -> Vec<u8> {
     let mut object = Map::new();
@@ -31,11 +52,7 @@ pub fn event_json(schema: &RecordSchema, event: &Event) -> Vec<u8> {
 /// The score record written to the output topic (see docs/ARCHITECTURE.md, "Score records").
 pub fn score_json(scored: &ScoredRow, feature_names: &[String], source_topic: &str) -> Vec<u8> {
     let row = &scored.row;
-    let features: Map<String, Json> = feature_names
-        .iter()
-        .cloned()
-        .zip(row.values.iter().map(|x| number(*x)))
-        .collect();
+    let features = features_object(feature_names, &row.values);
     let record = json!({
         "score_id": score_id(&row.key, row.window_end, &scored.model.version),
         "key": row.key.as_str(),

@@ -15,9 +15,10 @@ use weir_features::record::Event;
 use weir_features::vocab::{SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 
+use crate::clock::unix_ms;
 use crate::placement::Placement;
 use crate::source::{RawRecord, RecordDecoder, SourceStreams};
-use crate::source_operator::{build_source, unix_ms, SourceReader};
+use crate::source_operator::{build_source, SourceReader};
 
 /// Configuration of the file source stage.
 #[derive(Clone, Debug)]

@@ -5,6 +5,7 @@
 //! shared counters ([`metrics`]). Kafka (`weir-kafka`) and ONNX scoring (`weir-score`) live
 //! in their own crates so this one builds and tests without native dependencies.
 
+pub mod clock;
 pub mod file_sink;
 pub mod file_source;
 pub mod metrics;

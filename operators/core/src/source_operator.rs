@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
@@ -17,6 +17,7 @@ use weir_features::record::Event;
 use weir_features::vocab::Tick;
 use weir_features::watermark::{SourceProgress, WatermarkReport};
 
+use crate::clock::unix_ms;
 use crate::source::SourceStreams;
 
 type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
@@ -123,11 +124,4 @@ pub fn build_source<'scope, R: SourceReader>(
         dead_letters,
         reports,
     }
-}
-
-/// Wall-clock time in Unix milliseconds.
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }

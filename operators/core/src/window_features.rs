@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
@@ -25,6 +24,7 @@ use weir_features::vocab::Tick;
 use weir_features::watermark::{WatermarkCombiner, WatermarkReport};
 use weir_features::window_state::Applied;
 
+use crate::clock::unix_nanos;
 use crate::metrics::JobMetrics;
 use crate::placement::{instance_for_key_group, Placement};
 
@@ -223,11 +223,4 @@ fn late_letter(config: &WindowConfig, event: &Event, watermark: i64) -> DeadLett
         key: Some(event.key.as_bytes().to_vec()),
         raw: event_json(&config.schema, event),
     }
-}
-
-/// Wall-clock time in Unix nanoseconds (0 if the clock is before 1970).
-pub fn unix_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }

@@ -19,9 +19,9 @@ use weir_features::dead_letter::DeadLetter;
 use weir_features::encode::score_json;
 use weir_features::row::{score_id, ScoredRow};
 use weir_features::vocab::Tick;
+use weir_operators::clock::unix_nanos;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::{instance_for_key_group, Placement};
-use weir_operators::window_features::unix_nanos;
 
 use crate::error::{KafkaEdgeError, Result};
 use crate::properties::client_config;
@@ -80,7 +80,19 @@ impl ProducerContext for DeliveryContext {
 
 type Producer_ = ThreadedProducer<DeliveryContext>;
 
-fn producer(config: &KafkaSinkConfig, kind: Kind) -> Result<Producer_> {
+/// The sink's producer on `worker` if it hosts a sink instance (other workers write nothing).
+fn instance_producer(
+    config: &KafkaSinkConfig,
+    kind: Kind,
+    worker: usize,
+) -> Result<Option<Producer_>> {
+    if config
+        .placement
+        .instance_on(worker, config.parallelism)
+        .is_none()
+    {
+        return Ok(None);
+    }
     client_config(
         &config.properties,
         &[
@@ -93,6 +105,7 @@ fn producer(config: &KafkaSinkConfig, kind: Kind) -> Result<Producer_> {
         kind,
         metrics: config.metrics.clone(),
     })
+    .map(Some)
     .map_err(|source| KafkaEdgeError::Client {
         role: "producer",
         source,
@@ -121,7 +134,19 @@ fn send(
     }
 }
 
-fn flush(producer: &Producer_, metrics: &JobMetrics, topic: &str) {
+/// At the end of the input (empty frontier), flushes and releases the producer once.
+fn flush_at_end(
+    producer: &mut Option<Producer_>,
+    input_ended: bool,
+    metrics: &JobMetrics,
+    topic: &str,
+) {
+    if !input_ended {
+        return;
+    }
+    let Some(producer) = producer.take() else {
+        return;
+    };
     if let Err(error) = producer.flush(Duration::from_secs(120)) {
         let pending = producer.in_flight_count().max(0) as u64;
         JobMetrics::add(&metrics.delivery_failures, pending);
@@ -147,12 +172,7 @@ impl KafkaScoreSink for Stream<'_, Tick, Vec<ScoredRow>> {
         feature_names: Arc<[String]>,
         source_topic: String,
     ) -> Result<()> {
-        let worker = self.scope().index();
-        let mut producer = config
-            .placement
-            .instance_on(worker, config.parallelism)
-            .map(|_| producer(&config, Kind::Scores))
-            .transpose()?;
+        let mut producer = instance_producer(&config, Kind::Scores, self.scope().index())?;
         let (placement, key_groups, parallelism) =
             (config.placement, config.key_groups, config.parallelism);
         let route = move |s: &ScoredRow| {
@@ -205,11 +225,12 @@ impl KafkaScoreSink for Stream<'_, Tick, Vec<ScoredRow>> {
                         send(producer, record, &config.metrics);
                     }
                 });
-                if frontier.is_empty() {
-                    if let Some(producer) = producer.take() {
-                        flush(&producer, &config.metrics, &config.topic);
-                    }
-                }
+                flush_at_end(
+                    &mut producer,
+                    frontier.is_empty(),
+                    &config.metrics,
+                    &config.topic,
+                );
             },
         );
         Ok(())
@@ -224,12 +245,7 @@ pub trait KafkaDeadLetterSink {
 
 impl KafkaDeadLetterSink for Stream<'_, Tick, Vec<DeadLetter>> {
     fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<()> {
-        let worker = self.scope().index();
-        let mut producer = config
-            .placement
-            .instance_on(worker, config.parallelism)
-            .map(|_| producer(&config, Kind::DeadLetters))
-            .transpose()?;
+        let mut producer = instance_producer(&config, Kind::DeadLetters, self.scope().index())?;
         let (placement, parallelism) = (config.placement, config.parallelism);
         let route = move |d: &DeadLetter| {
             placement.worker_of(d.position.partition.unsigned_abs() as usize % parallelism) as u64
@@ -280,11 +296,12 @@ impl KafkaDeadLetterSink for Stream<'_, Tick, Vec<DeadLetter>> {
                         send(producer, record, &config.metrics);
                     }
                 });
-                if frontier.is_empty() {
-                    if let Some(producer) = producer.take() {
-                        flush(&producer, &config.metrics, &config.topic);
-                    }
-                }
+                flush_at_end(
+                    &mut producer,
+                    frontier.is_empty(),
+                    &config.metrics,
+                    &config.topic,
+                );
             },
         );
         Ok(())

@@ -22,10 +22,11 @@ use weir_features::decode::JsonDecoder;
 use weir_features::record::Event;
 use weir_features::vocab::{SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
+use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
 use weir_operators::source::{RawRecord, RecordDecoder, SourceStreams};
-use weir_operators::source_operator::{build_source, unix_ms, SourceReader};
+use weir_operators::source_operator::{build_source, SourceReader};
 
 use crate::admin::partition_count;
 use crate::error::{KafkaEdgeError, Result};

@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
@@ -14,8 +13,10 @@ use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::Stream;
 
 use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
+use weir_features::encode::unscored_row_json;
 use weir_features::row::{FeatureRow, ModelTag, ScoredRow};
 use weir_features::vocab::Tick;
+use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::{instance_for_key_group, Placement};
 
@@ -155,7 +156,7 @@ impl BatchScorer {
             let result = self
                 .session
                 .score_batch(&self.values, batch.len(), &mut self.out);
-            let inference_ts_ms = unix_ms();
+            let inference_ts_ms = unix_ms() as i64;
             match result {
                 Ok(stats) => {
                     JobMetrics::add(&self.config.metrics.scores, batch.len() as u64);
@@ -198,12 +199,6 @@ impl BatchScorer {
     }
 
     fn dead_letter(&self, row: &FeatureRow, error: &str) -> DeadLetter {
-        let raw = serde_json::json!({
-            "key": row.key.as_str(), "window_start": row.window_start, "window_end": row.window_end,
-            "features": self.config.job_features.iter().zip(row.values.iter())
-                .map(|(name, value)| (name.clone(), serde_json::Number::from_f64(*value).map_or(serde_json::Value::Null, serde_json::Value::Number)))
-                .collect::<serde_json::Map<_, _>>(),
-        });
         DeadLetter {
             reason: DeadLetterReason::InferenceFailed,
             error: format!("model {} {}: {error}", self.tag.name, self.tag.version),
@@ -211,13 +206,7 @@ impl BatchScorer {
             position: row.last,
             timestamp: Some(row.window_end),
             key: Some(row.key.as_bytes().to_vec()),
-            raw: serde_json::to_vec(&raw).unwrap_or_default(),
+            raw: unscored_row_json(row, &self.config.job_features),
         }
     }
-}
-
-fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
