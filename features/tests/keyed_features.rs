@@ -2,49 +2,19 @@
 //! secondary-window features take that window's latest window closed at or before the primary
 //! window's end, or the empty-window values when an aligned window had no records.
 
+mod common;
+
+use common::{event, user_ts_x_schema};
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use smallvec::smallvec;
 
 use weir_features::feature::FeatureSpec;
 use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
-use weir_features::record::{Event, Value};
+use weir_features::record::Event;
 use weir_features::row::FeatureRow;
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
-use weir_features::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::vocab::Watermark;
 use weir_features::window::WindowSpec;
-
-fn schema() -> Result<RecordSchema> {
-    let fields = BTreeMap::from([
-        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
-        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
-        ("x".to_owned(), FieldDecl::Type(FieldType::F64)),
-    ]);
-    Ok(RecordSchema::new(&fields, "user", "ts")?)
-}
-
-fn event(schema: &RecordSchema, key: &str, ts: i64, x: f64, offset: i64) -> Event {
-    let mut values: weir_features::record::Values =
-        smallvec![Value::Missing; schema.fields().len()];
-    for (slot, field) in schema.fields().iter().enumerate() {
-        values[slot] = match field.name.as_str() {
-            "user" => Value::Str(Key::from(key)),
-            "ts" => Value::Num(ts as f64),
-            _ => Value::Num(x),
-        };
-    }
-    Event {
-        key: Key::from(key),
-        key_group: KeyGroup::of(key.as_bytes(), 16),
-        ts,
-        values,
-        position: SourcePosition {
-            partition: 0,
-            offset,
-        },
-    }
-}
 
 fn spec(name: &str, agg: &str, field: Option<&str>, window: Option<&str>) -> Result<FeatureSpec> {
     let mut text = format!("name = \"{name}\"\nagg = \"{agg}\"\n");
@@ -72,7 +42,7 @@ fn run(job: &JobFeatures, events: &[Event]) -> Vec<FeatureRow> {
 
 #[test]
 fn secondary_features_take_their_latest_closed_window_as_of_the_primary_end() -> Result<()> {
-    let schema = schema()?;
+    let schema = user_ts_x_schema()?;
     let named = BTreeMap::from([
         ("five".to_owned(), WindowSpec::Tumbling { size: 300_000 }),
         (
@@ -131,7 +101,7 @@ fn secondary_features_take_their_latest_closed_window_as_of_the_primary_end() ->
 
 #[test]
 fn unknown_window_and_no_primary_feature_are_rejected() -> Result<()> {
-    let schema = schema()?;
+    let schema = user_ts_x_schema()?;
     let primary = WindowSpec::Tumbling { size: 60_000 };
     let named = BTreeMap::from([("five".to_owned(), WindowSpec::Tumbling { size: 300_000 })]);
     let err = JobFeatures::compile(

@@ -2,27 +2,18 @@
 //! its key's events in `(ts - range, ts]`, later-arriving events in that range included,
 //! checked against a naive recomputation on random streams with bounded disorder.
 
-use std::collections::BTreeMap;
+mod common;
 
 use anyhow::{ensure, Result};
+use common::{event, user_ts_x_schema};
 use proptest::prelude::*;
-use smallvec::smallvec;
 
 use weir_features::feature::{FeatureSet, FeatureSpec};
-use weir_features::record::{Event, Value, Values};
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
-use weir_features::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::record::Event;
+use weir_features::schema::RecordSchema;
+use weir_features::vocab::Watermark;
 use weir_features::window::WindowSpec;
 use weir_features::window_state::KeyedWindows;
-
-fn schema() -> Result<RecordSchema> {
-    let fields = BTreeMap::from([
-        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
-        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
-        ("x".to_owned(), FieldDecl::Type(FieldType::F64)),
-    ]);
-    Ok(RecordSchema::new(&fields, "user", "ts")?)
-}
 
 fn features(schema: &RecordSchema) -> Result<FeatureSet> {
     let spec = |text: &str| toml::from_str::<FeatureSpec>(text);
@@ -34,29 +25,8 @@ fn features(schema: &RecordSchema) -> Result<FeatureSet> {
     Ok(FeatureSet::compile(&specs, schema)?)
 }
 
-fn event(schema: &RecordSchema, key: &str, ts: i64, x: f64, offset: i64) -> Event {
-    let mut values: Values = smallvec![Value::Missing; schema.fields().len()];
-    for (slot, field) in schema.fields().iter().enumerate() {
-        values[slot] = match field.name.as_str() {
-            "user" => Value::Str(Key::from(key)),
-            "ts" => Value::Num(ts as f64),
-            _ => Value::Num(x),
-        };
-    }
-    Event {
-        key: Key::from(key),
-        key_group: KeyGroup::of(key.as_bytes(), 8),
-        ts,
-        values,
-        position: SourcePosition {
-            partition: 0,
-            offset,
-        },
-    }
-}
-
 fn check(raw: &[(u8, i64, i64)], range: i64, disorder: i64) -> Result<()> {
-    let schema = schema()?;
+    let schema = user_ts_x_schema()?;
     let features = features(&schema)?;
     // Events in true-time order, each shifted back by at most `disorder`.
     let mut t = 0i64;
