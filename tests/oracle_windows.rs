@@ -9,7 +9,9 @@
 //! timeouts, no dead letters, values equal (bit for bit except variances and standard
 //! deviations, see `VARIANCE_TOLERANCE`), and identical across all six worker × partition runs.
 //! A fourth test runs in-order streams through the session window against the textbook greedy
-//! split, an oracle that does not follow the engine's merge rule.
+//! split, an oracle that does not follow the engine's merge rule. A fifth runs the schedule
+//! trigger (`[trigger] on = "schedule"`) over a tumbling, a hopping and a session window group
+//! against a naive as-of recomputation at every schedule point.
 //!
 //! Run: `cargo test --test oracle_windows`.
 
@@ -35,7 +37,7 @@ const PARTITIONS: [usize; 2] = [1, 3];
 /// One engine output row: (window id) → (revision, closed_by_timeout, features).
 type Rows = BTreeMap<WindowId, (u64, bool, Vec<f64>)>;
 
-fn job_toml(window: &str) -> String {
+fn job_toml(window: &str, extra: &str) -> String {
     format!(
         r#"
 name = "oracle-windows"
@@ -65,6 +67,8 @@ allowed_lateness = "0s"
 {window}
 
 {features}
+
+{extra}
 
 [model]
 path = "unused-in-features-only-mode"
@@ -119,12 +123,12 @@ fn write_inputs(dir: &Path, events: &[Ev], partitions: usize) -> Result<Vec<Path
 
 fn run_engine(
     dir: &Path,
-    window: &str,
+    job_text: &str,
     inputs: &[PathBuf],
     workers: usize,
     events: usize,
 ) -> Result<Rows> {
-    let mut job = toml::from_str::<weir::JobFile>(&job_toml(window)).context("job file")?;
+    let mut job = toml::from_str::<weir::JobFile>(job_text).context("job file")?;
     job.base_dir = dir.to_path_buf();
     job.runtime.workers = workers;
     job.parallelism = Default::default();
@@ -202,10 +206,12 @@ fn compare(expected: &BTreeMap<WindowId, Vec<f64>>, got: &Rows) -> Vec<String> {
             continue;
         }
         for (i, (&w, &g)) in want.iter().zip(values).enumerate() {
-            if !oracle::feature_matches(i, w, g) {
+            // Scheduled rows repeat the feature list once per window group.
+            let feature = i % FEATURE_NAMES.len();
+            if !oracle::feature_matches(feature, w, g) {
                 problems.push(format!(
-                    "window {id:?} feature {}: expected {w:?}, got {g:?}",
-                    FEATURE_NAMES[i]
+                    "window {id:?} feature {i} ({}): expected {w:?}, got {g:?}",
+                    FEATURE_NAMES[feature]
                 ));
             }
         }
@@ -234,17 +240,31 @@ fn same_rows(a: &Rows, b: &Rows) -> bool {
 
 /// Runs one window kind over every seed, partition count and worker count.
 fn check_kind(label: &str, window: &str, kind: Kind, max_disorder: i64) -> Result<()> {
+    let expected = |events: &[Ev]| -> BTreeMap<WindowId, Vec<f64>> {
+        oracle::windows(events, kind)
+            .into_iter()
+            .map(|(id, members)| {
+                let values = oracle::features(events, &members);
+                (id, values)
+            })
+            .collect()
+    };
+    check_job(label, &job_toml(window, ""), expected, kind, max_disorder)
+}
+
+/// Runs `job_text` over every seed, partition count and worker count against `oracle_rows`.
+fn check_job(
+    label: &str,
+    job_text: &str,
+    oracle_rows: impl Fn(&[Ev]) -> BTreeMap<WindowId, Vec<f64>>,
+    kind: Kind,
+    max_disorder: i64,
+) -> Result<()> {
     let dir = TempDir::new(label)?;
     let mut failures = Vec::new();
     for seed in SEEDS {
         let events = oracle::generate(seed, KEYS, EVENTS, max_disorder);
-        let expected: BTreeMap<WindowId, Vec<f64>> = oracle::windows(&events, kind)
-            .into_iter()
-            .map(|(id, members)| {
-                let values = oracle::features(&events, &members);
-                (id, values)
-            })
-            .collect();
+        let expected = oracle_rows(&events);
         sanity_check(label, seed, &events, &expected, kind)?;
         let mut reference: Option<(String, Rows)> = None;
         for partitions in PARTITIONS {
@@ -254,7 +274,7 @@ fn check_kind(label: &str, window: &str, kind: Kind, max_disorder: i64) -> Resul
             for workers in WORKERS {
                 let run =
                     format!("{label} seed {seed}, {partitions} partition(s), {workers} worker(s)");
-                let rows = run_engine(&seed_dir, window, &inputs, workers, events.len())
+                let rows = run_engine(&seed_dir, job_text, &inputs, workers, events.len())
                     .with_context(|| run.clone())?;
                 let problems = compare(&expected, &rows);
                 if !problems.is_empty() {
@@ -368,5 +388,45 @@ fn in_order_session_windows_equal_the_greedy_split() -> Result<()> {
             max_length: 120_000,
         },
         0,
+    )
+}
+
+/// The schedule trigger: every 30 s of event time, each key's latest closed 1-minute tumbling
+/// window (primary), 90 s-every-60 s hopping window and session (gap 20 s, max 2 min) — every
+/// aggregate over each — against `oracle::scheduled_rows`.
+#[test]
+fn scheduled_rows_equal_the_oracle() -> Result<()> {
+    let every = 30_000;
+    let hop = Kind::Aligned {
+        size: 90_000,
+        slide: 60_000,
+    };
+    let session = Kind::Session {
+        gap: 20_000,
+        max_length: 120_000,
+    };
+    let extra = format!(
+        "{}\n{}\n[windows.hop]\nkind = \"hopping\"\nsize = \"90s\"\nslide = \"1m\"\n\n\
+         [windows.sess]\nkind = \"session\"\ngap = \"20s\"\nmax_length = \"2m\"\n\n\
+         [trigger]\non = \"schedule\"\nevery = \"30s\"\n",
+        oracle::features_over("hop"),
+        oracle::features_over("sess"),
+    );
+    let job_text = job_toml("kind = \"tumbling\"\nsize = \"1m\"", &extra);
+    let groups = [
+        Kind::Aligned {
+            size: 60_000,
+            slide: 60_000,
+        },
+        hop,
+        session,
+    ];
+    let expected = |events: &[Ev]| oracle::scheduled_rows(events, &groups, every);
+    check_job(
+        "schedule",
+        &job_text,
+        expected,
+        groups[0],
+        MAX_OUT_OF_ORDERNESS_MS,
     )
 }

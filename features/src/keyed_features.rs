@@ -7,16 +7,19 @@
 //! e.g. a count of 0). Secondary windows are fired before the primary in every pass, so the
 //! lookup only sees closed windows and the result does not depend on tick batching.
 //! Limitation: a late revision of a secondary window does not revise primary rows already emitted.
+//! With `[trigger] on = "schedule"` no window is primary for emission: every window group fires
+//! into its closed windows and [`crate::schedule`] emits rows at each schedule point.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
+use crate::closed_windows::ClosedWindows;
 use crate::error::{FeatureError, Result};
 use crate::feature::{FeatureSet, FeatureSpec};
-use crate::panes::FastHash;
 use crate::record::Event;
 use crate::row::FeatureRow;
+use crate::schedule::{Schedule, Trigger};
 use crate::schema::RecordSchema;
-use crate::vocab::{EventTime, Key, Watermark};
+use crate::vocab::Watermark;
 use crate::window::WindowSpec;
 use crate::window_state::{Applied, KeyedWindows};
 
@@ -38,6 +41,7 @@ pub struct WindowGroup {
 pub struct JobFeatures {
     groups: Vec<WindowGroup>,
     names: Vec<String>,
+    trigger: Trigger,
 }
 
 impl JobFeatures {
@@ -102,7 +106,40 @@ impl JobFeatures {
         Ok(JobFeatures {
             groups,
             names: specs.iter().map(|s| s.name.clone()).collect(),
+            trigger: Trigger::Close,
         })
+    }
+
+    /// Uses `trigger` instead of the default [`Trigger::Close`]. A schedule needs `every > 0`
+    /// and no `over_range` window (per-event rows have no window to be "as of").
+    pub fn with_trigger(mut self, trigger: Trigger) -> Result<JobFeatures> {
+        if let Trigger::Schedule { every } = trigger {
+            if every <= 0 {
+                return Err(FeatureError::Window(format!(
+                    "[trigger] every must be > 0, got {every} ms"
+                )));
+            }
+            if let Some(group) = self
+                .groups
+                .iter()
+                .find(|g| matches!(g.spec, WindowSpec::OverRange { .. }))
+            {
+                let name = group
+                    .name
+                    .as_deref()
+                    .map_or("[window]".to_owned(), |n| format!("[windows.{n}]"));
+                return Err(FeatureError::Window(format!(
+                    "{name} is an over_range window, which emits per event; it cannot be used with [trigger] on = \"schedule\""
+                )));
+            }
+        }
+        self.trigger = trigger;
+        Ok(self)
+    }
+
+    /// When rows are emitted.
+    pub fn trigger(&self) -> Trigger {
+        self.trigger
     }
 
     /// A job with one window: every feature over `spec`.
@@ -117,6 +154,7 @@ impl JobFeatures {
                 positions,
             }],
             names,
+            trigger: Trigger::Close,
         }
     }
 
@@ -131,15 +169,15 @@ impl JobFeatures {
     }
 }
 
-/// Closed secondary windows per key: window end → values (in the group's feature order).
-type History = HashMap<Key, BTreeMap<EventTime, Vec<f64>>, FastHash>;
-
 /// Keyed state of every window of a job.
 #[derive(Clone, Debug)]
 pub struct KeyedFeatures {
     states: Vec<KeyedWindows>,
-    history: Vec<History>,
+    /// Closed windows per group: secondaries only under the close trigger, every group under
+    /// the schedule trigger.
+    closed: Vec<ClosedWindows>,
     empty: Vec<Vec<f64>>,
+    schedule: Option<Schedule>,
 }
 
 impl KeyedFeatures {
@@ -150,7 +188,11 @@ impl KeyedFeatures {
             .iter()
             .map(|g| KeyedWindows::new(g.spec.clone(), allowed_lateness_ms))
             .collect();
-        let history = job.groups.iter().map(|_| History::default()).collect();
+        let closed = job
+            .groups
+            .iter()
+            .map(|_| ClosedWindows::default())
+            .collect();
         let empty = job
             .groups
             .iter()
@@ -160,16 +202,26 @@ impl KeyedFeatures {
                 values
             })
             .collect();
+        let schedule = match job.trigger {
+            Trigger::Close => None,
+            Trigger::Schedule { every } => Some(Schedule::new(every)),
+        };
         KeyedFeatures {
             states,
-            history,
+            closed,
             empty,
+            schedule,
         }
     }
 
     /// Open (key, window) slots over all windows.
     pub fn open_slots(&self) -> usize {
         self.states.iter().map(KeyedWindows::open_slots).sum()
+    }
+
+    /// Closed windows kept for as-of lookups.
+    pub fn closed_windows(&self) -> usize {
+        self.closed.iter().map(ClosedWindows::len).sum()
     }
 
     /// See [`KeyedWindows::set_processing_time`].
@@ -195,10 +247,23 @@ impl KeyedFeatures {
         Applied::Updated
     }
 
-    /// Fires every window the watermark passed; emits one assembled row per primary firing.
+    /// Fires every window the watermark passed and emits the rows of the job's trigger: one
+    /// assembled row per primary firing, or the rows of every schedule point passed.
     pub fn fire(&mut self, job: &JobFeatures, watermark: Watermark, emit: impl FnMut(FeatureRow)) {
-        self.fire_secondaries(job, |state, features, history| {
-            state.fire(features, watermark, |row| record(history, row))
+        if let Some(schedule) = &mut self.schedule {
+            for ((group, state), closed) in job
+                .groups
+                .iter()
+                .zip(&mut self.states)
+                .zip(&mut self.closed)
+            {
+                state.fire(&group.features, watermark, |row| closed.record(row));
+            }
+            schedule.emit_through(job, &mut self.closed, &self.empty, watermark.0, emit);
+            return;
+        }
+        self.fire_secondaries(job, |state, features, closed| {
+            state.fire(features, watermark, |row| closed.record(row))
         });
         let mut primary_rows = Vec::new();
         if let (Some(group), Some(state)) = (job.groups.first(), self.states.first_mut()) {
@@ -208,7 +273,9 @@ impl KeyedFeatures {
         self.prune(job, watermark);
     }
 
-    /// Closes windows of keys quiet for `ttl_ms` (see [`KeyedWindows::expire`]).
+    /// Closes windows of keys quiet for `ttl_ms` (see [`KeyedWindows::expire`]). Under the
+    /// close trigger the primary window's force-closed windows are emitted at once; under the
+    /// schedule trigger every force-closed window waits for the next schedule points.
     pub fn expire(
         &mut self,
         job: &JobFeatures,
@@ -216,8 +283,21 @@ impl KeyedFeatures {
         ttl_ms: i64,
         emit: impl FnMut(FeatureRow),
     ) -> usize {
-        self.fire_secondaries(job, |state, features, history| {
-            state.expire(features, now_ms, ttl_ms, |row| record(history, row));
+        if self.schedule.is_some() {
+            let mut expired = 0;
+            for ((group, state), closed) in job
+                .groups
+                .iter()
+                .zip(&mut self.states)
+                .zip(&mut self.closed)
+            {
+                expired = expired
+                    .max(state.expire(&group.features, now_ms, ttl_ms, |row| closed.record(row)));
+            }
+            return expired;
+        }
+        self.fire_secondaries(job, |state, features, closed| {
+            state.expire(features, now_ms, ttl_ms, |row| closed.record(row));
         });
         let mut primary_rows = Vec::new();
         let mut expired = 0;
@@ -227,9 +307,7 @@ impl KeyedFeatures {
             });
         }
         for row in &primary_rows {
-            self.history.iter_mut().for_each(|h| {
-                h.remove(&row.key);
-            });
+            self.closed.iter_mut().for_each(|c| c.remove_key(&row.key));
         }
         self.assemble(job, primary_rows, emit);
         expired
@@ -238,16 +316,16 @@ impl KeyedFeatures {
     fn fire_secondaries(
         &mut self,
         job: &JobFeatures,
-        mut each: impl FnMut(&mut KeyedWindows, &FeatureSet, &mut History),
+        mut each: impl FnMut(&mut KeyedWindows, &FeatureSet, &mut ClosedWindows),
     ) {
-        for ((group, state), history) in job
+        for ((group, state), closed) in job
             .groups
             .iter()
             .zip(self.states.iter_mut())
-            .zip(self.history.iter_mut())
+            .zip(self.closed.iter_mut())
             .skip(1)
         {
-            each(state, &group.features, history);
+            each(state, &group.features, closed);
         }
     }
 
@@ -259,61 +337,40 @@ impl KeyedFeatures {
         for mut row in rows {
             let mut values = vec![f64::NAN; job.names.len()];
             if let Some(primary) = job.groups.first() {
-                for (value, &at) in row.values.iter().zip(&primary.positions) {
-                    values[at] = *value;
-                }
+                place(&mut values, primary, &row.values);
             }
             for (g, group) in job.groups.iter().enumerate().skip(1) {
-                let found = self.as_of(g, group, &row.key, row.window_end);
-                for (value, &at) in found.iter().zip(&group.positions) {
-                    values[at] = *value;
-                }
+                let found = self
+                    .closed
+                    .get(g)
+                    .and_then(|c| c.latest_at_or_before(&group.spec, &row.key, row.window_end));
+                let empty = self.empty.get(g).map_or(&[][..], Vec::as_slice);
+                place(&mut values, group, found.map_or(empty, |r| &r.values));
             }
             row.values = values;
             emit(row);
         }
     }
 
-    /// Values of group `g`'s latest window closed at or before `end` for `key`.
-    fn as_of(&self, g: usize, group: &WindowGroup, key: &Key, end: EventTime) -> &[f64] {
-        let empty = self.empty.get(g).map_or(&[][..], Vec::as_slice);
-        let Some(history) = self.history.get(g).and_then(|h| h.get(key)) else {
-            return empty;
-        };
-        match group.spec.aligned() {
-            Some(aligned) => {
-                let latest_end = aligned.next_end_after(end).saturating_sub(aligned.slide);
-                history.get(&latest_end).map_or(empty, Vec::as_slice)
-            }
-            None => history
-                .range(..=end)
-                .next_back()
-                .map_or(empty, |(_, v)| v.as_slice()),
-        }
-    }
-
     /// Drops closed secondary windows no future primary row can ask for.
     fn prune(&mut self, job: &JobFeatures, watermark: Watermark) {
-        for (group, history) in job.groups.iter().zip(self.history.iter_mut()).skip(1) {
+        for (group, closed) in job.groups.iter().zip(self.closed.iter_mut()).skip(1) {
             let horizon = match group.spec.aligned() {
                 Some(aligned) => aligned
                     .next_end_after(watermark.0)
                     .saturating_sub(aligned.slide),
                 None => watermark.0,
             };
-            history.retain(|_, windows| {
-                // Keep everything at or after the horizon, plus the latest window before it.
-                let latest_before = windows.range(..horizon).next_back().map(|(end, _)| *end);
-                windows.retain(|end, _| *end >= horizon || Some(*end) == latest_before);
-                !windows.is_empty()
-            });
+            closed.prune(horizon, true);
         }
     }
 }
 
-fn record(history: &mut History, row: FeatureRow) {
-    history
-        .entry(row.key)
-        .or_default()
-        .insert(row.window_end, row.values);
+/// Writes `group`'s values (in the group's feature order) to their places in `out`.
+pub(crate) fn place(out: &mut [f64], group: &WindowGroup, values: &[f64]) {
+    for (value, &at) in values.iter().zip(&group.positions) {
+        if let Some(slot) = out.get_mut(at) {
+            *slot = *value;
+        }
+    }
 }

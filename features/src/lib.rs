@@ -9,6 +9,7 @@
 //! [`row::FeatureRow`]s; bad records become [`dead_letter::DeadLetter`]s.
 
 pub mod aggregate;
+mod closed_windows;
 pub mod dead_letter;
 pub mod decode;
 pub mod duration_ms;
@@ -23,6 +24,7 @@ pub mod predicate;
 pub mod ratio;
 pub mod record;
 pub mod row;
+pub mod schedule;
 pub mod schema;
 mod sessions;
 mod slot;

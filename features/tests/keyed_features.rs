@@ -13,6 +13,7 @@ use weir_features::feature::FeatureSpec;
 use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
+use weir_features::schedule::Trigger;
 use weir_features::vocab::Watermark;
 use weir_features::window::WindowSpec;
 
@@ -124,5 +125,76 @@ fn unknown_window_and_no_primary_feature_are_rejected() -> Result<()> {
     .map(|e| e.to_string())
     .unwrap_or_default();
     assert!(err.contains("primary [window]"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn schedule_emits_each_key_latest_closed_windows_at_every_point() -> Result<()> {
+    let schema = user_ts_x_schema()?;
+    let minute = 60_000;
+    let job = JobFeatures::compile(
+        &[
+            spec("count_1m", "count", None, None)?,
+            spec("sum_1m", "sum", Some("x"), None)?,
+        ],
+        &schema,
+        &WindowSpec::Tumbling { size: minute },
+        &BTreeMap::new(),
+    )?
+    .with_trigger(Trigger::Schedule { every: 30_000 })?;
+    // Key a: two events in minute 0, one in minute 2. Key b: one event in minute 1.
+    let events = vec![
+        event(&schema, "a", 10_000, 1.0, 0),
+        event(&schema, "a", 20_000, 2.0, 1),
+        event(&schema, "b", 70_000, 5.0, 2),
+        event(&schema, "a", 130_000, 4.0, 3),
+    ];
+    let rows = run(&job, &events);
+    let got: Vec<(String, i64, i64, Vec<f64>)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.key.to_string(),
+                r.window_start,
+                r.window_end,
+                r.values.clone(),
+            )
+        })
+        .collect();
+    let row = |k: &str, t: i64, v: [f64; 2]| (k.to_owned(), t - 30_000, t, v.to_vec());
+    // The window [0, 1m) is a's latest closed window at 60 s and 90 s; at 120 s and 150 s the
+    // latest closed window [1m, 2m) is empty for a (count 0, sum missing) and b's; at 180 s
+    // and 210 s a's [2m, 3m). Points with no window that had records emit nothing.
+    let expected = vec![
+        row("a", 60_000, [2.0, 3.0]),
+        row("a", 90_000, [2.0, 3.0]),
+        row("b", 120_000, [1.0, 5.0]),
+        row("b", 150_000, [1.0, 5.0]),
+        row("a", 180_000, [1.0, 4.0]),
+        row("a", 210_000, [1.0, 4.0]),
+    ];
+    assert_eq!(got, expected);
+    assert!(rows.iter().all(|r| r.revision == 0));
+    Ok(())
+}
+
+#[test]
+fn schedule_rejects_over_range_windows_and_non_positive_periods() -> Result<()> {
+    let schema = user_ts_x_schema()?;
+    let count = [spec("c", "count", None, None)?];
+    let compile =
+        |window: WindowSpec| JobFeatures::compile(&count, &schema, &window, &BTreeMap::new());
+    let err = compile(WindowSpec::OverRange { range: 60_000 })?
+        .with_trigger(Trigger::Schedule { every: 60_000 })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("over_range"), "{err}");
+    let err = compile(WindowSpec::Tumbling { size: 60_000 })?
+        .with_trigger(Trigger::Schedule { every: 0 })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("every must be > 0"), "{err}");
     Ok(())
 }

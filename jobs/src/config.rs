@@ -12,6 +12,7 @@ use serde::Deserialize;
 use weir_features::duration_ms;
 use weir_features::feature::FeatureSpec;
 use weir_features::keyed_features::JobFeatures;
+use weir_features::schedule::Trigger;
 use weir_features::schema::{FieldDecl, RecordSchema};
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
 use weir_features::window::WindowSpec;
@@ -43,6 +44,10 @@ pub struct JobFile {
     /// Named secondary windows (`[windows.<name>]`), for features with `window = "<name>"`.
     #[serde(default)]
     pub windows: BTreeMap<String, WindowSpec>,
+    /// When feature vectors are emitted: on each primary window close (default) or on an
+    /// event-time schedule (`[trigger] on = "schedule"`, `every = "1m"`).
+    #[serde(default)]
+    pub trigger: Trigger,
     /// Keyed state policy.
     #[serde(default)]
     pub state: StateSection,
@@ -419,7 +424,9 @@ impl JobFile {
         )
         .context("[source]")?;
         let features = JobFeatures::compile(&self.features, &schema, &self.window, &self.windows)
-            .context("[[features]]")?;
+            .context("[[features]]")?
+            .with_trigger(self.trigger)
+            .context("[trigger]")?;
         Ok(CompiledJob {
             file: self,
             schema,

@@ -544,3 +544,34 @@ fn bad_start_position_is_rejected() -> Result<()> {
         &["unknown variant `beginning`"],
     )
 }
+
+#[test]
+fn schedule_trigger_is_parsed_and_checked() -> Result<()> {
+    let scheduled = edited(
+        "[model]",
+        "[trigger]\non = \"schedule\"\nevery = \"30s\"\n\n[model]",
+    );
+    let job = compile_text(&scheduled).map_err(anyhow::Error::msg)?;
+    assert_eq!(
+        job.features.trigger(),
+        weir_features::schedule::Trigger::Schedule { every: 30_000 }
+    );
+    let default = compile_text(VALID).map_err(anyhow::Error::msg)?;
+    assert_eq!(
+        default.features.trigger(),
+        weir_features::schedule::Trigger::Close
+    );
+    assert_rejected(
+        &edited("[model]", "[trigger]\non = \"schedule\"\n\n[model]"),
+        &["every"],
+    )?;
+    assert_rejected(
+        &edited("[model]", "[trigger]\non = \"hourly\"\n\n[model]"),
+        &["unknown variant `hourly`"],
+    )?;
+    let over_range = scheduled.replace(
+        "kind = \"tumbling\"\nsize = \"10s\"",
+        "kind = \"over_range\"\nrange = \"10s\"",
+    );
+    assert_rejected(&over_range, &["[trigger]", "over_range"])
+}

@@ -469,3 +469,68 @@ pub fn feature_matches(index: usize, expected: f64, got: f64) -> bool {
         expected.to_bits() == got.to_bits() || expected == got
     }
 }
+
+/// [`FEATURES_TOML`] over the secondary window `window`: every name (and ratio input) gets
+/// the suffix `_<window>`, every feature `window = "<window>"`.
+pub fn features_over(window: &str) -> String {
+    let mut out = String::new();
+    for line in FEATURES_TOML.lines() {
+        let renamed = ["name", "numerator", "denominator"]
+            .iter()
+            .find_map(|field| {
+                let value = line
+                    .strip_prefix(&format!("{field} = \""))?
+                    .strip_suffix('"')?;
+                Some(format!("{field} = \"{value}_{window}\""))
+            });
+        match renamed {
+            Some(line) if line.starts_with("name") => {
+                out.push_str(&format!("{line}\nwindow = \"{window}\"\n"));
+            }
+            Some(line) => out.push_str(&format!("{line}\n")),
+            None => out.push_str(&format!("{line}\n")),
+        }
+    }
+    out
+}
+
+/// The schedule trigger's rows, recomputed naively: for every multiple `T` of `every` and
+/// every key, each group's window as of `T` — an aligned group's window ending at the latest
+/// end `<= T`, a session group's latest session ending in `(T - every, T]` — and a row
+/// `(key, T - every, T)` with the groups' features side by side (empty-window features for a
+/// group without such a window) when at least one group has one.
+pub fn scheduled_rows(events: &[Ev], groups: &[Kind], every: i64) -> BTreeMap<WindowId, Vec<f64>> {
+    let memberships: Vec<BTreeMap<WindowId, Vec<usize>>> =
+        groups.iter().map(|&kind| windows(events, kind)).collect();
+    let keys: BTreeSet<String> = events.iter().map(|e| key_name(e.key)).collect();
+    let latest = events.iter().map(|e| e.ts).max().unwrap_or(T0);
+    let mut rows = BTreeMap::new();
+    let mut at = T0.div_euclid(every) * every;
+    while at <= latest + 10 * every + 240_000 {
+        for key in &keys {
+            let mut values = Vec::new();
+            let mut any = false;
+            for (kind, windows) in groups.iter().zip(&memberships) {
+                let members = match *kind {
+                    Kind::Aligned { size, slide } => {
+                        // Windows are [k·slide, k·slide + size): the latest end <= T.
+                        let end = (at - size).div_euclid(slide) * slide + size;
+                        windows.get(&(key.clone(), end - size, end))
+                    }
+                    Kind::Session { .. } | Kind::GreedySession { .. } => windows
+                        .iter()
+                        .filter(|((k, _, end), _)| k == key && *end > at - every && *end <= at)
+                        .max_by_key(|((_, _, end), _)| *end)
+                        .map(|(_, members)| members),
+                };
+                any |= members.is_some();
+                values.extend(features(events, members.map_or(&[][..], Vec::as_slice)));
+            }
+            if any {
+                rows.insert((key.clone(), at - every, at), values);
+            }
+        }
+        at += every;
+    }
+    rows
+}
