@@ -8,6 +8,7 @@
 //!
 //! Only windows that had records are recorded, so "no entry" means "the empty window".
 
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 use crate::panes::FastHash;
@@ -16,7 +17,7 @@ use crate::vocab::{EventTime, Key};
 use crate::window::WindowSpec;
 
 /// Closed windows of one window group: key → window end → the window's row.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct ClosedWindows {
     by_key: HashMap<Key, BTreeMap<EventTime, FeatureRow>, FastHash>,
 }
@@ -98,5 +99,17 @@ impl ClosedWindows {
     /// Number of recorded windows.
     pub fn len(&self) -> usize {
         self.by_key.values().map(BTreeMap::len).sum()
+    }
+}
+
+impl ClosedWindows {
+    /// Keeps only the keys `keep` accepts (restore at a new parallelism).
+    pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
+        self.by_key.retain(|k, _| keep(k));
+    }
+
+    /// Adds the keys of `other` (disjoint from ours) to this state.
+    pub fn absorb(&mut self, other: ClosedWindows) {
+        self.by_key.extend(other.by_key);
     }
 }

@@ -10,6 +10,7 @@
 //! With `[trigger] on = "schedule"` no window is primary for emission: every window group fires
 //! into its closed windows and [`crate::schedule`] emits rows at each schedule point.
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::closed_windows::ClosedWindows;
@@ -19,7 +20,7 @@ use crate::record::Event;
 use crate::row::FeatureRow;
 use crate::schedule::{Schedule, Trigger};
 use crate::schema::RecordSchema;
-use crate::vocab::Watermark;
+use crate::vocab::{Key, Watermark};
 use crate::window::WindowSpec;
 use crate::window_state::{Applied, KeyedWindows};
 
@@ -170,7 +171,7 @@ impl JobFeatures {
 }
 
 /// Keyed state of every window of a job.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KeyedFeatures {
     states: Vec<KeyedWindows>,
     /// Closed windows per group: secondaries only under the close trigger, every group under
@@ -372,5 +373,70 @@ pub(crate) fn place(out: &mut [f64], group: &WindowGroup, values: &[f64]) {
         if let Some(slot) = out.get_mut(at) {
             *slot = *value;
         }
+    }
+}
+
+/// Version of the encoding written by [`KeyedFeatures::encode`]; bump it (and keep a decoder
+/// for the old one) whenever a state struct changes.
+pub const STATE_VERSION: u32 = 1;
+
+impl KeyedFeatures {
+    /// Keeps only the keys `keep` accepts (restore at a new parallelism).
+    pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
+        self.states.iter_mut().for_each(|s| s.retain_keys(keep));
+        self.closed.iter_mut().for_each(|c| c.retain_keys(keep));
+    }
+
+    /// Adds the keys of `other` (disjoint from ours, same job) to this state: merging the
+    /// snapshots of several old instances into one new instance.
+    pub fn absorb(&mut self, other: KeyedFeatures) -> Result<()> {
+        if other.states.len() != self.states.len() {
+            return Err(FeatureError::Window(format!(
+                "a snapshot with {} window groups cannot be merged into a job with {}",
+                other.states.len(),
+                self.states.len()
+            )));
+        }
+        for (mine, theirs) in self.states.iter_mut().zip(other.states) {
+            mine.absorb(theirs);
+        }
+        for (mine, theirs) in self.closed.iter_mut().zip(other.closed) {
+            mine.absorb(theirs);
+        }
+        if let (Some(mine), Some(theirs)) = (&mut self.schedule, other.schedule) {
+            mine.absorb(&theirs);
+        }
+        Ok(())
+    }
+
+    /// The state as bytes (format [`STATE_VERSION`]).
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut out = STATE_VERSION.to_le_bytes().to_vec();
+        bincode::serialize_into(&mut out, self)
+            .map_err(|e| FeatureError::Window(format!("cannot encode window state: {e}")))?;
+        Ok(out)
+    }
+
+    /// Decodes [`KeyedFeatures::encode`]'s bytes, checking that they fit `job`.
+    pub fn decode(job: &JobFeatures, bytes: &[u8]) -> Result<KeyedFeatures> {
+        let (version, body) = bytes.split_at_checked(4).ok_or_else(|| {
+            FeatureError::Window("window state snapshot is shorter than its header".to_owned())
+        })?;
+        let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
+        if version != STATE_VERSION {
+            return Err(FeatureError::Window(format!(
+                "window state snapshot has format version {version}; this build reads {STATE_VERSION}"
+            )));
+        }
+        let state: KeyedFeatures = bincode::deserialize(body)
+            .map_err(|e| FeatureError::Window(format!("cannot decode window state: {e}")))?;
+        if state.states.len() != job.groups.len() || state.closed.len() != job.groups.len() {
+            return Err(FeatureError::Window(format!(
+                "the snapshot holds {} window groups but the job has {}",
+                state.states.len(),
+                job.groups.len()
+            )));
+        }
+        Ok(state)
     }
 }

@@ -8,6 +8,7 @@
 //! first/last positions are the triggering event's. Rows are not revised: an allowed-late event
 //! gets its own row but does not revise rows of later events already emitted.
 
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::feature::FeatureSet;
@@ -20,7 +21,7 @@ use crate::vocab::{EventTime, Key, Watermark};
 type Buffer = BTreeMap<(EventTime, u64), (Event, bool)>;
 
 /// Trailing-range state of all keys of one operator instance.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct OverRange {
     range: i64,
     keys: HashMap<Key, Buffer, FastHash>,
@@ -155,5 +156,23 @@ impl OverRange {
             fired_at_ns: 0,
             closed_by_timeout: timeout,
         });
+    }
+}
+
+impl OverRange {
+    /// Keeps only the keys `keep` accepts (restore at a new parallelism).
+    pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
+        self.keys.retain(|k, _| keep(k));
+        self.pending = self
+            .keys
+            .values()
+            .map(|buffer| buffer.values().filter(|(_, pending)| *pending).count())
+            .sum();
+    }
+
+    /// Adds the keys of `other` (disjoint from ours) to this state.
+    pub fn absorb(&mut self, other: OverRange) {
+        self.pending += other.pending;
+        self.keys.extend(other.keys);
     }
 }

@@ -10,6 +10,7 @@
 //! - A pane is dropped once `wm - allowed_lateness >= end of the last window containing it`:
 //!   no record can reach it any more, and no window containing it can fire or re-fire.
 
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::feature::FeatureSet;
@@ -22,7 +23,7 @@ use crate::window::{Aligned, WindowBounds};
 /// In-memory hash for keys; never persisted or routed (those use the seeded key-group hash).
 pub(crate) type FastHash = rustc_hash::FxBuildHasher;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Pane {
     slot: Slot,
     /// Updated after one of its windows was emitted.
@@ -30,7 +31,7 @@ struct Pane {
 }
 
 /// Panes of every key of one aligned window definition.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct PaneWindows {
     geom: Aligned,
     /// Pane start -> key -> pane.
@@ -217,5 +218,35 @@ impl PaneWindows {
             map.retain(|k, _| !keys.contains(k));
         }
         self.emitted.retain(|_, m| !m.is_empty());
+    }
+}
+
+impl PaneWindows {
+    /// Keeps only the keys `keep` accepts (restore at a new parallelism).
+    pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
+        for keys in self.panes.values_mut() {
+            keys.retain(|k, _| keep(k));
+        }
+        self.panes.retain(|_, keys| !keys.is_empty());
+        for keys in self.emitted.values_mut() {
+            keys.retain(|k, _| keep(k));
+        }
+        self.emitted.retain(|_, keys| !keys.is_empty());
+    }
+
+    /// Adds the keys of `other` (disjoint from ours, same window definition and watermark
+    /// history) to this state.
+    pub fn absorb(&mut self, other: PaneWindows) {
+        for (start, keys) in other.panes {
+            self.panes.entry(start).or_default().extend(keys);
+        }
+        for (end, keys) in other.emitted {
+            self.emitted.entry(end).or_default().extend(keys);
+        }
+        self.fired_end = self.fired_end.max(other.fired_end);
+        self.dirty_from = match (self.dirty_from, other.dirty_from) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }

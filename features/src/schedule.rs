@@ -19,7 +19,7 @@
 //! Pipeline position: inside [`crate::keyed_features::KeyedFeatures::fire`], after every window
 //! group has fired into its [`ClosedWindows`].
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::closed_windows::ClosedWindows;
 use crate::keyed_features::{place, JobFeatures};
@@ -43,7 +43,7 @@ pub enum Trigger {
 }
 
 /// Progress of the schedule trigger of one operator instance.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Schedule {
     every: i64,
     /// Every schedule point `<= through` has been emitted.
@@ -85,6 +85,12 @@ impl Schedule {
             every: every.max(1),
             through: EventTime::MIN,
         }
+    }
+
+    /// Merges the progress of another instance (restore at a new parallelism): every instance
+    /// sees the same watermarks, so both are normally equal.
+    pub fn absorb(&mut self, other: &Schedule) {
+        self.through = self.through.max(other.through);
     }
 
     /// Emits the rows of every schedule point in `(through, watermark]`, given every window

@@ -22,6 +22,7 @@
 //!
 //! [`WindowSpec`]: crate::window::WindowSpec
 
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use smallvec::SmallVec;
@@ -34,7 +35,7 @@ use crate::slot::Slot;
 use crate::vocab::{EventTime, Key, Watermark};
 use crate::window::WindowBounds;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Session {
     start: EventTime,
     end: EventTime,
@@ -45,7 +46,7 @@ struct Session {
     dirty: bool,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct KeySessions {
     /// Sorted by start.
     sessions: Vec<Session>,
@@ -54,7 +55,7 @@ struct KeySessions {
 }
 
 /// Sessions of every key of one session window definition.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct SessionWindows {
     gap: i64,
     max_length: i64,
@@ -219,5 +220,19 @@ impl SessionWindows {
             }
         }
         self.timers.retain(|(_, k)| !keys.contains(k));
+    }
+}
+
+impl SessionWindows {
+    /// Keeps only the keys `keep` accepts (restore at a new parallelism).
+    pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
+        self.keys.retain(|k, _| keep(k));
+        self.timers.retain(|(_, k)| keep(k));
+    }
+
+    /// Adds the keys of `other` (disjoint from ours) to this state.
+    pub fn absorb(&mut self, other: SessionWindows) {
+        self.keys.extend(other.keys);
+        self.timers.extend(other.timers);
     }
 }

@@ -8,9 +8,10 @@ use crate::record::Event;
 use crate::row::FeatureRow;
 use crate::vocab::{Key, KeyGroup, SourcePosition};
 use crate::window::WindowBounds;
+use serde::{Deserialize, Serialize};
 
 /// Accumulated state of one key in one pane or session.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Slot {
     pub key_group: KeyGroup,
     pub accs: Accumulators,

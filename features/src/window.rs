@@ -8,7 +8,7 @@
 //! panes of `gcd(size, slide)`: every event updates exactly one pane, and a window's value is
 //! the merge of its `size / pane` panes, computed when it fires.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{FeatureError, Result};
 use crate::vocab::EventTime;
@@ -64,7 +64,7 @@ pub struct WindowBounds {
 
 /// Geometry of an aligned (tumbling or hopping) window: windows `[k*slide, k*slide + size)`
 /// built from panes of `pane = gcd(size, slide)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Aligned {
     /// Window length.
     pub size: i64,

@@ -11,6 +11,7 @@
 //! `revision + 1`. State is dropped once `watermark - allowed_lateness` passes the end of the
 //! last window it belongs to.
 
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
 use crate::feature::FeatureSet;
@@ -34,7 +35,7 @@ pub enum Applied {
     },
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 enum Kind {
     Panes(PaneWindows),
     Sessions(SessionWindows),
@@ -42,7 +43,7 @@ enum Kind {
 }
 
 /// All open windows of one window definition for the keys owned by one operator instance.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KeyedWindows {
     kind: Kind,
     allowed_lateness: i64,
@@ -172,5 +173,31 @@ impl KeyedWindows {
         }
         self.last_seen.retain(|k, _| !quiet.contains(k));
         quiet.len()
+    }
+}
+
+impl KeyedWindows {
+    /// Keeps only the keys `keep` accepts (restore at a new parallelism).
+    pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
+        match &mut self.kind {
+            Kind::Panes(p) => p.retain_keys(keep),
+            Kind::Sessions(s) => s.retain_keys(keep),
+            Kind::Range(r) => r.retain_keys(keep),
+        }
+        self.last_seen.retain(|k, _| keep(k));
+    }
+
+    /// Adds the keys of `other` (disjoint from ours, same window definition) to this state.
+    /// Arrival numbers stay comparable within a key, which is all first/last need.
+    pub fn absorb(&mut self, other: KeyedWindows) {
+        match (&mut self.kind, other.kind) {
+            (Kind::Panes(a), Kind::Panes(b)) => a.absorb(b),
+            (Kind::Sessions(a), Kind::Sessions(b)) => a.absorb(b),
+            (Kind::Range(a), Kind::Range(b)) => a.absorb(b),
+            _ => {}
+        }
+        self.seq = self.seq.max(other.seq);
+        self.now_ms = self.now_ms.max(other.now_ms);
+        self.last_seen.extend(other.last_seen);
     }
 }
