@@ -66,6 +66,17 @@ impl PartitionWatermarks {
         );
     }
 
+    /// Restores `partition`'s event-time progress from the watermark a checkpoint recorded for
+    /// it (call after [`PartitionWatermarks::assign`]).
+    pub fn resume(&mut self, partition: i32, watermark: Watermark) {
+        let ooo = self.max_out_of_orderness_ms;
+        if let Some(p) = self.partitions.get_mut(&partition) {
+            if watermark != Watermark::MIN && watermark != Watermark::MAX {
+                p.max_event_time = Some(watermark.0.saturating_add(ooo));
+            }
+        }
+    }
+
     /// Records that `partition` delivered a record with event time `ts` at `now_ms`.
     #[inline]
     pub fn observe(&mut self, partition: i32, ts: EventTime, now_ms: u64) {

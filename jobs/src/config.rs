@@ -17,6 +17,8 @@ use weir_features::schema::{FieldDecl, RecordSchema};
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
 use weir_features::window::WindowSpec;
 use weir_kafka::StartFrom;
+
+use crate::checkpointing::CheckpointSection;
 use weir_operators::StageParallelism;
 
 /// A parsed job file.
@@ -57,6 +59,9 @@ pub struct JobFile {
     pub model: ModelSection,
     /// Outputs.
     pub sink: SinkSection,
+    /// Checkpoints (absent: none).
+    #[serde(default)]
+    pub checkpoint: Option<CheckpointSection>,
     /// Directory of the job file (model paths are relative to it); set by [`JobFile::load`].
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -66,8 +71,11 @@ pub struct JobFile {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeSection {
-    /// Timely worker threads in this process.
+    /// Timely worker threads per process.
     pub workers: usize,
+    /// Processes of a multi-process run (`--processes`); the job has `workers × processes`
+    /// Timely workers in all.
+    pub processes: usize,
     /// Processing-time tick.
     #[serde(with = "duration_ms")]
     pub tick: i64,
@@ -79,6 +87,7 @@ impl Default for RuntimeSection {
     fn default() -> Self {
         RuntimeSection {
             workers: 1,
+            processes: 1,
             tick: 100,
             key_groups: DEFAULT_KEY_GROUPS,
         }
@@ -330,6 +339,38 @@ impl JobFile {
         }
     }
 
+    /// Applies `--checkpoint-dir` (a path as given, turning checkpoints on) and
+    /// `--checkpoint-interval`.
+    pub fn override_checkpoints(
+        &mut self,
+        dir: Option<PathBuf>,
+        interval: Option<&str>,
+    ) -> Result<()> {
+        if let Some(dir) = dir {
+            let dir = absolute(dir);
+            match &mut self.checkpoint {
+                Some(section) => section.dir = dir,
+                None => {
+                    self.checkpoint = Some(CheckpointSection {
+                        dir,
+                        interval: 10_000,
+                        retain: 3,
+                    })
+                }
+            }
+        }
+        if let Some(text) = interval {
+            let section = self
+                .checkpoint
+                .as_mut()
+                .context("--checkpoint-interval needs [checkpoint] or --checkpoint-dir")?;
+            section.interval = duration_ms::parse(text)
+                .map_err(anyhow::Error::msg)
+                .context("--checkpoint-interval")?;
+        }
+        Ok(())
+    }
+
     /// Applies `--parallelism source=2,window=4,...`.
     pub fn override_parallelism(&mut self, flags: &str) -> Result<()> {
         for item in flags.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -366,7 +407,10 @@ impl JobFile {
         if runtime.key_groups == 0 {
             bail!("[runtime] key_groups must be at least 1 (default {DEFAULT_KEY_GROUPS})");
         }
-        let workers = runtime.workers;
+        if runtime.processes == 0 {
+            bail!("[runtime] processes must be at least 1");
+        }
+        let workers = runtime.workers * runtime.processes;
         let p = &self.parallelism;
         let parallelism = StageParallelism {
             source: p.source.unwrap_or(workers),

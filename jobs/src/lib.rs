@@ -1,9 +1,12 @@
 //! # weir
 //!
-//! The `weir` binary's library: job files ([`config`]), the pipeline wiring ([`pipeline`]),
+//! The `weir` binary's library: job files ([`config`]), checkpoint settings and restore
+//! selection ([`checkpointing`]), multi-process runs ([`cluster`]), the pipeline wiring ([`pipeline`]),
 //! running a job and its summary ([`run`]), batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
 
+pub mod checkpointing;
+pub mod cluster;
 pub mod config;
 pub mod features_cmd;
 pub mod gen;

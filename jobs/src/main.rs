@@ -87,6 +87,25 @@ struct RunArgs {
     /// Path of libonnxruntime.so (default: WEIR_ORT_LIB, then .cache/onnxruntime/ above the binary or cwd).
     #[arg(long)]
     ort_lib: Option<PathBuf>,
+    /// Checkpoint to start from: `latest`, an epoch number, `none` (start fresh) or `auto`
+    /// (the default: the newest valid checkpoint if there is one).
+    #[arg(long, default_value = "auto")]
+    restore: weir::checkpointing::RestoreChoice,
+    /// Checkpoint directory (overrides [checkpoint] dir; turns checkpoints on).
+    #[arg(long, value_name = "DIR")]
+    checkpoint_dir: Option<PathBuf>,
+    /// Checkpoint interval, e.g. `10s` (overrides [checkpoint] interval).
+    #[arg(long, value_name = "DURATION")]
+    checkpoint_interval: Option<String>,
+    /// Processes of a multi-process run (overrides [runtime] processes).
+    #[arg(long)]
+    processes: Option<usize>,
+    /// This process's index (0..processes).
+    #[arg(long, default_value_t = 0)]
+    process: usize,
+    /// Hosts file of a multi-process run: one host:port per process, process 0 first.
+    #[arg(long, value_name = "FILE")]
+    hosts: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -145,6 +164,21 @@ fn run(args: RunArgs) -> Result<()> {
     if let Some(output) = &args.output_file {
         job.use_output_file(output.clone(), args.dead_letter_file.clone());
     }
+    if let Some(processes) = args.processes {
+        job.runtime.processes = processes;
+    }
+    job.override_checkpoints(
+        args.checkpoint_dir.clone(),
+        args.checkpoint_interval.as_deref(),
+    )?;
+    let options = weir::run::RunOptions {
+        restore: args.restore,
+        cluster: weir::cluster::ClusterArgs {
+            processes: job.runtime.processes,
+            process: args.process,
+            hosts: args.hosts.clone(),
+        },
+    };
     let job = job.compile()?;
     let library = weir_score::init_onnx_runtime(args.ort_lib.as_deref())?;
     tracing::info!(library = %library.display(), "ONNX Runtime loaded");
@@ -152,7 +186,7 @@ fn run(args: RunArgs) -> Result<()> {
     let on_signal = stop.clone();
     ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed))
         .context("cannot install the Ctrl-C handler")?;
-    let summary = weir::run_job(job, stop)?;
+    let summary = weir::run::run_job_with(job, weir::pipeline::Mode::Score, stop, &options)?;
     println!("{}", summary.render());
     Ok(())
 }

@@ -8,8 +8,13 @@
 //!
 //! In [`Mode::FeaturesOnly`] (`weir features`) the rows skip scoring and go to a file.
 //!
+//! Sources, the window stage and the sinks also emit checkpoint streams; their concatenation
+//! ends in the committer (`weir_operators::committer`), which commits each checkpoint epoch
+//! once all of them have passed it.
+//!
 //! [`JobPlan`] holds everything every worker needs to build its part of the dataflow.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -18,6 +23,7 @@ use anyhow::{Context, Result};
 use timely::dataflow::operators::Concat;
 use timely::dataflow::{Scope, Stream};
 
+use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::decode::JsonDecoder;
 use weir_features::encode::{dead_letter_json, feature_row_json, score_json};
@@ -26,6 +32,8 @@ use weir_features::vocab::Tick;
 use weir_kafka::{
     kafka_source, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig, KafkaSourceConfig,
 };
+use weir_operators::committer::{CommitCheckpoints, CommitHook, CommitterConfig};
+use weir_operators::epochs::{CheckpointStream, EpochClock, OperatorCheckpoints};
 use weir_operators::file_sink::{FileSinkConfig, JsonlSink};
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
@@ -34,6 +42,7 @@ use weir_operators::{Placement, WindowConfig, WindowFeatures};
 use weir_score::operator::{Score, ScoreConfig};
 use weir_score::SessionOptions;
 
+use crate::checkpointing::{parallelism_by_operator, CheckpointPlan};
 use crate::config::{CompiledJob, EdgeKind};
 
 /// What a run produces.
@@ -46,7 +55,7 @@ pub enum Mode {
 }
 
 /// A compiled job plus run-time facts: ready to be built on every worker.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct JobPlan {
     /// The compiled job.
     pub job: CompiledJob,
@@ -58,6 +67,12 @@ pub struct JobPlan {
     pub metrics: Arc<JobMetrics>,
     /// Set to stop the sources.
     pub stop: Arc<AtomicBool>,
+    /// Checkpointing of this run (`None`: no `[checkpoint]` section).
+    pub checkpoints: Option<CheckpointPlan>,
+    /// Model versions in use, by model name (recorded in checkpoint manifests).
+    pub model_versions: BTreeMap<String, String>,
+    /// Run after each committed checkpoint (consumer-group offsets).
+    pub on_commit: Option<CommitHook>,
 }
 
 type DeadLetters<'scope> = Stream<'scope, Tick, Vec<DeadLetter>>;
@@ -70,18 +85,21 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     };
     let windows = source
         .events
-        .window_features(source.reports, plan.window_config());
+        .window_features(source.reports, plan.window_config())?;
     let dead_letters = source.dead_letters.concat(windows.late);
+    let checkpoint = source.checkpoint.concat(windows.checkpoint);
     if plan.mode == Mode::FeaturesOnly {
-        windows
+        let rows = windows
             .rows
             .jsonl_sink(plan.file_sink_config()?.0, feature_row_json, |m| {
                 &m.rows_written
             })?;
-        return plan.dead_letter_sink(dead_letters);
+        let dead = plan.dead_letter_sink(dead_letters)?;
+        plan.commit_checkpoints(checkpoint.concat(rows).concat(dead));
+        return Ok(());
     }
     let scored = windows.rows.score(plan.score_config())?;
-    match plan.job.file.sink.kind {
+    let scores = match plan.job.file.sink.kind {
         EdgeKind::Kafka => scored.scores.kafka_score_sink(
             plan.kafka_sink_config(&plan.job.file.sink.topic),
             plan.feature_names(),
@@ -94,13 +112,18 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
                 .scores
                 .jsonl_sink(plan.file_sink_config()?.0, encode, |m| &m.scores_delivered)?
         }
-    }
-    plan.dead_letter_sink(dead_letters.concat(scored.dead_letters))
+    };
+    let dead = plan.dead_letter_sink(dead_letters.concat(scored.dead_letters))?;
+    plan.commit_checkpoints(checkpoint.concat(scores).concat(dead));
+    Ok(())
 }
 
 impl JobPlan {
-    fn dead_letter_sink(&self, dead_letters: DeadLetters<'_>) -> Result<()> {
-        match self.job.file.sink.kind {
+    fn dead_letter_sink<'scope>(
+        &self,
+        dead_letters: DeadLetters<'scope>,
+    ) -> Result<CheckpointStream<'scope>> {
+        Ok(match self.job.file.sink.kind {
             EdgeKind::Kafka => dead_letters.kafka_dead_letter_sink(
                 self.kafka_sink_config(&self.job.file.sink.dead_letter_topic),
             )?,
@@ -109,8 +132,47 @@ impl JobPlan {
                     &m.dead_letters_delivered
                 })?
             }
-        }
-        Ok(())
+        })
+    }
+
+    /// Ends the checkpoint streams in the committer (when checkpoints are on).
+    fn commit_checkpoints(&self, parts: CheckpointStream<'_>) {
+        let Some(checkpoints) = &self.checkpoints else {
+            return;
+        };
+        let restored_offsets = checkpoints
+            .restore
+            .as_ref()
+            .map(|m| m.sources.clone())
+            .unwrap_or_default();
+        parts.commit_checkpoints(CommitterConfig {
+            store: checkpoints.store.clone(),
+            epochs: checkpoints.clock,
+            key_groups: self.job.file.runtime.key_groups,
+            parallelism: parallelism_by_operator(&self.job),
+            model_versions: self.model_versions.clone(),
+            topology_hash: checkpoints.topology_hash,
+            retain: checkpoints.retain,
+            restored_offsets,
+            worker: self.placement.worker_of(0),
+            metrics: self.metrics.clone(),
+            on_commit: self.on_commit.clone(),
+        });
+    }
+
+    fn epochs(&self) -> EpochClock {
+        self.checkpoints
+            .as_ref()
+            .map_or(EpochClock::OFF, |c| c.clock)
+    }
+
+    /// Resume positions of the source from the restored checkpoint.
+    fn resume(&self) -> BTreeMap<i32, SourceOffset> {
+        self.checkpoints
+            .as_ref()
+            .and_then(|c| c.restore.as_ref())
+            .and_then(|m| m.sources.get(&self.job.file.source_name()).cloned())
+            .unwrap_or_default()
     }
 
     fn file_sink_config(&self) -> Result<(FileSinkConfig, FileSinkConfig)> {
@@ -119,10 +181,16 @@ impl JobPlan {
             .file
             .sink_paths()
             .context("[sink] kind = \"file\" needs path = \"...\" (or pass --output-file)")?;
+        let append = self
+            .checkpoints
+            .as_ref()
+            .is_some_and(|c| c.restore.is_some());
         let config = |path| FileSinkConfig {
             path,
             placement: self.placement,
             metrics: self.metrics.clone(),
+            epochs: self.epochs(),
+            append,
         };
         Ok((config(scores), config(dead)))
     }
@@ -147,6 +215,8 @@ impl JobPlan {
             max_out_of_orderness_ms: file.watermark.max_out_of_orderness,
             max_batch: file.source.max_batch,
             stop: self.stop.clone(),
+            epochs: self.epochs(),
+            resume: self.resume(),
         }
     }
 
@@ -172,6 +242,8 @@ impl JobPlan {
             max_batch: file.source.max_batch,
             metrics: self.metrics.clone(),
             stop: self.stop.clone(),
+            epochs: self.epochs(),
+            resume: self.resume(),
         }
     }
 
@@ -188,6 +260,10 @@ impl JobPlan {
             source_name: file.source_name(),
             state_ttl_ms: file.state.ttl_ms().ok().flatten(),
             metrics: self.metrics.clone(),
+            checkpoints: self
+                .checkpoints
+                .as_ref()
+                .map_or_else(OperatorCheckpoints::off, CheckpointPlan::operator),
         }
     }
 
@@ -220,6 +296,7 @@ impl JobPlan {
             placement: self.placement,
             key_groups: file.runtime.key_groups,
             metrics: self.metrics.clone(),
+            epochs: self.epochs(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Running a job: preflight checks on the calling thread (ONNX Runtime, model against the job,
 //! topics), then the Timely computation with one dataflow per worker, then the run summary.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,14 +9,18 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use rdkafka::consumer::BaseConsumer;
 
+use weir_checkpoint::Manifest;
 use weir_features::dead_letter::DeadLetterReason;
 use weir_features::vocab::Tick;
 use weir_kafka::admin::partition_count;
+use weir_kafka::group_offsets::GroupOffsets;
 use weir_kafka::properties::client_config;
+use weir_operators::committer::CommitHook;
 use weir_operators::metrics::JobMetrics;
-use weir_operators::Placement;
-use weir_score::{ModelSession, SessionOptions};
+use weir_score::{ModelManifest, ModelSession, SessionOptions};
 
+use crate::checkpointing::{self, RestoreChoice};
+use crate::cluster::{timely_config, ClusterArgs};
 use crate::config::{CompiledJob, EdgeKind};
 use crate::pipeline::{self, JobPlan, Mode};
 
@@ -108,28 +113,60 @@ impl RunSummary {
     }
 }
 
+/// How a run starts: which checkpoint to restore, and the process shape.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// `--restore`.
+    pub restore: RestoreChoice,
+    /// `--processes`, `--process`, `--hosts`.
+    pub cluster: ClusterArgs,
+}
+
 /// Runs a compiled job to completion (bounded) or until `stop` is set.
 pub fn run_job(job: CompiledJob, stop: Arc<AtomicBool>) -> Result<RunSummary> {
-    run_job_in(job, Mode::Score, stop)
+    run_job_with(job, Mode::Score, stop, &RunOptions::default())
 }
 
 /// Runs a compiled job in `mode`.
 pub fn run_job_in(job: CompiledJob, mode: Mode, stop: Arc<AtomicBool>) -> Result<RunSummary> {
+    run_job_with(job, mode, stop, &RunOptions::default())
+}
+
+/// Runs a compiled job in `mode` with `options`.
+pub fn run_job_with(
+    job: CompiledJob,
+    mode: Mode,
+    stop: Arc<AtomicBool>,
+    options: &RunOptions,
+) -> Result<RunSummary> {
     if mode == Mode::FeaturesOnly && job.file.sink.kind != EdgeKind::File {
         bail!("a features-only run writes feature rows to a file: set [sink] kind = \"file\" or pass --output");
     }
-    preflight(&job, mode)?;
-    let workers = job.file.runtime.workers;
+    let model_versions = preflight(&job, mode)?;
+    let threads = job.file.runtime.workers;
+    if options.cluster.processes != job.file.runtime.processes {
+        bail!(
+            "--processes {} does not match [runtime] processes = {}; set both the same",
+            options.cluster.processes,
+            job.file.runtime.processes
+        );
+    }
+    let (timely_config, placement) = timely_config(&options.cluster, threads)?;
+    let checkpoints = checkpointing::prepare(&job, options.restore)?;
+    let on_commit = group_offsets_hook(&job, checkpoints.is_some())?;
     let metrics = Arc::new(JobMetrics::default());
     let plan = JobPlan {
         mode,
         job,
-        placement: Placement::new(workers, 1),
+        placement,
         metrics: metrics.clone(),
         stop,
+        checkpoints,
+        model_versions,
+        on_commit,
     };
     let started = Instant::now();
-    let guards = timely::execute(timely::Config::process(workers), move |worker| {
+    let guards = timely::execute(timely_config, move |worker| {
         let plan = plan.clone();
         let built = worker.dataflow::<Tick, _, _>(|scope| pipeline::build(scope, &plan));
         if let Err(error) = built {
@@ -175,8 +212,30 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
     }
 }
 
+/// After each checkpoint, commits the source offsets to the job's consumer group (Kafka
+/// sources with checkpoints only).
+fn group_offsets_hook(job: &CompiledJob, checkpoints: bool) -> Result<Option<CommitHook>> {
+    let file = &job.file;
+    if !checkpoints || file.source.kind != EdgeKind::Kafka {
+        return Ok(None);
+    }
+    let mut properties = file.kafka.clone();
+    properties
+        .entry("group.id".to_owned())
+        .or_insert_with(|| format!("weir-{}", file.name));
+    properties.extend(file.source.kafka.clone());
+    let topic = file.source.topic.clone();
+    let committer = GroupOffsets::new(&properties, &topic)?;
+    Ok(Some(Arc::new(move |manifest: &Manifest| {
+        if let Some(partitions) = manifest.sources.get(&topic) {
+            committer.commit(partitions);
+        }
+    })))
+}
+
 /// Fails fast, with a clear message, on anything that would stop workers from building.
-fn preflight(job: &CompiledJob, mode: Mode) -> Result<()> {
+/// Returns the model's version by model name.
+fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> {
     let file = &job.file;
     for path in file
         .source_paths()
@@ -188,7 +247,7 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<()> {
         }
     }
     if mode == Mode::FeaturesOnly {
-        return Ok(());
+        return Ok(BTreeMap::new());
     }
     let model_dir = file.model_dir();
     let check = SessionOptions {
@@ -203,8 +262,10 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<()> {
             file.name
         )
     })?;
+    let model = ModelManifest::load(&model_dir)?;
+    let versions = BTreeMap::from([(model.name, model.version)]);
     if !file.uses_kafka() {
-        return Ok(());
+        return Ok(versions);
     }
     let mut properties = file.kafka.clone();
     properties.extend(file.source.kafka.clone());
@@ -226,5 +287,5 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<()> {
         partition_count(&consumer, topic)
             .map_err(|e| anyhow!("topic `{topic}` is not available on {brokers}: {e}; create the job's topics with `weir topics <job.toml> --partitions N`"))?;
     }
-    Ok(())
+    Ok(versions)
 }

@@ -1,6 +1,8 @@
 //! The file sink: JSON Lines output for replays and training sets. One writer instance (on the
 //! worker of instance 0) receives every record, writes one line per record and flushes when its
-//! input ends; write errors are counted as delivery failures, which fail the run.
+//! input ends and before every checkpoint epoch passes; write errors are counted as delivery
+//! failures, which fail the run. A run restored from a checkpoint appends (at-least-once: rows
+//! after the checkpoint may appear twice, with equal score ids); other runs truncate.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -10,11 +12,12 @@ use std::sync::Arc;
 
 use serde::{de::DeserializeOwned, Serialize};
 use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::Stream;
 
 use weir_features::vocab::Tick;
 
+use crate::epoch_sink::{epoch_sink, SinkWriter};
+use crate::epochs::{CheckpointStream, EpochClock};
 use crate::metrics::JobMetrics;
 use crate::placement::Placement;
 
@@ -27,21 +30,65 @@ pub struct FileSinkConfig {
     pub placement: Placement,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
+    /// Checkpoint epochs (the file is flushed and synced before each one passes).
+    pub epochs: EpochClock,
+    /// Append to an existing file (a run restored from a checkpoint) instead of truncating it.
+    pub append: bool,
 }
 
 /// Extension trait: `stream.jsonl_sink(config, encode, counter)`.
-pub trait JsonlSink<T> {
+pub trait JsonlSink<'scope, T> {
     /// Writes every record as one line `encode(record)`; `counter` picks the metric counting
-    /// written lines.
+    /// written lines. Returns the sink's checkpoint stream (see [`crate::epoch_sink`]).
     fn jsonl_sink(
         self,
         config: FileSinkConfig,
         encode: impl Fn(&T) -> Vec<u8> + 'static,
         counter: fn(&JobMetrics) -> &AtomicU64,
-    ) -> std::io::Result<()>;
+    ) -> std::io::Result<CheckpointStream<'scope>>;
 }
 
-impl<T> JsonlSink<T> for Stream<'_, Tick, Vec<T>>
+/// The one writer instance's file.
+struct JsonlWriter<E> {
+    out: BufWriter<File>,
+    encode: E,
+    counter: fn(&JobMetrics) -> &AtomicU64,
+    metrics: Arc<JobMetrics>,
+    path: PathBuf,
+}
+
+impl<T, E: Fn(&T) -> Vec<u8> + 'static> SinkWriter<T> for JsonlWriter<E> {
+    fn write(&mut self, batch: &mut Vec<T>) {
+        for record in batch.drain(..) {
+            let mut line = (self.encode)(&record);
+            line.push(b'\n');
+            match self.out.write_all(&line) {
+                Ok(()) => JobMetrics::add((self.counter)(&self.metrics), 1),
+                Err(error) => {
+                    JobMetrics::add(&self.metrics.delivery_failures, 1);
+                    tracing::error!(%error, path = %self.path.display(), "write failed");
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self, _end_of_input: bool) -> bool {
+        match self
+            .out
+            .flush()
+            .and_then(|()| self.out.get_ref().sync_data())
+        {
+            Ok(()) => true,
+            Err(error) => {
+                JobMetrics::add(&self.metrics.delivery_failures, 1);
+                tracing::error!(%error, path = %self.path.display(), "flush failed");
+                false
+            }
+        }
+    }
+}
+
+impl<'scope, T> JsonlSink<'scope, T> for Stream<'scope, Tick, Vec<T>>
 where
     T: Serialize + DeserializeOwned + Send + Clone + 'static,
 {
@@ -50,49 +97,37 @@ where
         config: FileSinkConfig,
         encode: impl Fn(&T) -> Vec<u8> + 'static,
         counter: fn(&JobMetrics) -> &AtomicU64,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<CheckpointStream<'scope>> {
         let writer_worker = config.placement.worker_of(0);
-        let mut writer = if self.scope().index() == writer_worker {
-            let file = File::create(&config.path).map_err(|e| {
+        let writer = if self.scope().index() == writer_worker {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(config.append)
+                .truncate(!config.append)
+                .open(&config.path);
+            let file = file.map_err(|e| {
                 std::io::Error::new(
                     e.kind(),
                     format!("cannot create {}: {e}", config.path.display()),
                 )
             })?;
-            Some(BufWriter::new(file))
+            Some(JsonlWriter {
+                out: BufWriter::new(file),
+                encode,
+                counter,
+                metrics: config.metrics.clone(),
+                path: config.path.clone(),
+            })
         } else {
             None
         };
-        let metrics = config.metrics.clone();
-        let path = config.path.clone();
-        self.sink(
+        Ok(epoch_sink(
+            self,
             Exchange::new(move |_: &T| writer_worker as u64),
             "JsonlSink",
-            move |(input, frontier)| {
-                input.for_each(|_time, batch| {
-                    let Some(out) = writer.as_mut() else { return };
-                    for record in batch.drain(..) {
-                        let mut line = encode(&record);
-                        line.push(b'\n');
-                        match out.write_all(&line) {
-                            Ok(()) => JobMetrics::add(counter(&metrics), 1),
-                            Err(error) => {
-                                JobMetrics::add(&metrics.delivery_failures, 1);
-                                tracing::error!(%error, path = %path.display(), "write failed");
-                            }
-                        }
-                    }
-                });
-                if frontier.is_empty() {
-                    if let Some(mut out) = writer.take() {
-                        if let Err(error) = out.flush() {
-                            JobMetrics::add(&metrics.delivery_failures, 1);
-                            tracing::error!(%error, path = %path.display(), "flush failed");
-                        }
-                    }
-                }
-            },
-        );
-        Ok(())
+            config.epochs,
+            writer,
+        ))
     }
 }

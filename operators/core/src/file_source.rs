@@ -2,6 +2,7 @@
 //! line number), through the same decoding, per-partition watermarks and tick reports as the
 //! Kafka source. Replays, backfills and training sets run the job's own feature code.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -10,12 +11,14 @@ use std::sync::Arc;
 
 use timely::dataflow::Scope;
 
+use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
-use weir_features::vocab::{SourcePosition, Tick};
+use weir_features::vocab::{SourcePosition, Tick, Watermark};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 
 use crate::clock::unix_ms;
+use crate::epochs::EpochClock;
 use crate::placement::Placement;
 use crate::source::{RawRecord, RecordDecoder, SourceStreams};
 use crate::source_operator::{build_source, SourceReader};
@@ -39,6 +42,11 @@ pub struct FileSourceConfig {
     pub max_batch: usize,
     /// Set to stop reading early.
     pub stop: Arc<AtomicBool>,
+    /// Checkpoint epochs.
+    pub epochs: EpochClock,
+    /// Where to resume, per file (partition), from a checkpoint: lines before `next_offset`
+    /// are skipped.
+    pub resume: BTreeMap<i32, SourceOffset>,
 }
 
 /// One open file of a source instance.
@@ -76,6 +84,7 @@ pub fn file_source<'scope>(
         &name,
         reader,
         config.tick_ms,
+        config.epochs,
         config.stop.clone(),
     ))
 }
@@ -97,12 +106,17 @@ impl FileReader {
                 )
             })?;
             watermarks.assign(partition as i32, now);
-            files.push(OpenFile {
+            let mut open = OpenFile {
                 partition: partition as i32,
                 reader: BufReader::new(file),
                 next_line: 0,
                 done: false,
-            });
+            };
+            if let Some(resume) = config.resume.get(&(partition as i32)) {
+                watermarks.resume(open.partition, resume.watermark);
+                open.skip_to(resume.next_offset, path)?;
+            }
+            files.push(open);
         }
         Ok(FileReader {
             instance,
@@ -112,6 +126,28 @@ impl FileReader {
             max_batch: config.max_batch.max(1),
             line: Vec::new(),
         })
+    }
+}
+
+impl OpenFile {
+    /// Skips the lines before `line` (resuming from a checkpoint).
+    fn skip_to(&mut self, line: i64, path: &std::path::Path) -> std::io::Result<()> {
+        let mut buffer = Vec::new();
+        while self.next_line < line {
+            buffer.clear();
+            if self.reader.read_until(b'\n', &mut buffer)? == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "{} has only {} lines but the checkpoint resumes it at line {line}",
+                        path.display(),
+                        self.next_line
+                    ),
+                ));
+            }
+            self.next_line += 1;
+        }
+        Ok(())
     }
 }
 
@@ -177,5 +213,26 @@ impl SourceReader for FileReader {
 
     fn finished(&self) -> bool {
         self.files.iter().all(|f| f.done)
+    }
+
+    fn source_name(&self) -> &str {
+        &self.decoder.source_name
+    }
+
+    fn positions(&self) -> BTreeMap<i32, SourceOffset> {
+        self.files
+            .iter()
+            .map(|f| {
+                let watermark = self
+                    .watermarks
+                    .partition_watermark(f.partition)
+                    .unwrap_or(Watermark::MIN);
+                let offset = SourceOffset {
+                    next_offset: f.next_line,
+                    watermark,
+                };
+                (f.partition, offset)
+            })
+            .collect()
     }
 }

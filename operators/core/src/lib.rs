@@ -6,6 +6,10 @@
 //! in their own crates so this one builds and tests without native dependencies.
 
 pub mod clock;
+pub mod committer;
+pub mod epoch_sink;
+pub mod epochs;
+pub mod error;
 pub mod file_sink;
 pub mod file_source;
 pub mod metrics;

@@ -32,6 +32,14 @@ pub struct JobMetrics {
     pub dead_letters_delivered: AtomicU64,
     /// Records the sinks failed to deliver (a non-zero value fails the run).
     pub delivery_failures: AtomicU64,
+    /// Snapshot files written by window instances.
+    pub snapshots_written: AtomicU64,
+    /// Bytes of those files.
+    pub snapshot_bytes: AtomicU64,
+    /// Time spent encoding and writing them, in microseconds.
+    pub snapshot_us: AtomicU64,
+    /// Checkpoint epochs committed (manifests written).
+    pub checkpoints_committed: AtomicU64,
     dead_letters: [AtomicU64; 6],
     /// Late records by source partition (DESIGN.md §2: "counted per partition").
     late_by_partition: Mutex<BTreeMap<i32, u64>>,
@@ -59,6 +67,13 @@ const REASONS: [DeadLetterReason; 6] = [
 ];
 
 impl JobMetrics {
+    /// Counts one snapshot file of `bytes` that took `took` to encode and write.
+    pub fn checkpoint_written(&self, bytes: u64, took: std::time::Duration) {
+        Self::add(&self.snapshots_written, 1);
+        Self::add(&self.snapshot_bytes, bytes);
+        Self::add(&self.snapshot_us, took.as_micros() as u64);
+    }
+
     /// Adds `n` to a counter.
     #[inline]
     pub fn add(counter: &AtomicU64, n: u64) {

@@ -12,6 +12,7 @@ use weir_features::record::Event;
 use weir_features::vocab::{EventTime, KeyGroup, SourcePosition, Tick};
 use weir_features::watermark::WatermarkReport;
 
+use crate::epochs::CheckpointStream;
 use crate::metrics::JobMetrics;
 
 /// The three outputs of a source stage.
@@ -22,6 +23,8 @@ pub struct SourceStreams<'scope> {
     pub dead_letters: Stream<'scope, Tick, Vec<DeadLetter>>,
     /// One progress report per tick per source instance.
     pub reports: Stream<'scope, Tick, Vec<WatermarkReport>>,
+    /// Resume positions at each checkpoint epoch (and at the end of a bounded input).
+    pub checkpoint: CheckpointStream<'scope>,
 }
 
 /// Turns raw records into events (or dead letters) for one source instance.

@@ -1,8 +1,15 @@
-//! The Timely operator every source runs (DESIGN.md §2): it owns three outputs (events, dead
-//! letters, watermark reports) at the current wall-clock tick, polls its [`SourceReader`],
-//! closes each tick with one progress report, and at the end of a bounded input reports
-//! `Watermark::MAX` and drops its capabilities. Kafka and file sources only implement the reader.
+//! The Timely operator every source runs (DESIGN.md §2): it owns four outputs (events, dead
+//! letters, watermark reports, checkpoint parts) at the current wall-clock tick, polls its
+//! [`SourceReader`], closes each tick with one progress report, and at the end of a bounded
+//! input reports `Watermark::MAX` and drops its capabilities. Kafka and file sources only
+//! implement the reader.
+//!
+//! Checkpoints (DESIGN.md §5): when the source moves past a checkpoint epoch `E` (including
+//! epochs skipped while the worker was busy), it sends a report and its resume positions at
+//! `E`, so every window instance has a tick `E` to snapshot at and the manifest of `E` holds
+//! offsets that match exactly the records emitted at ticks `<= E`.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,12 +19,14 @@ use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Scope;
 
+use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
 use weir_features::vocab::Tick;
 use weir_features::watermark::{SourceProgress, WatermarkReport};
 
 use crate::clock::unix_ms;
+use crate::epochs::{CheckpointPart, EpochClock};
 use crate::source::SourceStreams;
 
 type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
@@ -33,6 +42,11 @@ pub trait SourceReader: 'static {
     fn progress(&self, now_ms: u64) -> SourceProgress;
     /// Whether a bounded input has been read completely.
     fn finished(&self) -> bool;
+    /// The source's name in checkpoint manifests (topic, or the input files).
+    fn source_name(&self) -> &str;
+    /// Resume positions of this instance's partitions: the first offset not yet emitted and
+    /// the partition's watermark. Partitions that have not read anything may be left out.
+    fn positions(&self) -> BTreeMap<i32, SourceOffset>;
 }
 
 /// Builds a source operator. Workers without an instance (`reader == None`) emit nothing and
@@ -42,6 +56,7 @@ pub fn build_source<'scope, R: SourceReader>(
     name: &str,
     reader: Option<R>,
     tick_ms: u64,
+    epochs: EpochClock,
     stop: Arc<AtomicBool>,
 ) -> SourceStreams<'scope> {
     let tick_ms = tick_ms.max(1);
@@ -50,9 +65,11 @@ pub fn build_source<'scope, R: SourceReader>(
     let (events_out, events) = builder.new_output::<Vec<Event>>();
     let (dead_out, dead_letters) = builder.new_output::<Vec<DeadLetter>>();
     let (reports_out, reports) = builder.new_output::<Vec<WatermarkReport>>();
+    let (parts_out, checkpoint) = builder.new_output::<Vec<CheckpointPart>>();
     let mut events_out = OutputBuilder::<_, VecBuilder<Event>>::from(events_out);
     let mut dead_out = OutputBuilder::<_, VecBuilder<DeadLetter>>::from(dead_out);
     let mut reports_out = OutputBuilder::<_, VecBuilder<WatermarkReport>>::from(reports_out);
+    let mut parts_out = OutputBuilder::<_, VecBuilder<CheckpointPart>>::from(parts_out);
 
     builder.build(move |capabilities| {
         let tick = unix_ms() / tick_ms;
@@ -74,13 +91,25 @@ pub fn build_source<'scope, R: SourceReader>(
             }
             let now = unix_ms();
             let tick = now / tick_ms;
-            if tick > *caps[0].time() {
+            let current = *caps[0].time();
+            if tick > current {
                 // Close the current tick: all its records are out, so report its progress.
                 let report = WatermarkReport {
                     source: reader.instance(),
                     progress: reader.progress(now),
                 };
                 reports_out.activate().session(&caps[2]).give(report);
+                for epoch in epochs.epochs_in(current, tick) {
+                    caps.iter_mut().for_each(|c| c.downgrade(&epoch));
+                    if epoch > current {
+                        reports_out.activate().session(&caps[2]).give(report);
+                    }
+                    let part = CheckpointPart::Offsets {
+                        source: reader.source_name().to_owned(),
+                        partitions: reader.positions(),
+                    };
+                    parts_out.activate().session(&caps[3]).give(part);
+                }
                 caps.iter_mut().for_each(|c| c.downgrade(&tick));
             }
             let mut events = Vec::new();
@@ -104,6 +133,13 @@ pub fn build_source<'scope, R: SourceReader>(
                     progress: reader.progress(now),
                 };
                 reports_out.activate().session(&caps[2]).give(report);
+                if epochs.enabled() {
+                    let part = CheckpointPart::Offsets {
+                        source: reader.source_name().to_owned(),
+                        partitions: reader.positions(),
+                    };
+                    parts_out.activate().session(&caps[3]).give(part);
+                }
                 tracing::info!(
                     instance = reader.instance(),
                     "source reached the end of its bounded input"
@@ -123,5 +159,6 @@ pub fn build_source<'scope, R: SourceReader>(
         events,
         dead_letters,
         reports,
+        checkpoint,
     }
 }

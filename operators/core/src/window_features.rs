@@ -3,6 +3,12 @@
 //! is complete on both inputs, its records are applied in order, its reports folded into the
 //! combined watermark, and every window the watermark passed fires one feature row per key.
 //! Records behind the watermark by more than the allowed lateness become `late` dead letters.
+//!
+//! Checkpoints (DESIGN.md §5): after the last record of an epoch tick `E` is applied (and
+//! before any record of a later tick), an instance writes its whole state as the snapshot
+//! `window/kg-<lo>-<hi>` of its key-group range and sends the file's entry to the committer at
+//! `E`. On restore an instance reads every snapshot file of the manifest that overlaps its
+//! (possibly different) range and keeps its own keys, so a rescale is a restore.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,17 +20,21 @@ use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
+use weir_checkpoint::range::overlapping;
+use weir_checkpoint::KeyGroupRange;
 use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
 use weir_features::encode::event_json;
 use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
 use weir_features::schema::RecordSchema;
-use weir_features::vocab::Tick;
+use weir_features::vocab::{Epoch, KeyGroup, Tick};
 use weir_features::watermark::{WatermarkCombiner, WatermarkReport};
 use weir_features::window_state::Applied;
 
 use crate::clock::unix_nanos;
+use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
+use crate::error::{OperatorError, Result};
 use crate::metrics::JobMetrics;
 use crate::placement::{instance_for_key_group, Placement};
 
@@ -51,7 +61,12 @@ pub struct WindowConfig {
     pub state_ttl_ms: Option<i64>,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
+    /// Checkpoint epochs, store and the checkpoint to restore.
+    pub checkpoints: OperatorCheckpoints,
 }
+
+/// Operator name of the window state in checkpoints.
+pub const WINDOW_OPERATOR: &str = "window";
 
 /// How often keys are checked against the state TTL (the check is linear in the keys).
 const EXPIRY_INTERVAL_MS: i64 = 1_000;
@@ -62,22 +77,26 @@ pub struct WindowStreams<'scope> {
     pub rows: Stream<'scope, Tick, Vec<FeatureRow>>,
     /// Late records.
     pub late: Stream<'scope, Tick, Vec<DeadLetter>>,
+    /// Snapshot files written at checkpoint epochs.
+    pub checkpoint: CheckpointStream<'scope>,
 }
 
 /// Extension trait: `events.window_features(reports, config)`.
 pub trait WindowFeatures<'scope> {
-    /// Computes the job's window features per key; see the module docs.
+    /// Computes the job's window features per key; see the module docs. Fails when the
+    /// checkpoint to restore cannot be read or does not fit the job.
     fn window_features(
         self,
         reports: Stream<'scope, Tick, Vec<WatermarkReport>>,
         config: WindowConfig,
-    ) -> WindowStreams<'scope>;
+    ) -> Result<WindowStreams<'scope>>;
 }
 
 /// Records and reports of one tick, with the capabilities to emit at it.
 struct TickStash {
     rows_cap: Capability<Tick>,
     late_cap: Capability<Tick>,
+    parts_cap: Capability<Tick>,
     events: Vec<Vec<Event>>,
     reports: Vec<WatermarkReport>,
 }
@@ -87,7 +106,16 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         self,
         reports: Stream<'scope, Tick, Vec<WatermarkReport>>,
         config: WindowConfig,
-    ) -> WindowStreams<'scope> {
+    ) -> Result<WindowStreams<'scope>> {
+        let instance = config
+            .placement
+            .instance_on(self.scope().index(), config.parallelism);
+        let range =
+            instance.map(|i| KeyGroupRange::of_instance(i, config.parallelism, config.key_groups));
+        let mut state = match instance {
+            Some(instance) => restore_state(&config, instance)?,
+            None => KeyedFeatures::new(&config.features, config.allowed_lateness_ms),
+        };
         let mut builder = OperatorBuilder::new("WindowFeatures".to_owned(), self.scope());
         let (key_groups, parallelism, placement) =
             (config.key_groups, config.parallelism, config.placement);
@@ -102,6 +130,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let mut reports_in = builder.new_input(reports.broadcast(), Pipeline);
         let (rows_out, rows) = builder.new_output::<Vec<FeatureRow>>();
         let (late_out, late) = builder.new_output::<Vec<DeadLetter>>();
+        let (parts_out, checkpoint) = builder.new_output::<Vec<CheckpointPart>>();
         let mut rows_out = OutputBuilder::<
             _,
             timely::container::CapacityContainerBuilder<Vec<FeatureRow>>,
@@ -110,11 +139,14 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             _,
             timely::container::CapacityContainerBuilder<Vec<DeadLetter>>,
         >::from(late_out);
+        let mut parts_out = OutputBuilder::<
+            _,
+            timely::container::CapacityContainerBuilder<Vec<CheckpointPart>>,
+        >::from(parts_out);
 
         builder.build(move |initial_capabilities| {
             drop(initial_capabilities);
             let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
-            let mut state = KeyedFeatures::new(&config.features, config.allowed_lateness_ms);
             let mut combiner = WatermarkCombiner::new(config.sources);
             let mut last_expiry_ms = 0i64;
             move |frontiers| {
@@ -183,10 +215,19 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                             .session(&ready.late_cap)
                             .give_container(&mut late);
                     }
+                    if let Some(range) = range.filter(|_| config.checkpoints.clock.is_epoch(tick)) {
+                        if let Some(part) = snapshot(&config, &state, tick, range) {
+                            parts_out.activate().session(&ready.parts_cap).give(part);
+                        }
+                    }
                 }
             }
         });
-        WindowStreams { rows, late }
+        Ok(WindowStreams {
+            rows,
+            late,
+            checkpoint,
+        })
     }
 }
 
@@ -200,9 +241,11 @@ fn stash_entry<'a>(
         std::collections::btree_map::Entry::Vacant(entry) => {
             let rows_cap = cap.retain_least(0)?;
             let late_cap = cap.retain_least(1)?;
+            let parts_cap = cap.retain_least(2)?;
             Some(entry.insert(TickStash {
                 rows_cap,
                 late_cap,
+                parts_cap,
                 events: Vec::new(),
                 reports: Vec::new(),
             }))
@@ -222,5 +265,78 @@ fn late_letter(config: &WindowConfig, event: &Event, watermark: i64) -> DeadLett
         timestamp: Some(event.ts),
         key: Some(event.key.as_bytes().to_vec()),
         raw: event_json(&config.schema, event),
+    }
+}
+
+/// This instance's state at start: empty, or its keys from every overlapping snapshot file
+/// of the checkpoint to restore.
+fn restore_state(config: &WindowConfig, instance: usize) -> Result<KeyedFeatures> {
+    let mut state = KeyedFeatures::new(&config.features, config.allowed_lateness_ms);
+    let (Some(manifest), Some(store)) = (&config.checkpoints.restore, &config.checkpoints.store)
+    else {
+        return Ok(state);
+    };
+    let (groups, parallelism) = (config.key_groups, config.parallelism);
+    let range = KeyGroupRange::of_instance(instance, parallelism, groups);
+    let keep = move |key: &weir_features::vocab::Key| {
+        range.contains(KeyGroup::of(key.as_bytes(), groups).0)
+    };
+    let files = overlapping(
+        &manifest.files,
+        WINDOW_OPERATOR,
+        instance,
+        parallelism,
+        groups,
+    );
+    for (file, _) in files {
+        let snapshot = store.read_snapshot(manifest.epoch, &file.operator, file.range)?;
+        let mut part = KeyedFeatures::decode(&config.features, &snapshot.payload).map_err(|e| {
+            OperatorError::Restore {
+                path: store.snapshot_location(manifest.epoch, &file.operator, file.range),
+                detail: e.to_string(),
+            }
+        })?;
+        part.retain_keys(&keep);
+        state.absorb(part).map_err(|e| OperatorError::Restore {
+            path: store.snapshot_location(manifest.epoch, &file.operator, file.range),
+            detail: e.to_string(),
+        })?;
+    }
+    tracing::info!(
+        epoch = manifest.epoch.0,
+        lo = range.lo,
+        hi = range.hi,
+        open_slots = state.open_slots(),
+        "window state restored"
+    );
+    Ok(state)
+}
+
+/// Writes the snapshot of `state` for epoch `tick`; `None` (logged) when the write fails,
+/// which leaves the epoch uncommitted.
+fn snapshot(
+    config: &WindowConfig,
+    state: &KeyedFeatures,
+    tick: Tick,
+    range: KeyGroupRange,
+) -> Option<CheckpointPart> {
+    let store = config.checkpoints.store.as_ref()?;
+    let started = std::time::Instant::now();
+    let written = state.encode().map_err(|e| e.to_string()).and_then(|bytes| {
+        store
+            .write_snapshot(Epoch(tick), WINDOW_OPERATOR, range, &bytes)
+            .map_err(|e| e.to_string())
+    });
+    match written {
+        Ok(entry) => {
+            config
+                .metrics
+                .checkpoint_written(entry.size, started.elapsed());
+            Some(CheckpointPart::Snapshot(entry))
+        }
+        Err(error) => {
+            tracing::error!(epoch = tick, %error, "window snapshot failed; the epoch will not be committed");
+            None
+        }
     }
 }

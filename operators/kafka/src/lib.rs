@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod error;
+pub mod group_offsets;
 pub mod properties;
 pub mod sink;
 pub mod source;

@@ -1,7 +1,8 @@
 //! The Kafka sinks: score records (JSON payload keyed by entity, model name/version, score id
 //! and inference time also as headers) and dead letters (the original bytes as payload, the
 //! reason, error and source position as headers, as Kafka Connect's DLQ does). Delivery is
-//! at-least-once: every sink flushes before the job ends and counts any failed delivery.
+//! at-least-once: every sink flushes before each checkpoint epoch passes and before the job
+//! ends ([`weir_operators::epoch_sink`]) and counts any failed delivery.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +13,6 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::Stream;
 
 use weir_features::dead_letter::DeadLetter;
@@ -20,6 +20,8 @@ use weir_features::encode::score_json;
 use weir_features::row::{score_id, ScoredRow};
 use weir_features::vocab::Tick;
 use weir_operators::clock::unix_nanos;
+use weir_operators::epoch_sink::{epoch_sink, SinkWriter};
+use weir_operators::epochs::{CheckpointStream, EpochClock};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::{instance_for_key_group, Placement};
 
@@ -41,6 +43,8 @@ pub struct KafkaSinkConfig {
     pub key_groups: u32,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
+    /// Checkpoint epochs (the producer is flushed before each one passes).
+    pub epochs: EpochClock,
 }
 
 /// What a sink writes, for its delivery accounting.
@@ -134,45 +138,154 @@ fn send(
     }
 }
 
-/// At the end of the input (empty frontier), flushes and releases the producer once.
-fn flush_at_end(
-    producer: &mut Option<Producer_>,
-    input_ended: bool,
-    metrics: &JobMetrics,
-    topic: &str,
-) {
-    if !input_ended {
-        return;
+/// Waits until every queued record is acknowledged (or failed); counts what is left over.
+/// At the end of the input, records still unacknowledged count as delivery failures.
+fn flush(producer: &Producer_, metrics: &JobMetrics, topic: &str, end_of_input: bool) -> bool {
+    match producer.flush(Duration::from_secs(120)) {
+        Ok(()) => true,
+        Err(error) => {
+            let pending = producer.in_flight_count().max(0) as u64;
+            if end_of_input {
+                JobMetrics::add(&metrics.delivery_failures, pending);
+                tracing::error!(%error, pending, topic, "flush at end of input failed");
+            } else {
+                tracing::error!(%error, pending, topic, "flush before a checkpoint failed; retrying");
+            }
+            false
+        }
     }
-    let Some(producer) = producer.take() else {
-        return;
-    };
-    if let Err(error) = producer.flush(Duration::from_secs(120)) {
-        let pending = producer.in_flight_count().max(0) as u64;
-        JobMetrics::add(&metrics.delivery_failures, pending);
-        tracing::error!(%error, pending, topic, "flush at end of input failed");
+}
+
+/// The score sink's writer on one instance.
+struct ScoreWriter {
+    producer: Producer_,
+    config: KafkaSinkConfig,
+    feature_names: Arc<[String]>,
+    source_topic: String,
+}
+
+impl SinkWriter<ScoredRow> for ScoreWriter {
+    fn write(&mut self, batch: &mut Vec<ScoredRow>) {
+        for scored in batch.drain(..) {
+            let payload = score_json(&scored, &self.feature_names, &self.source_topic);
+            let id = score_id(
+                &scored.row.key,
+                scored.row.window_end,
+                &scored.model.version,
+            );
+            let inference_ts = scored.inference_ts_ms.to_string();
+            let headers = OwnedHeaders::new()
+                .insert(Header {
+                    key: "weir.score_id",
+                    value: Some(id.as_str()),
+                })
+                .insert(Header {
+                    key: "weir.model.name",
+                    value: Some(scored.model.name.as_str()),
+                })
+                .insert(Header {
+                    key: "weir.model.version",
+                    value: Some(scored.model.version.as_str()),
+                })
+                .insert(Header {
+                    key: "weir.inference_ts",
+                    value: Some(inference_ts.as_str()),
+                });
+            let record =
+                BaseRecord::with_opaque_to(&self.config.topic, Box::new(scored.row.fired_at_ns))
+                    .key(scored.row.key.as_bytes())
+                    .payload(payload.as_slice())
+                    .headers(headers);
+            send(&self.producer, record, &self.config.metrics);
+        }
+    }
+
+    fn flush(&mut self, end_of_input: bool) -> bool {
+        flush(
+            &self.producer,
+            &self.config.metrics,
+            &self.config.topic,
+            end_of_input,
+        )
+    }
+}
+
+/// The dead-letter sink's writer on one instance.
+struct DeadLetterWriter {
+    producer: Producer_,
+    config: KafkaSinkConfig,
+}
+
+impl SinkWriter<DeadLetter> for DeadLetterWriter {
+    fn write(&mut self, batch: &mut Vec<DeadLetter>) {
+        for letter in batch.drain(..) {
+            let partition = letter.position.partition.to_string();
+            let offset = letter.position.offset.to_string();
+            let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();
+            let headers = OwnedHeaders::new()
+                .insert(Header {
+                    key: "weir.dlq.reason",
+                    value: Some(letter.reason.as_str()),
+                })
+                .insert(Header {
+                    key: "weir.dlq.error",
+                    value: Some(letter.error.as_str()),
+                })
+                .insert(Header {
+                    key: "weir.dlq.topic",
+                    value: Some(letter.topic.as_str()),
+                })
+                .insert(Header {
+                    key: "weir.dlq.partition",
+                    value: Some(partition.as_str()),
+                })
+                .insert(Header {
+                    key: "weir.dlq.offset",
+                    value: Some(offset.as_str()),
+                })
+                .insert(Header {
+                    key: "weir.dlq.timestamp",
+                    value: Some(timestamp.as_str()),
+                });
+            let mut record = BaseRecord::with_opaque_to(&self.config.topic, Box::new(0u64))
+                .payload(letter.raw.as_slice())
+                .headers(headers);
+            if let Some(key) = letter.key.as_deref() {
+                record = record.key(key);
+            }
+            send(&self.producer, record, &self.config.metrics);
+        }
+    }
+
+    fn flush(&mut self, end_of_input: bool) -> bool {
+        flush(
+            &self.producer,
+            &self.config.metrics,
+            &self.config.topic,
+            end_of_input,
+        )
     }
 }
 
 /// Extension trait: `scores.kafka_score_sink(config, feature_names, source_topic)`.
-pub trait KafkaScoreSink {
-    /// Writes score records to Kafka.
+pub trait KafkaScoreSink<'scope> {
+    /// Writes score records to Kafka; returns the sink's checkpoint stream.
     fn kafka_score_sink(
         self,
         config: KafkaSinkConfig,
         feature_names: Arc<[String]>,
         source_topic: String,
-    ) -> Result<()>;
+    ) -> Result<CheckpointStream<'scope>>;
 }
 
-impl KafkaScoreSink for Stream<'_, Tick, Vec<ScoredRow>> {
+impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredRow>> {
     fn kafka_score_sink(
         self,
         config: KafkaSinkConfig,
         feature_names: Arc<[String]>,
         source_topic: String,
-    ) -> Result<()> {
-        let mut producer = instance_producer(&config, Kind::Scores, self.scope().index())?;
+    ) -> Result<CheckpointStream<'scope>> {
+        let producer = instance_producer(&config, Kind::Scores, self.scope().index())?;
         let (placement, key_groups, parallelism) =
             (config.placement, config.key_groups, config.parallelism);
         let route = move |s: &ScoredRow| {
@@ -182,128 +295,44 @@ impl KafkaScoreSink for Stream<'_, Tick, Vec<ScoredRow>> {
                 parallelism,
             )) as u64
         };
-        self.sink(
+        let epochs = config.epochs;
+        let writer = producer.map(|producer| ScoreWriter {
+            producer,
+            config,
+            feature_names,
+            source_topic,
+        });
+        Ok(epoch_sink(
+            self,
             Exchange::new(route),
             "KafkaScoreSink",
-            move |(input, frontier)| {
-                input.for_each(|_time, batch| {
-                    let Some(producer) = producer.as_ref() else {
-                        return;
-                    };
-                    for scored in batch.drain(..) {
-                        let payload = score_json(&scored, &feature_names, &source_topic);
-                        let id = score_id(
-                            &scored.row.key,
-                            scored.row.window_end,
-                            &scored.model.version,
-                        );
-                        let inference_ts = scored.inference_ts_ms.to_string();
-                        let headers = OwnedHeaders::new()
-                            .insert(Header {
-                                key: "weir.score_id",
-                                value: Some(id.as_str()),
-                            })
-                            .insert(Header {
-                                key: "weir.model.name",
-                                value: Some(scored.model.name.as_str()),
-                            })
-                            .insert(Header {
-                                key: "weir.model.version",
-                                value: Some(scored.model.version.as_str()),
-                            })
-                            .insert(Header {
-                                key: "weir.inference_ts",
-                                value: Some(inference_ts.as_str()),
-                            });
-                        let record = BaseRecord::with_opaque_to(
-                            &config.topic,
-                            Box::new(scored.row.fired_at_ns),
-                        )
-                        .key(scored.row.key.as_bytes())
-                        .payload(payload.as_slice())
-                        .headers(headers);
-                        send(producer, record, &config.metrics);
-                    }
-                });
-                flush_at_end(
-                    &mut producer,
-                    frontier.is_empty(),
-                    &config.metrics,
-                    &config.topic,
-                );
-            },
-        );
-        Ok(())
+            epochs,
+            writer,
+        ))
     }
 }
 
 /// Extension trait: `dead_letters.kafka_dead_letter_sink(config)`.
-pub trait KafkaDeadLetterSink {
-    /// Writes dead letters to Kafka.
-    fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<()>;
+pub trait KafkaDeadLetterSink<'scope> {
+    /// Writes dead letters to Kafka; returns the sink's checkpoint stream.
+    fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<CheckpointStream<'scope>>;
 }
 
-impl KafkaDeadLetterSink for Stream<'_, Tick, Vec<DeadLetter>> {
-    fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<()> {
-        let mut producer = instance_producer(&config, Kind::DeadLetters, self.scope().index())?;
+impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter>> {
+    fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<CheckpointStream<'scope>> {
+        let producer = instance_producer(&config, Kind::DeadLetters, self.scope().index())?;
         let (placement, parallelism) = (config.placement, config.parallelism);
         let route = move |d: &DeadLetter| {
             placement.worker_of(d.position.partition.unsigned_abs() as usize % parallelism) as u64
         };
-        self.sink(
+        let epochs = config.epochs;
+        let writer = producer.map(|producer| DeadLetterWriter { producer, config });
+        Ok(epoch_sink(
+            self,
             Exchange::new(route),
             "KafkaDeadLetterSink",
-            move |(input, frontier)| {
-                input.for_each(|_time, batch| {
-                    let Some(producer) = producer.as_ref() else {
-                        return;
-                    };
-                    for letter in batch.drain(..) {
-                        let partition = letter.position.partition.to_string();
-                        let offset = letter.position.offset.to_string();
-                        let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();
-                        let headers = OwnedHeaders::new()
-                            .insert(Header {
-                                key: "weir.dlq.reason",
-                                value: Some(letter.reason.as_str()),
-                            })
-                            .insert(Header {
-                                key: "weir.dlq.error",
-                                value: Some(letter.error.as_str()),
-                            })
-                            .insert(Header {
-                                key: "weir.dlq.topic",
-                                value: Some(letter.topic.as_str()),
-                            })
-                            .insert(Header {
-                                key: "weir.dlq.partition",
-                                value: Some(partition.as_str()),
-                            })
-                            .insert(Header {
-                                key: "weir.dlq.offset",
-                                value: Some(offset.as_str()),
-                            })
-                            .insert(Header {
-                                key: "weir.dlq.timestamp",
-                                value: Some(timestamp.as_str()),
-                            });
-                        let mut record = BaseRecord::with_opaque_to(&config.topic, Box::new(0u64))
-                            .payload(letter.raw.as_slice())
-                            .headers(headers);
-                        if let Some(key) = letter.key.as_deref() {
-                            record = record.key(key);
-                        }
-                        send(producer, record, &config.metrics);
-                    }
-                });
-                flush_at_end(
-                    &mut producer,
-                    frontier.is_empty(),
-                    &config.metrics,
-                    &config.topic,
-                );
-            },
-        );
-        Ok(())
+            epochs,
+            writer,
+        ))
     }
 }

@@ -17,12 +17,14 @@ use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use timely::dataflow::Scope;
 
+use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::decode::JsonDecoder;
 use weir_features::record::Event;
-use weir_features::vocab::{SourcePosition, Tick};
+use weir_features::vocab::{SourcePosition, Tick, Watermark};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 use weir_operators::clock::unix_ms;
+use weir_operators::epochs::EpochClock;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
 use weir_operators::source::{RawRecord, RecordDecoder, SourceStreams};
@@ -74,6 +76,10 @@ pub struct KafkaSourceConfig {
     /// Set to stop reading (Ctrl-C): the source ends without declaring the end of input, so
     /// open windows are not flushed as if the input were complete.
     pub stop: Arc<AtomicBool>,
+    /// Checkpoint epochs.
+    pub epochs: EpochClock,
+    /// Where to resume, per partition, from a checkpoint (others start at `start`).
+    pub resume: BTreeMap<i32, SourceOffset>,
 }
 
 /// librdkafka callbacks of the source's consumer: partition-EOF is an expected event here
@@ -97,6 +103,8 @@ struct Reader {
     watermarks: PartitionWatermarks,
     /// Bounded mode: first offset not to read, per partition.
     end_offsets: HashMap<i32, i64>,
+    /// First offset not yet emitted, per partition that has a known position.
+    next_offsets: BTreeMap<i32, i64>,
     decoder: RecordDecoder,
     config: KafkaSourceConfig,
 }
@@ -118,6 +126,7 @@ pub fn kafka_source<'scope>(
         &name,
         reader,
         config.tick_ms,
+        config.epochs,
         config.stop.clone(),
     ))
 }
@@ -147,6 +156,8 @@ impl SourceReader for Reader {
                 }
                 Some(Ok(message)) => {
                     handled += 1;
+                    self.next_offsets
+                        .insert(message.partition(), message.offset() + 1);
                     let partitions = (&mut self.watermarks, &self.end_offsets);
                     handle(message, now_ms, partitions, &self.decoder, events, dead);
                 }
@@ -161,6 +172,27 @@ impl SourceReader for Reader {
 
     fn finished(&self) -> bool {
         self.config.bounded && self.watermarks.all_finished()
+    }
+
+    fn source_name(&self) -> &str {
+        &self.config.topic
+    }
+
+    fn positions(&self) -> BTreeMap<i32, SourceOffset> {
+        self.next_offsets
+            .iter()
+            .map(|(&partition, &next_offset)| {
+                let watermark = self
+                    .watermarks
+                    .partition_watermark(partition)
+                    .unwrap_or(Watermark::MIN);
+                let position = SourceOffset {
+                    next_offset,
+                    watermark,
+                };
+                (partition, position)
+            })
+            .collect()
     }
 }
 
@@ -193,12 +225,19 @@ impl Reader {
             PartitionWatermarks::new(config.max_out_of_orderness_ms, config.idle_timeout_ms);
         let mut assignment = TopicPartitionList::new();
         let mut end_offsets = HashMap::new();
+        let mut next_offsets = BTreeMap::new();
         let request = |what: String| move |source| KafkaEdgeError::Request { what, source };
         for &partition in &owned {
             watermarks.assign(partition, now);
-            let start = match config.start {
-                StartFrom::Earliest => Offset::Beginning,
-                StartFrom::Latest => Offset::End,
+            let resume = config.resume.get(&partition);
+            let start = match (resume, config.start) {
+                (Some(resume), _) => {
+                    watermarks.resume(partition, resume.watermark);
+                    next_offsets.insert(partition, resume.next_offset);
+                    Offset::Offset(resume.next_offset)
+                }
+                (None, StartFrom::Earliest) => Offset::Beginning,
+                (None, StartFrom::Latest) => Offset::End,
             };
             assignment
                 .add_partition_offset(&config.topic, partition, start)
@@ -210,10 +249,10 @@ impl Reader {
                         "list offsets of {}/{partition}",
                         config.topic
                     )))?;
-                let first = if config.start == StartFrom::Earliest {
-                    low
-                } else {
-                    high
+                let first = match (resume, config.start) {
+                    (Some(resume), _) => resume.next_offset,
+                    (None, StartFrom::Earliest) => low,
+                    (None, StartFrom::Latest) => high,
                 };
                 end_offsets.insert(partition, high);
                 if first >= high {
@@ -228,6 +267,7 @@ impl Reader {
             instance,
             ?owned,
             bounded = config.bounded,
+            resumed = ?next_offsets,
             "source instance assigned"
         );
         let decoder = RecordDecoder {
@@ -241,6 +281,7 @@ impl Reader {
             consumer,
             watermarks,
             end_offsets,
+            next_offsets,
             decoder,
             config,
         })

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::Inspect;
 
+use weir_checkpoint::SourceOffset;
 use weir_features::aggregate::AggKind;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::feature::{FeatureSet, FeatureSpec};
@@ -29,6 +30,7 @@ use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
 use weir_features::vocab::{EventTime, Key, KeyGroup, SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 use weir_features::window::WindowSpec;
+use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source_operator::{build_source, SourceReader};
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
@@ -294,6 +296,15 @@ impl SourceReader for ScriptedReader {
         self.instance
     }
 
+    fn source_name(&self) -> &str {
+        "scripted"
+    }
+
+    /// Checkpoints are off in these tests.
+    fn positions(&self) -> BTreeMap<i32, SourceOffset> {
+        BTreeMap::new()
+    }
+
     /// Releases the next step if it is this instance's, every instance has polled, and the
     /// wall clock is past the tick of the previous step; stops the source once the script is
     /// done and this instance has reported its final state. Returns 0 so the operator paces
@@ -353,6 +364,7 @@ pub fn run(scenario: Scenario) -> Result<Outcome, String> {
         sources: workers,
         placement: Placement::new(workers, 1),
         source_name: "scripted".to_owned(),
+        checkpoints: OperatorCheckpoints::off(),
         state_ttl_ms: None,
         metrics: metrics.clone(),
     };
@@ -398,8 +410,18 @@ pub fn run(scenario: Scenario) -> Result<Outcome, String> {
         let (rows, late) = (rows_w.clone(), late_w.clone());
         let config = config.clone();
         worker.dataflow::<Tick, _, _>(move |scope| {
-            let source = build_source(scope, "ScriptedSource", Some(reader), TICK_MS, stop);
-            let windows = source.events.window_features(source.reports, config);
+            let source = build_source(
+                scope,
+                "ScriptedSource",
+                Some(reader),
+                TICK_MS,
+                EpochClock::OFF,
+                stop,
+            );
+            let windows = source
+                .events
+                .window_features(source.reports, config)
+                .expect("no checkpoint to restore, so building cannot fail");
             windows.rows.inspect_core(move |event| {
                 if let Ok((stamp, data)) = event {
                     let tick = stamp.elements().first().copied().unwrap_or_default();

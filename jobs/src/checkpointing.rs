@@ -1,0 +1,218 @@
+//! Checkpoint settings of a job (`[checkpoint]`, `--restore`, `--checkpoint-dir`) and the
+//! choice, before the workers start, of the checkpoint to restore (DESIGN.md §5): the newest
+//! valid one (a corrupt or partial epoch is skipped with a log line naming the reason), or a
+//! named epoch; a checkpoint of a job whose features or key groups changed is refused.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use xxhash_rust::xxh3::Xxh3;
+
+use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
+use weir_features::duration_ms;
+use weir_features::vocab::Epoch;
+use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
+
+use crate::config::{CompiledJob, JobFile};
+
+/// `[checkpoint]`: absent = no checkpoints.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSection {
+    /// Checkpoint directory (local disk or a mount shared by every process), relative to
+    /// the job file.
+    pub dir: PathBuf,
+    /// Processing time between checkpoint epochs.
+    #[serde(with = "duration_ms", default = "ten_seconds")]
+    pub interval: i64,
+    /// Committed checkpoints to keep.
+    #[serde(default = "three")]
+    pub retain: usize,
+}
+
+fn ten_seconds() -> i64 {
+    10_000
+}
+fn three() -> usize {
+    3
+}
+
+/// What `--restore` asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RestoreChoice {
+    /// The newest valid checkpoint if there is one, else a fresh start (the default).
+    #[default]
+    Auto,
+    /// The newest valid checkpoint; an error if there is none.
+    Latest,
+    /// This epoch; an error if it is not valid.
+    Epoch(u64),
+    /// Start fresh even if checkpoints exist.
+    Fresh,
+}
+
+impl FromStr for RestoreChoice {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "auto" => Ok(RestoreChoice::Auto),
+            "latest" => Ok(RestoreChoice::Latest),
+            "none" => Ok(RestoreChoice::Fresh),
+            other => other.parse().map(RestoreChoice::Epoch).map_err(|_| {
+                format!(
+                    "--restore takes `latest`, `none`, `auto` or an epoch number, not `{other}`"
+                )
+            }),
+        }
+    }
+}
+
+/// Checkpointing of one run, decided before the workers start.
+#[derive(Clone)]
+pub struct CheckpointPlan {
+    /// The store.
+    pub store: Arc<dyn SnapshotStore>,
+    /// Which ticks are epochs.
+    pub clock: EpochClock,
+    /// Committed epochs to keep.
+    pub retain: usize,
+    /// The checkpoint this run starts from.
+    pub restore: Option<Arc<Manifest>>,
+    /// Hash of the job's features and topology (recorded in every manifest).
+    pub topology_hash: u64,
+}
+
+impl std::fmt::Debug for CheckpointPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointPlan")
+            .field("clock", &self.clock)
+            .field("retain", &self.retain)
+            .field("restore", &self.restore.as_ref().map(|m| m.epoch))
+            .finish_non_exhaustive()
+    }
+}
+
+impl CheckpointPlan {
+    /// What a stateful operator needs.
+    pub fn operator(&self) -> OperatorCheckpoints {
+        OperatorCheckpoints {
+            clock: self.clock,
+            store: Some(self.store.clone()),
+            restore: self.restore.clone(),
+        }
+    }
+}
+
+/// Hash of everything a snapshot's meaning depends on: the schema, the features, the windows,
+/// the trigger and the lateness. Parallelism and worker counts are not in it (a rescale is a
+/// restore).
+pub fn topology_hash(job: &JobFile) -> u64 {
+    let mut hasher = Xxh3::with_seed(0x5745_4952_544f_5031); // "WEIRTOP1"
+    let described = format!(
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{}|{}",
+        job.source.fields,
+        job.features,
+        job.window,
+        job.windows,
+        job.trigger,
+        job.source.key,
+        job.source.event_time,
+        job.watermark.allowed_lateness,
+    );
+    hasher.update(described.as_bytes());
+    hasher.digest()
+}
+
+/// Opens the job's checkpoint store and picks the checkpoint to restore; `None` when the job
+/// has no `[checkpoint]` section.
+pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<CheckpointPlan>> {
+    let file = &job.file;
+    let Some(section) = &file.checkpoint else {
+        if matches!(choice, RestoreChoice::Latest | RestoreChoice::Epoch(_)) {
+            bail!(
+                "--restore needs a [checkpoint] section with dir = \"...\" (or --checkpoint-dir)"
+            );
+        }
+        return Ok(None);
+    };
+    if section.interval <= 0 {
+        bail!("[checkpoint] interval must be positive, e.g. \"10s\"");
+    }
+    let dir = file.base_dir.join(&section.dir);
+    let store = LocalDirStore::open(&dir)
+        .with_context(|| format!("cannot open the checkpoint directory {}", dir.display()))?;
+    let manifest = match choice {
+        RestoreChoice::Fresh => None,
+        RestoreChoice::Auto | RestoreChoice::Latest => {
+            let found = store.latest_valid()?;
+            if found.is_none() && choice == RestoreChoice::Latest {
+                bail!("--restore latest: no valid checkpoint in {}", dir.display());
+            }
+            found
+        }
+        RestoreChoice::Epoch(epoch) => {
+            Some(store.verify_epoch(Epoch(epoch)).with_context(|| {
+                format!(
+                    "--restore {epoch}: checkpoint {epoch} in {} cannot be restored",
+                    dir.display()
+                )
+            })?)
+        }
+    };
+    let hash = topology_hash(file);
+    if let Some(manifest) = &manifest {
+        check_compatible(job, manifest, hash)?;
+        tracing::info!(
+            epoch = manifest.epoch.0,
+            dir = %dir.display(),
+            bytes = manifest.total_size(),
+            "restoring from checkpoint {}",
+            manifest.epoch.0
+        );
+    } else {
+        tracing::info!(dir = %dir.display(), "starting without a checkpoint");
+    }
+    Ok(Some(CheckpointPlan {
+        store: Arc::new(store),
+        clock: EpochClock::every(section.interval as u64, file.runtime.tick as u64),
+        retain: section.retain.max(1),
+        restore: manifest.map(Arc::new),
+        topology_hash: hash,
+    }))
+}
+
+fn check_compatible(job: &CompiledJob, manifest: &Manifest, hash: u64) -> Result<()> {
+    let epoch = manifest.epoch.0;
+    let groups = job.file.runtime.key_groups;
+    if manifest.key_groups != groups {
+        bail!(
+            "checkpoint {epoch} was written with {} key groups but the job has [runtime] key_groups = {groups}; key groups are fixed for the life of a job (restore with --restore none to start over)",
+            manifest.key_groups
+        );
+    }
+    if manifest.topology_hash != hash {
+        bail!(
+            "checkpoint {epoch} was written by a job with different features, windows, trigger, schema or lateness (topology hash {:016x}, this job {hash:016x}); its state cannot be reused — restore with the original job file, or start over with --restore none",
+            manifest.topology_hash
+        );
+    }
+    Ok(())
+}
+
+/// Parallelism by operator name, as recorded in manifests.
+pub fn parallelism_by_operator(job: &CompiledJob) -> BTreeMap<String, usize> {
+    let p = job.parallelism;
+    BTreeMap::from([
+        ("source".to_owned(), p.source),
+        (
+            weir_operators::window_features::WINDOW_OPERATOR.to_owned(),
+            p.window,
+        ),
+        ("score".to_owned(), p.score),
+        ("sink".to_owned(), p.sink),
+    ])
+}

@@ -1,0 +1,137 @@
+//! The checkpoint committer (DESIGN.md §5): one instance (on the worker of instance 0) receives
+//! every [`CheckpointPart`] of the job. When its input frontier passes a checkpoint epoch `E`,
+//! every source has sent its offsets for `E`, every window instance has written its snapshot
+//! of `E` and every sink has flushed its output of ticks `<= E` (they hold their capabilities
+//! until then). It then writes `ckpt/<E>/MANIFEST` — offsets, key groups, parallelism, model
+//! versions, topology hash, snapshot files — with the store's atomic rename (the commit point),
+//! prunes old epochs and runs the commit hook (Kafka consumer-group offsets, for lag
+//! visibility only).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+
+use weir_checkpoint::{Manifest, SnapshotEntry, SnapshotStore, SourceOffset};
+use weir_features::vocab::{Epoch, Tick};
+
+use crate::epochs::{CheckpointPart, CheckpointStream, EpochClock};
+use crate::metrics::JobMetrics;
+use crate::window_features::WINDOW_OPERATOR;
+
+/// Called after each commit (e.g. to commit Kafka consumer-group offsets).
+pub type CommitHook = Arc<dyn Fn(&Manifest) + Send + Sync>;
+
+/// What the committer writes into every manifest besides the parts it receives.
+#[derive(Clone)]
+pub struct CommitterConfig {
+    /// The store to commit to.
+    pub store: Arc<dyn SnapshotStore>,
+    /// Which ticks are epochs.
+    pub epochs: EpochClock,
+    /// Key groups of the job.
+    pub key_groups: u32,
+    /// Parallelism of every operator, by name.
+    pub parallelism: BTreeMap<String, usize>,
+    /// Model versions in use, by model name.
+    pub model_versions: BTreeMap<String, String>,
+    /// Hash of the job's features and topology.
+    pub topology_hash: u64,
+    /// Committed epochs to keep.
+    pub retain: usize,
+    /// Positions of the restored checkpoint (partitions that have not moved since keep them).
+    pub restored_offsets: BTreeMap<String, BTreeMap<i32, SourceOffset>>,
+    /// The worker that commits.
+    pub worker: usize,
+    /// Counters.
+    pub metrics: Arc<JobMetrics>,
+    /// Run after each commit.
+    pub on_commit: Option<CommitHook>,
+}
+
+/// Extension trait: `parts.commit_checkpoints(config)`.
+pub trait CommitCheckpoints {
+    /// Commits every checkpoint epoch the job completes; see the module docs.
+    fn commit_checkpoints(self, config: CommitterConfig);
+}
+
+impl CommitCheckpoints for CheckpointStream<'_> {
+    fn commit_checkpoints(self, config: CommitterConfig) {
+        let worker = config.worker as u64;
+        let mut stash: BTreeMap<Tick, Vec<CheckpointPart>> = BTreeMap::new();
+        let mut offsets = config.restored_offsets.clone();
+        self.sink(
+            Exchange::new(move |_: &CheckpointPart| worker),
+            "CheckpointCommitter",
+            move |(input, frontier)| {
+                input.for_each(|capability, data| {
+                    if let Some(&tick) = capability.least() {
+                        stash.entry(tick).or_default().append(data);
+                    }
+                });
+                let bound = frontier.frontier().iter().min().copied();
+                while let Some(entry) = stash.first_entry() {
+                    if bound.is_some_and(|b| *entry.key() >= b) {
+                        break;
+                    }
+                    let (tick, parts) = entry.remove_entry();
+                    let mut files = Vec::new();
+                    for part in parts {
+                        match part {
+                            CheckpointPart::Offsets { source, partitions } => {
+                                offsets.entry(source).or_default().extend(partitions);
+                            }
+                            CheckpointPart::Snapshot(file) => files.push(file),
+                        }
+                    }
+                    if config.epochs.is_epoch(tick) && !files.is_empty() {
+                        commit(&config, tick, files, &offsets);
+                    }
+                }
+            },
+        );
+    }
+}
+
+fn commit(
+    config: &CommitterConfig,
+    tick: Tick,
+    mut files: Vec<SnapshotEntry>,
+    offsets: &BTreeMap<String, BTreeMap<i32, SourceOffset>>,
+) {
+    files.sort_by(|a, b| (&a.operator, a.range).cmp(&(&b.operator, b.range)));
+    let mut manifest = Manifest::new(Epoch(tick), config.key_groups);
+    manifest.parallelism = config.parallelism.clone();
+    manifest.sources = offsets.clone();
+    manifest.model_versions = config.model_versions.clone();
+    manifest.topology_hash = config.topology_hash;
+    manifest.files = files;
+    if !manifest.files.iter().any(|f| f.operator == WINDOW_OPERATOR) {
+        tracing::warn!(
+            epoch = tick,
+            "no window snapshot for this epoch; not committed"
+        );
+        return;
+    }
+    if let Err(error) = manifest
+        .validate()
+        .and_then(|()| config.store.commit_manifest(&manifest))
+    {
+        tracing::error!(epoch = tick, %error, "checkpoint not committed");
+        return;
+    }
+    JobMetrics::add(&config.metrics.checkpoints_committed, 1);
+    tracing::info!(
+        epoch = tick,
+        bytes = manifest.total_size(),
+        files = manifest.files.len(),
+        "checkpoint committed"
+    );
+    if let Err(error) = config.store.prune(config.retain) {
+        tracing::warn!(%error, "pruning old checkpoints failed");
+    }
+    if let Some(hook) = &config.on_commit {
+        hook(&manifest);
+    }
+}
