@@ -170,11 +170,17 @@ pub fn run_job_with(
         let plan = plan.clone();
         let built = worker.dataflow::<Tick, _, _>(|scope| pipeline::build(scope, &plan));
         if let Err(error) = built {
-            // Preflight makes this rare; a worker that cannot build would stall its peers.
-            panic!(
+            // Preflight makes this rare. A worker that cannot build would stall its peers
+            // forever, so the process exits (a supervisor restarts it from the last checkpoint).
+            tracing::error!(
                 "worker {} could not build the dataflow: {error:#}",
                 worker.index()
             );
+            eprintln!(
+                "error: worker {} could not build the dataflow: {error:#}",
+                worker.index()
+            );
+            std::process::exit(2);
         }
         while worker.step_or_park(Some(Duration::from_millis(20))) {}
     })

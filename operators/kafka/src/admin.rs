@@ -73,9 +73,18 @@ pub fn partition_count<C: rdkafka::consumer::ConsumerContext>(
     consumer: &BaseConsumer<C>,
     topic: &str,
 ) -> std::result::Result<usize, String> {
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .map_err(|e| e.to_string())?;
+    // A busy broker can time out one metadata request; three attempts of 10 s each.
+    let mut attempt = 0;
+    let metadata = loop {
+        attempt += 1;
+        match consumer.fetch_metadata(Some(topic), Duration::from_secs(10)) {
+            Ok(metadata) => break metadata,
+            Err(error) if attempt < 3 => {
+                tracing::warn!(%error, topic, attempt, "metadata request failed; retrying");
+            }
+            Err(error) => return Err(error.to_string()),
+        }
+    };
     let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
         return Err("not in metadata".to_owned());
     };

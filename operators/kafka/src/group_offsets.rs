@@ -36,6 +36,9 @@ impl GroupOffsets {
 
     /// Commits `next_offset` of every partition; failures are logged (lag visibility only).
     pub fn commit(&self, partitions: &BTreeMap<i32, SourceOffset>) {
+        if partitions.is_empty() {
+            return;
+        }
         let mut list = TopicPartitionList::new();
         for (&partition, position) in partitions {
             let added = list.add_partition_offset(
