@@ -49,6 +49,12 @@ pub struct RunSummary {
     pub rows_written: u64,
     /// Records that could not be delivered.
     pub delivery_failures: u64,
+    /// Checkpoint epochs committed by this process.
+    pub checkpoints_committed: u64,
+    /// Snapshot bytes written by this process's window instances.
+    pub snapshot_bytes: u64,
+    /// Time this process's window instances spent encoding and writing snapshots.
+    pub snapshot_time: Duration,
     /// Window close → score acknowledged latency, median, µs.
     pub latency_p50_us: Option<u64>,
     /// Window close → score acknowledged latency, 99th percentile, µs.
@@ -81,7 +87,7 @@ impl RunSummary {
              windows scored:  {} ({} inference errors, {} delivered)\n\
              dead letters:    {} [{}] ({} delivered)\n\
              latency p50/p99: {} / {} (window close → score acknowledged)\n\
-             elapsed:         {:.2} s{}{}",
+             elapsed:         {:.2} s{}{}{}",
             self.events_in,
             self.records_in,
             self.records_in as f64 / secs,
@@ -103,6 +109,16 @@ impl RunSummary {
                     .map(|(p, n)| format!("{p}:{n}"))
                     .collect();
                 format!("\nlate by partition: {}", parts.join(", "))
+            },
+            if self.checkpoints_committed > 0 || self.snapshot_bytes > 0 {
+                format!(
+                    "\ncheckpoints:     {} committed ({:.1} MB of snapshots, {:.0} ms encoding and writing)",
+                    self.checkpoints_committed,
+                    self.snapshot_bytes as f64 / 1e6,
+                    self.snapshot_time.as_secs_f64() * 1e3
+                )
+            } else {
+                String::new()
             },
             if self.delivery_failures > 0 {
                 format!("\nDELIVERY FAILURES: {}", self.delivery_failures)
@@ -212,6 +228,9 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
         dead_letters_delivered: JobMetrics::get(&m.dead_letters_delivered),
         rows_written: JobMetrics::get(&m.rows_written),
         delivery_failures: JobMetrics::get(&m.delivery_failures),
+        checkpoints_committed: JobMetrics::get(&m.checkpoints_committed),
+        snapshot_bytes: JobMetrics::get(&m.snapshot_bytes),
+        snapshot_time: Duration::from_micros(JobMetrics::get(&m.snapshot_us)),
         latency_p50_us: m.latency_quantile_us(0.5),
         latency_p99_us: m.latency_quantile_us(0.99),
         elapsed,

@@ -1,0 +1,281 @@
+//! Checkpoint cost (issue #4 acceptance), against baselines measured in the same run.
+//!
+//! Run: `cargo bench --bench checkpoint` (results: BENCHMARKS.md). Not a criterion benchmark:
+//! each measurement takes seconds, so every case runs `REPEATS` times and the median is
+//! printed.
+//!
+//! 1. **1 M keys**: the window state of 1 000 000 keys (one open 1-hour tumbling window each,
+//!    the 8 clickstream features) — encode + durable write of its snapshot
+//!    (`KeyedFeatures::encode` + `LocalDirStore::write_snapshot`, fsync + rename) against a
+//!    plain `fs::write` + `fsync` of the same number of bytes; restore (read, checksum, decode)
+//!    against a plain `fs::read`; and a rescale restore (decode, keep half the key groups).
+//!    Target: restore ≤ 5 s.
+//! 2. **Throughput with checkpoints**: the job's dataflow (file source, window features,
+//!    feature rows to a file; 1 worker) over 2 M events of 100 k keys, with no checkpoints vs a
+//!    checkpoint every 500 ms (20× more often than the default 10 s). Target: ≤ 5 % loss at
+//!    10 s; reported as the ratio of events/s.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+
+use weir_checkpoint::{KeyGroupRange, LocalDirStore, SnapshotStore};
+use weir_features::decode::JsonDecoder;
+use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
+use weir_features::record::Event;
+use weir_features::vocab::{Epoch, KeyGroup, SourcePosition, Watermark};
+use weir_features::window::WindowSpec;
+
+const REPEATS: usize = 3;
+const STATE_KEYS: usize = 1_000_000;
+const RUN_EVENTS: usize = 2_000_000;
+const RUN_KEYS: usize = 100_000;
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn time<T>(mut f: impl FnMut() -> T) -> (Duration, T) {
+    let started = Instant::now();
+    let out = f();
+    (started.elapsed(), out)
+}
+
+fn scratch(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weir-bench-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    dir
+}
+
+/// The state of `STATE_KEYS` keys with one event each in one window.
+fn million_keys() -> (JobFeatures, KeyedFeatures) {
+    let schema = common::schema();
+    let job = JobFeatures::single(
+        WindowSpec::Tumbling { size: 3_600_000 },
+        common::features(&schema),
+    );
+    let decoder = JsonDecoder::new(schema);
+    let mut state = KeyedFeatures::new(&job, 0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    for i in 0..STATE_KEYS {
+        let payload = format!(
+            "{{\"user\":\"u{i:07}\",\"ts\":{},\"type\":\"view\",\"dwell_ms\":{:.1}}}",
+            1_767_225_600_000i64 + (i as i64 % 1_000_000),
+            rng.random_range(10.0..9000.0)
+        );
+        let decoded = decoder
+            .decode(payload.as_bytes())
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let event = Event {
+            key_group: KeyGroup::of(decoded.key.as_bytes(), 4096),
+            key: decoded.key,
+            ts: decoded.ts,
+            values: decoded.values,
+            position: SourcePosition {
+                partition: 0,
+                offset: i as i64,
+            },
+        };
+        state.apply(&job, &event, Watermark::MIN);
+    }
+    (job, state)
+}
+
+fn state_costs() {
+    let (job, state) = million_keys();
+    let dir = scratch("state");
+    let store = LocalDirStore::open(dir.join("ckpt")).unwrap_or_else(|e| panic!("{e}"));
+    let range = KeyGroupRange::of_instance(0, 1, 4096);
+    let (mut encode, mut write, mut raw_write, mut restore, mut raw_read, mut rescale) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut size = 0;
+    for round in 0..REPEATS {
+        let (took, bytes) = time(|| state.encode().unwrap_or_else(|e| panic!("{e}")));
+        encode.push(took);
+        size = bytes.len();
+        let epoch = Epoch(round as u64 + 1);
+        let (took, _) = time(|| {
+            store
+                .write_snapshot(epoch, "window", range, &bytes)
+                .unwrap_or_else(|e| panic!("{e}"))
+        });
+        write.push(took);
+        let raw = dir.join(format!("raw-{round}"));
+        let (took, _) = time(|| {
+            let mut file = std::fs::File::create(&raw).unwrap_or_else(|e| panic!("{e}"));
+            file.write_all(&bytes).unwrap_or_else(|e| panic!("{e}"));
+            file.sync_all().unwrap_or_else(|e| panic!("{e}"));
+        });
+        raw_write.push(took);
+        let (took, _) = time(|| std::fs::read(&raw).unwrap_or_else(|e| panic!("{e}")));
+        raw_read.push(took);
+        let (took, restored) = time(|| {
+            let snapshot = store
+                .read_snapshot(epoch, "window", range)
+                .unwrap_or_else(|e| panic!("{e}"));
+            KeyedFeatures::decode(&job, &snapshot.payload).unwrap_or_else(|e| panic!("{e}"))
+        });
+        restore.push(took);
+        assert_eq!(restored.open_slots(), STATE_KEYS);
+        let (took, half) = time(|| {
+            let snapshot = store
+                .read_snapshot(epoch, "window", range)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let mut half =
+                KeyedFeatures::decode(&job, &snapshot.payload).unwrap_or_else(|e| panic!("{e}"));
+            half.retain_keys(&|k| KeyGroup::of(k.as_bytes(), 4096).0 < 2048);
+            half
+        });
+        rescale.push(took);
+        assert!(half.open_slots() < STATE_KEYS);
+    }
+    let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
+    let (encode, write, raw_write) = (median(encode), median(write), median(raw_write));
+    let (restore, raw_read, rescale) = (median(restore), median(raw_read), median(rescale));
+    println!(
+        "state of {STATE_KEYS} keys: snapshot {:.1} MB",
+        size as f64 / 1e6
+    );
+    println!(
+        "  checkpoint = encode {} + durable write {} = {} | raw write+fsync {} ({:.2}x)",
+        ms(encode),
+        ms(write),
+        ms(encode + write),
+        ms(raw_write),
+        (encode + write).as_secs_f64() / raw_write.as_secs_f64()
+    );
+    println!(
+        "  restore (read, checksum, decode) {} | raw read {} | rescale restore (keep half) {}",
+        ms(restore),
+        ms(raw_read),
+        ms(rescale)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn job_text(input: &Path, checkpoint: Option<&Path>) -> String {
+    let checkpoint = checkpoint.map_or(String::new(), |dir| {
+        format!(
+            "[checkpoint]\ndir = \"{}\"\ninterval = \"500ms\"\nretain = 2\n",
+            dir.display()
+        )
+    });
+    format!(
+        r#"
+name = "bench-checkpoint"
+[runtime]
+workers = 1
+[source]
+kind = "file"
+paths = ["{input}"]
+key = "user"
+event_time = "ts"
+[source.fields]
+user = "string"
+ts = "timestamp_ms"
+type = "string"
+dwell_ms = "f64"
+amount = {{ type = "f64", required = false }}
+[window]
+kind = "tumbling"
+size = "1m"
+[[features]]
+name = "events"
+agg = "count"
+[[features]]
+name = "dwell_mean"
+agg = "mean"
+field = "dwell_ms"
+[[features]]
+name = "amount_sum"
+agg = "sum"
+field = "amount"
+[model]
+path = "unused"
+[sink]
+kind = "file"
+path = "rows.jsonl"
+{checkpoint}
+"#,
+        input = input.display()
+    )
+}
+
+fn throughput_with_checkpoints() {
+    let dir = scratch("run");
+    let input = dir.join("events.jsonl");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let mut text = String::with_capacity(RUN_EVENTS * 80);
+    for i in 0..RUN_EVENTS {
+        let kind = ["view", "click", "purchase"][rng.random_range(0..3)];
+        text.push_str(&format!(
+            "{{\"user\":\"u{:06}\",\"ts\":{},\"type\":\"{kind}\",\"dwell_ms\":{:.1}}}\n",
+            rng.random_range(0..RUN_KEYS),
+            1_767_225_600_000i64 + i as i64,
+            rng.random_range(10.0..9000.0)
+        ));
+    }
+    std::fs::write(&input, text).unwrap_or_else(|e| panic!("{e}"));
+    let run = |checkpoints: bool, round: usize| {
+        let ckpt = dir.join(format!("ckpt-{round}"));
+        let text = job_text(&input, checkpoints.then_some(ckpt.as_path()));
+        let mut job: weir::JobFile = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        job.base_dir = dir.clone();
+        let job = job.compile().unwrap_or_else(|e| panic!("{e:#}"));
+        let summary = weir::run::run_job_with(
+            job,
+            weir::pipeline::Mode::FeaturesOnly,
+            Arc::new(AtomicBool::new(false)),
+            &weir::run::RunOptions {
+                restore: weir::checkpointing::RestoreChoice::Fresh,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(summary.events_in, RUN_EVENTS as u64);
+        summary
+    };
+    let (mut plain, mut with) = (vec![], vec![]);
+    let mut committed = 0;
+    let mut snapshot_ms = 0.0;
+    for round in 0..REPEATS {
+        plain.push(run(false, round).elapsed);
+        let summary = run(true, round);
+        committed = summary.checkpoints_committed;
+        snapshot_ms = summary.snapshot_time.as_secs_f64() * 1e3;
+        with.push(summary.elapsed);
+    }
+    let (plain, with) = (median(plain), median(with));
+    let rate = |d: Duration| RUN_EVENTS as f64 / d.as_secs_f64() / 1e6;
+    println!(
+        "dataflow, 1 worker, {RUN_EVENTS} events / {RUN_KEYS} keys: no checkpoints {:.2} M events/s | checkpoint every 500 ms {:.2} M events/s = {:.3}x ({committed} checkpoints in the last run, {snapshot_ms:.0} ms encoding+writing)",
+        rate(plain),
+        rate(with),
+        plain.as_secs_f64() / with.as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters by name.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    if wanted("state") {
+        state_costs();
+    }
+    if wanted("throughput") {
+        throughput_with_checkpoints();
+    }
+}
