@@ -19,7 +19,8 @@
 //! cannot pass by starting over. Before the last restart of (b) the newest checkpoint's
 //! snapshot is corrupted: that run must skip it (with a log line) and restore the previous one.
 //!
-//! Run: `cargo test -p weir --test checkpoint_golden` (broker from scripts/test.sh).
+//! Run: `cargo test -p weir --test checkpoint_golden` (starts its own broker with
+//! scripts/broker.sh on a free port; needs tansu installed by scripts/setup.sh).
 
 #[path = "../../tests/support/kafka.rs"]
 #[allow(dead_code)]
@@ -303,6 +304,53 @@ fn corrupt_newest(dir: &Path) -> Result<u64> {
     Ok(epoch.0)
 }
 
+/// A broker of this test's own (scripts/broker.sh on a free port, data in the scratch
+/// directory), stopped on drop: SIGKILLed clients can leave tansu busy with half-closed
+/// connections, which must not slow down the other tests' broker.
+struct OwnBroker {
+    env: [(&'static str, String); 2],
+}
+
+impl OwnBroker {
+    fn start(scratch: &Path) -> Result<OwnBroker> {
+        let broker = OwnBroker {
+            env: [
+                ("WEIR_BROKER_PORT", free_port()?.to_string()),
+                (
+                    "WEIR_BROKER_DIR",
+                    scratch.join("broker").display().to_string(),
+                ),
+            ],
+        };
+        let status = broker.script("start")?;
+        ensure!(
+            status.success(),
+            "scripts/broker.sh start failed ({status})"
+        );
+        // The Kafka helpers and the job files read the broker address from here.
+        std::env::set_var(
+            "WEIR_TEST_BROKERS",
+            format!("127.0.0.1:{}", broker.env[0].1),
+        );
+        Ok(broker)
+    }
+
+    fn script(&self, command: &str) -> Result<std::process::ExitStatus> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/broker.sh");
+        Ok(Command::new("bash")
+            .arg(script)
+            .arg(command)
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .status()?)
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        let _ = self.script("stop");
+    }
+}
+
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -312,6 +360,7 @@ fn free_port() -> Result<u16> {
 #[test]
 fn killed_restored_and_rescaled_runs_equal_a_straight_run() -> Result<()> {
     let scratch = Scratch::new()?;
+    let _broker = OwnBroker::start(&scratch.0)?;
     let input = unique_topic("golden-clicks");
     create_topic(&input, PARTITIONS)?;
     let events: Vec<(String, Vec<u8>)> = Clickstream::new(ClickstreamConfig {

@@ -14,6 +14,7 @@ pub mod file_sink;
 pub mod file_source;
 pub mod metrics;
 pub mod placement;
+mod snapshot_writer;
 pub mod source;
 pub mod source_operator;
 pub mod window_features;

@@ -5,9 +5,9 @@
 //! Records behind the watermark by more than the allowed lateness become `late` dead letters.
 //!
 //! Checkpoints (DESIGN.md §5): after the last record of an epoch tick `E` is applied (and
-//! before any record of a later tick), an instance writes its whole state as the snapshot
-//! `window/kg-<lo>-<hi>` of its key-group range and sends the file's entry to the committer at
-//! `E`. On restore an instance reads every snapshot file of the manifest that overlaps its
+//! before any record of a later tick), an instance encodes its whole state; its writer thread
+//! ([`crate::snapshot_writer`]) writes it as the snapshot `window/kg-<lo>-<hi>` of its key-group
+//! range while the dataflow goes on, and the file's entry goes to the committer at `E`. On restore an instance reads every snapshot file of the manifest that overlaps its
 //! (possibly different) range and keeps its own keys, so a rescale is a restore.
 
 use std::collections::BTreeMap;
@@ -37,6 +37,7 @@ use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::{OperatorError, Result};
 use crate::metrics::JobMetrics;
 use crate::placement::{instance_for_key_group, Placement};
+use crate::snapshot_writer::SnapshotWriter;
 
 /// Everything a window instance needs to know.
 #[derive(Clone, Debug)]
@@ -116,6 +117,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             Some(instance) => restore_state(&config, instance)?,
             None => KeyedFeatures::new(&config.features, config.allowed_lateness_ms),
         };
+        let worker = self.scope().worker();
         let mut builder = OperatorBuilder::new("WindowFeatures".to_owned(), self.scope());
         let (key_groups, parallelism, placement) =
             (config.key_groups, config.parallelism, config.placement);
@@ -144,6 +146,18 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             timely::container::CapacityContainerBuilder<Vec<CheckpointPart>>,
         >::from(parts_out);
 
+        let activator = worker.sync_activator_for(builder.operator_info().address.to_vec());
+        let clock = config.checkpoints.clock;
+        let mut writer = match (range, &config.checkpoints.store) {
+            (Some(range), Some(store)) if clock.enabled() => Some(
+                SnapshotWriter::start(store.clone(), range, config.metrics.clone(), activator)
+                    .map_err(|e| OperatorError::Restore {
+                        path: store.snapshot_location(Epoch(0), WINDOW_OPERATOR, range),
+                        detail: format!("cannot start the snapshot writer thread: {e}"),
+                    })?,
+            ),
+            _ => None,
+        };
         builder.build(move |initial_capabilities| {
             drop(initial_capabilities);
             let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
@@ -215,11 +229,21 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                             .session(&ready.late_cap)
                             .give_container(&mut late);
                     }
-                    if let Some(range) = range.filter(|_| config.checkpoints.clock.is_epoch(tick)) {
-                        if let Some(part) = snapshot(&config, &state, tick, range) {
-                            parts_out.activate().session(&ready.parts_cap).give(part);
+                    if let Some(writer) = writer.as_mut().filter(|_| clock.is_epoch(tick)) {
+                        let started = std::time::Instant::now();
+                        match state.encode() {
+                            Ok(bytes) => {
+                                let encode_us = started.elapsed().as_micros() as u64;
+                                writer.submit(tick, ready.parts_cap, bytes, encode_us);
+                            }
+                            Err(error) => tracing::error!(epoch = tick, %error, "cannot encode the window state; the epoch will not be committed"),
                         }
                     }
+                }
+                if let Some(writer) = writer.as_mut() {
+                    writer.collect(|capability, part| {
+                        parts_out.activate().session(capability).give(part);
+                    });
                 }
             }
         });
@@ -310,33 +334,4 @@ fn restore_state(config: &WindowConfig, instance: usize) -> Result<KeyedFeatures
         "window state restored"
     );
     Ok(state)
-}
-
-/// Writes the snapshot of `state` for epoch `tick`; `None` (logged) when the write fails,
-/// which leaves the epoch uncommitted.
-fn snapshot(
-    config: &WindowConfig,
-    state: &KeyedFeatures,
-    tick: Tick,
-    range: KeyGroupRange,
-) -> Option<CheckpointPart> {
-    let store = config.checkpoints.store.as_ref()?;
-    let started = std::time::Instant::now();
-    let written = state.encode().map_err(|e| e.to_string()).and_then(|bytes| {
-        store
-            .write_snapshot(Epoch(tick), WINDOW_OPERATOR, range, &bytes)
-            .map_err(|e| e.to_string())
-    });
-    match written {
-        Ok(entry) => {
-            config
-                .metrics
-                .checkpoint_written(entry.size, started.elapsed());
-            Some(CheckpointPart::Snapshot(entry))
-        }
-        Err(error) => {
-            tracing::error!(epoch = tick, %error, "window snapshot failed; the epoch will not be committed");
-            None
-        }
-    }
 }

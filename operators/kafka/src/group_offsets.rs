@@ -34,7 +34,8 @@ impl GroupOffsets {
         })
     }
 
-    /// Commits `next_offset` of every partition; failures are logged (lag visibility only).
+    /// Commits `next_offset` of every partition without waiting for the broker (the worker must
+    /// not stall on it); failures to send are logged (lag visibility only).
     pub fn commit(&self, partitions: &BTreeMap<i32, SourceOffset>) {
         if partitions.is_empty() {
             return;
@@ -50,7 +51,7 @@ impl GroupOffsets {
                 tracing::warn!(%error, partition, "cannot list an offset to commit");
             }
         }
-        if let Err(error) = self.consumer.commit(&list, CommitMode::Sync) {
+        if let Err(error) = self.consumer.commit(&list, CommitMode::Async) {
             tracing::warn!(%error, topic = %self.topic, "committing consumer-group offsets failed (lag visibility only)");
         }
     }
