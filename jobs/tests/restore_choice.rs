@@ -1,0 +1,99 @@
+//! Choosing the checkpoint to restore (`weir run --restore`, issue #4): the newest valid one,
+//! a named epoch, or none; a checkpoint written by a job with other features or another key-group
+//! count is refused with an explanation; `--restore latest` without a checkpoint is an error.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use weir::checkpointing::{prepare, topology_hash, RestoreChoice};
+use weir::config::JobFile;
+use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
+use weir_features::vocab::Epoch;
+
+fn job(dir: &Path) -> Result<JobFile> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml");
+    let mut job = JobFile::load(&path)?;
+    job.checkpoint = Some(toml::from_str(&format!("dir = \"{}\"", dir.display()))?);
+    Ok(job)
+}
+
+fn scratch(label: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("weir-restore-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Commits an empty checkpoint of `epoch` (no snapshot files) for `job`.
+fn commit(dir: &Path, job: &JobFile, epoch: u64, hash: u64) -> Result<()> {
+    let store = LocalDirStore::open(dir)?;
+    let mut manifest = Manifest::new(Epoch(epoch), job.runtime.key_groups);
+    manifest.topology_hash = hash;
+    store.commit_manifest(&manifest)?;
+    Ok(())
+}
+
+fn error_of(result: Result<impl Sized>) -> String {
+    match result {
+        Ok(_) => String::new(),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[test]
+fn newest_valid_named_or_none_is_restored() -> Result<()> {
+    let dir = scratch("choice")?;
+    let file = job(&dir)?;
+    let hash = topology_hash(&file);
+    let compiled = file.clone().compile()?;
+    assert!(prepare(&compiled, RestoreChoice::Auto)?
+        .context("checkpoints are on")?
+        .restore
+        .is_none());
+    let err = error_of(prepare(&compiled, RestoreChoice::Latest));
+    assert!(err.contains("no valid checkpoint"), "{err}");
+    commit(&dir, &file, 10, hash)?;
+    commit(&dir, &file, 20, hash)?;
+    let newest = |choice| -> Result<Option<u64>> {
+        Ok(prepare(&compiled, choice)?
+            .context("checkpoints are on")?
+            .restore
+            .map(|m| m.epoch.0))
+    };
+    assert_eq!(newest(RestoreChoice::Auto)?, Some(20));
+    assert_eq!(newest(RestoreChoice::Latest)?, Some(20));
+    assert_eq!(newest(RestoreChoice::Epoch(10))?, Some(10));
+    assert_eq!(newest(RestoreChoice::Fresh)?, None);
+    let err = error_of(newest(RestoreChoice::Epoch(15)));
+    assert!(err.contains("--restore 15"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[test]
+fn checkpoints_of_another_topology_or_key_group_count_are_refused() -> Result<()> {
+    let dir = scratch("refuse")?;
+    let file = job(&dir)?;
+    commit(&dir, &file, 10, topology_hash(&file) ^ 1)?;
+    let err = error_of(prepare(&file.clone().compile()?, RestoreChoice::Auto));
+    assert!(err.contains("different features, windows"), "{err}");
+    assert!(err.contains("--restore none"), "{err}");
+
+    let mut regrouped = file.clone();
+    regrouped.runtime.key_groups = 1024;
+    let err = error_of(prepare(&regrouped.compile()?, RestoreChoice::Auto));
+    assert!(err.contains("4096 key groups"), "{err}");
+
+    // The same features in another worker layout are a rescale, not a different job.
+    let mut wider = file.clone();
+    wider.runtime.workers = 4;
+    assert_eq!(topology_hash(&wider), topology_hash(&file));
+    let mut changed = file.clone();
+    changed.window = toml::from_str("kind = \"tumbling\"\nsize = \"5m\"")?;
+    if topology_hash(&changed) == topology_hash(&file) {
+        bail!("a different window must change the topology hash");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
