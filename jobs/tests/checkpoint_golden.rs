@@ -281,6 +281,28 @@ fn dead_letter_set(config: &Config) -> Result<BTreeSet<(String, String, String)>
         .collect())
 }
 
+/// The sum over partitions of the offsets committed for `group` on `topic` (lag visibility).
+fn group_offsets(topic: &str, group: &str) -> Result<i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka::brokers())
+        .set("group.id", group)
+        .create()?;
+    let mut list = rdkafka::TopicPartitionList::new();
+    for partition in 0..PARTITIONS {
+        list.add_partition(topic, partition);
+    }
+    let committed = consumer.committed_offsets(list, Duration::from_secs(10))?;
+    Ok(committed
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            rdkafka::Offset::Offset(n) => Some(n),
+            _ => None,
+        })
+        .sum())
+}
+
 /// Flips one byte in the middle of a window snapshot of the newest committed epoch.
 fn corrupt_newest(dir: &Path) -> Result<u64> {
     let store = LocalDirStore::open(dir)?;
@@ -410,6 +432,11 @@ fn killed_restored_and_rescaled_runs_equal_a_straight_run() -> Result<()> {
             && !text.contains(&format!("restoring from checkpoint {corrupted}")),
         "the corrupted checkpoint {corrupted} was not skipped: {}",
         log.display()
+    );
+
+    ensure!(
+        group_offsets(&input, "weir-clickstream")? > 0,
+        "no consumer-group offsets were committed after the checkpoints"
     );
 
     // (c) 1 worker, killed, restored on 2 workers with other per-stage parallelism.
