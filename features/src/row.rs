@@ -57,6 +57,20 @@ pub struct ScoredRow {
     pub error: Option<String>,
     /// Wall-clock time of inference, Unix milliseconds.
     pub inference_ts_ms: i64,
+    /// The shadow model's score of the same row, when a shadow version runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowScore>,
+}
+
+/// A shadow version's score of a row: recorded beside the primary score, never used for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShadowScore {
+    /// The shadow model.
+    pub model: ModelTag,
+    /// Its score; `None` when its inference failed.
+    pub score: Option<f64>,
+    /// Why its inference failed, when it did.
+    pub error: Option<String>,
 }
 
 /// The deterministic id of a score: `xxh3_64(key, window_end, model_version)` in hex. Replays
