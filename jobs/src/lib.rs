@@ -1,12 +1,13 @@
 //! # weir
 //!
 //! The `weir` binary's library: job files ([`config`]), the pipeline wiring ([`pipeline`]),
-//! running a job and its summary ([`run`]), batch feature computation over files
+//! running a job and its summary ([`run`]), the `[model]` section ([`model_config`]), batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
 
 pub mod config;
 pub mod features_cmd;
 pub mod gen;
+pub mod model_config;
 pub mod pipeline;
 pub mod run;
 

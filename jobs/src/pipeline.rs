@@ -31,8 +31,8 @@ use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
+use weir_score::models::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
-use weir_score::SessionOptions;
 
 use crate::config::{CompiledJob, EdgeKind};
 
@@ -58,6 +58,8 @@ pub struct JobPlan {
     pub metrics: Arc<JobMetrics>,
     /// Set to stop the sources.
     pub stop: Arc<AtomicBool>,
+    /// Scoring-stage counters of this process (reloads, canary rows, ...).
+    pub score_counters: Arc<ScoreCounters>,
 }
 
 type DeadLetters<'scope> = Stream<'scope, Tick, Vec<DeadLetter>>;
@@ -80,7 +82,7 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
             })?;
         return plan.dead_letter_sink(dead_letters);
     }
-    let scored = windows.rows.score(plan.score_config())?;
+    let scored = windows.rows.score(plan.score_config()?)?;
     match plan.job.file.sink.kind {
         EdgeKind::Kafka => scored.scores.kafka_score_sink(
             plan.kafka_sink_config(&plan.job.file.sink.topic),
@@ -191,22 +193,27 @@ impl JobPlan {
         }
     }
 
-    fn score_config(&self) -> ScoreConfig {
+    fn score_config(&self) -> Result<ScoreConfig> {
         let file = &self.job.file;
-        ScoreConfig {
-            model_dir: self.model_dir(),
+        let parallelism = self.job.parallelism.score;
+        let model = file
+            .model
+            .score_settings(&file.base_dir, file.runtime.workers, parallelism)?;
+        Ok(ScoreConfig {
+            source: model.source,
+            secondary: model.secondary,
             job_features: self.job.features.names().to_vec(),
-            session: SessionOptions {
-                intra_threads: file.model.intra_threads,
-                warmup_batches: file.model.warmup_batches,
-                max_batch_rows: file.model.max_batch_rows,
-            },
-            parallelism: self.job.parallelism.score,
+            session: model.session,
+            max_batch_delay: model.max_batch_delay,
+            max_in_flight: model.max_in_flight,
+            cores: model.cores,
+            parallelism,
             placement: self.placement,
             key_groups: file.runtime.key_groups,
             source_name: file.source_name(),
             metrics: self.metrics.clone(),
-        }
+            counters: self.score_counters.clone(),
+        })
     }
 
     fn kafka_sink_config(&self, topic: &str) -> KafkaSinkConfig {

@@ -127,6 +127,7 @@ pub fn run_job_in(job: CompiledJob, mode: Mode, stop: Arc<AtomicBool>) -> Result
         placement: Placement::new(workers, 1),
         metrics: metrics.clone(),
         stop,
+        score_counters: Default::default(),
     };
     let started = Instant::now();
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
@@ -190,19 +191,24 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<()> {
     if mode == Mode::FeaturesOnly {
         return Ok(());
     }
-    let model_dir = file.model_dir();
+    let model_dir = file.model.initial_dir(&file.base_dir)?;
     let check = SessionOptions {
         intra_threads: 1,
         warmup_batches: 0,
         max_batch_rows: file.model.max_batch_rows,
+        intra_thread_affinities: None,
     };
-    ModelSession::load(&model_dir, job.features.names(), &check).with_context(|| {
-        format!(
-            "model {} does not fit job `{}`",
-            model_dir.display(),
-            file.name
-        )
-    })?;
+    let dirs =
+        std::iter::once(model_dir).chain(file.model.secondary(&file.base_dir).map(|s| s.dir));
+    for model_dir in dirs {
+        ModelSession::load(&model_dir, job.features.names(), &check).with_context(|| {
+            format!(
+                "model {} does not fit job `{}`",
+                model_dir.display(),
+                file.name
+            )
+        })?;
+    }
     if !file.uses_kafka() {
         return Ok(());
     }
