@@ -14,6 +14,7 @@ use weir_kafka::admin::partition_count;
 use weir_kafka::properties::client_config;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::Placement;
+use weir_score::models::ScoreCounters;
 use weir_score::{ModelSession, SessionOptions};
 
 use crate::config::{CompiledJob, EdgeKind};
@@ -121,13 +122,14 @@ pub fn run_job_in(job: CompiledJob, mode: Mode, stop: Arc<AtomicBool>) -> Result
     preflight(&job, mode)?;
     let workers = job.file.runtime.workers;
     let metrics = Arc::new(JobMetrics::default());
+    let score_counters = Arc::new(ScoreCounters::default());
     let plan = JobPlan {
         mode,
         job,
         placement: Placement::new(workers, 1),
         metrics: metrics.clone(),
         stop,
-        score_counters: Default::default(),
+        score_counters: score_counters.clone(),
     };
     let started = Instant::now();
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
@@ -147,6 +149,7 @@ pub fn run_job_in(job: CompiledJob, mode: Mode, stop: Arc<AtomicBool>) -> Result
         result.map_err(|e| anyhow!("a worker failed: {e}"))?;
     }
     let summary = summarize(&metrics, started.elapsed());
+    log_model_counters(&score_counters);
     if summary.delivery_failures > 0 {
         return Err(anyhow!(
             "{} records could not be delivered to Kafka\n{}",
@@ -174,6 +177,18 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
         latency_p99_us: m.latency_quantile_us(0.99),
         elapsed,
     }
+}
+
+/// One log line with the model versions' counters (reloads, canary, shadow).
+fn log_model_counters(c: &ScoreCounters) {
+    tracing::info!(
+        reloads = ScoreCounters::get(&c.reloads),
+        reload_failures = ScoreCounters::get(&c.reload_failures),
+        canary_rows = ScoreCounters::get(&c.canary_rows),
+        shadow_errors = ScoreCounters::get(&c.shadow_errors),
+        batches = ScoreCounters::get(&c.batches),
+        "scoring stage"
+    );
 }
 
 /// Fails fast, with a clear message, on anything that would stop workers from building.
