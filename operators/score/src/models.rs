@@ -104,8 +104,8 @@ impl Loaded {
 /// The model identity of a session.
 pub fn tag_of(session: &ModelSession) -> ModelTag {
     ModelTag {
-        name: session.name().to_owned(),
-        version: session.version().to_owned(),
+        name: session.name().into(),
+        version: session.version().into(),
     }
 }
 

@@ -195,7 +195,7 @@ fn canary_split_is_stable_per_key() -> anyhow::Result<()> {
         assert_eq!(s.model.version, expected, "key {}", s.row.key);
         let first = version_of
             .entry(s.row.key.to_string())
-            .or_insert_with(|| s.model.version.clone());
+            .or_insert_with(|| s.model.version.to_string());
         assert_eq!(
             *first, s.model.version,
             "key {} switched versions",
