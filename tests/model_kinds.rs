@@ -3,7 +3,8 @@
 //! MLP with clip + scale preprocessing in its manifest (`tests/fixtures/models/`, all made by
 //! `scripts/export_model.py`). Each run must score every window once, and every score must be
 //! the one a raw ONNX Runtime session gives the same features after the manifest's
-//! preprocessing (re-implemented in the oracle from the JSON).
+//! preprocessing (re-implemented in the oracle from the JSON). A registry-served model with a
+//! shadow version runs through the same `weir run` path.
 
 mod support;
 
@@ -68,10 +69,8 @@ fn run_with(model: &Path, events: &Path, out: &Path) -> Result<Scores> {
     Ok(scores)
 }
 
-#[test]
-fn xgboost_lightgbm_and_mlp_run_in_the_same_job() -> Result<()> {
-    let dir = temp_dir()?;
-    let events = dir.join("events.jsonl");
+/// Writes a seeded clickstream (no malformed records) to `path`.
+fn write_events(path: &Path) -> Result<()> {
     let config = ClickstreamConfig {
         seed: 11,
         events: 4_000,
@@ -79,13 +78,20 @@ fn xgboost_lightgbm_and_mlp_run_in_the_same_job() -> Result<()> {
         malformed_fraction: 0.0,
         ..ClickstreamConfig::default()
     };
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&events)?);
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
     for event in Clickstream::new(config)? {
         file.write_all(&event.payload)?;
         file.write_all(b"\n")?;
     }
     file.flush()?;
-    drop(file);
+    Ok(())
+}
+
+#[test]
+fn xgboost_lightgbm_and_mlp_run_in_the_same_job() -> Result<()> {
+    let dir = temp_dir()?;
+    let events = dir.join("events.jsonl");
+    write_events(&events)?;
 
     let mut windows = None;
     for (i, model) in MODELS.iter().enumerate() {
@@ -109,6 +115,60 @@ fn xgboost_lightgbm_and_mlp_run_in_the_same_job() -> Result<()> {
             None => windows = Some(keys),
             Some(first) => ensure!(*first == keys, "{} scored other windows", model.display()),
         }
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// `weir run` wiring of `[model] registry` and `shadow`: the registry's version serves, the
+/// shadow version's score (checked against raw ONNX Runtime) rides along in every record.
+#[test]
+fn registry_model_with_a_shadow_in_a_whole_job() -> Result<()> {
+    let dir = temp_dir()?;
+    let events = dir.join("events.jsonl");
+    write_events(&events)?;
+    let version = dir.join("models/purchase_propensity/tiny-mlp-1");
+    std::fs::create_dir_all(&version)?;
+    for file in ["model.onnx", "manifest.json"] {
+        std::fs::copy(Path::new(MODELS[2]).join(file), version.join(file))?;
+    }
+    let shadow = std::path::absolute(MODELS[1])?;
+
+    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    job.runtime.workers = 1;
+    job.model.path = None;
+    job.model.registry = Some(dir.join("models"));
+    job.model.name = Some("purchase_propensity".into());
+    job.model.shadow = Some(shadow.clone());
+    let out = dir.join("scores.jsonl");
+    job.use_input_files(vec![events.clone()]);
+    job.use_output_file(out.clone(), None);
+    let names: Vec<String> = job.features.iter().map(|f| f.name.clone()).collect();
+    let summary = run_job(job.compile()?, Arc::new(AtomicBool::new(false)))?;
+
+    let mut rows = Vec::new();
+    let mut shadow_scores = Vec::new();
+    for line in std::fs::read_to_string(&out)?.lines() {
+        let record: Value = serde_json::from_str(line)?;
+        ensure!(record["model"]["version"] == "tiny-mlp-1", "{record}");
+        ensure!(
+            record["shadow"]["model"]["version"] == "tiny-lightgbm-1",
+            "{record}"
+        );
+        shadow_scores.push(record["shadow"]["score"].as_f64().context("shadow score")?);
+        rows.push(
+            names
+                .iter()
+                .map(|n| record["features"][n].as_f64().unwrap_or(f64::NAN))
+                .collect::<Vec<f64>>(),
+        );
+    }
+    ensure!(!rows.is_empty() && rows.len() as u64 == summary.scores);
+    for (got, want) in shadow_scores.iter().zip(raw_ort_scores(&shadow, &rows)?) {
+        ensure!(
+            (got - want).abs() <= 1e-6,
+            "shadow scored {got}, raw ONNX Runtime {want}"
+        );
     }
     std::fs::remove_dir_all(&dir)?;
     Ok(())

@@ -66,6 +66,9 @@ pub struct ScoreCounters {
     pub shadow_errors: AtomicU64,
     /// Batches scored.
     pub batches: AtomicU64,
+    /// Most batches ever queued or running at once on one instance (high-water mark; never
+    /// above `max_in_flight`).
+    pub in_flight_high_water: AtomicU64,
 }
 
 impl ScoreCounters {

@@ -11,6 +11,7 @@
 //! score, plus a dead letter.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -209,6 +210,7 @@ struct Batcher {
     job_features: Vec<String>,
     source_name: String,
     metrics: Arc<JobMetrics>,
+    counters: Arc<ScoreCounters>,
 }
 
 impl Batcher {
@@ -226,6 +228,7 @@ impl Batcher {
             job_features: config.job_features.clone(),
             source_name: config.source_name.clone(),
             metrics: config.metrics.clone(),
+            counters: config.counters.clone(),
         }
     }
 
@@ -300,6 +303,9 @@ impl Batcher {
             }) {
                 Ok(()) => {
                     self.in_flight.insert(id, batch.caps);
+                    self.counters
+                        .in_flight_high_water
+                        .fetch_max(self.in_flight.len() as u64, Ordering::Relaxed);
                 }
                 Err((job, false)) => {
                     self.ready.push_front(Batch {

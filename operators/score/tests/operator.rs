@@ -266,3 +266,36 @@ fn a_registry_version_must_match_its_manifest() -> anyhow::Result<()> {
     std::fs::remove_dir_all(&root)?;
     Ok(())
 }
+
+#[test]
+fn in_flight_batches_stay_within_the_bound() -> anyhow::Result<()> {
+    let root = temp_dir("bound")?;
+    write_version("logreg", &root.join("m"), "pp", "m")?;
+    let mut cfg = config(ModelSource::Dir(root.join("m")), None);
+    cfg.max_in_flight = 2;
+    // 160 rows per tick in batches of 8: 20 batches ready at once, at most 2 sent.
+    let counters = cfg.counters.clone();
+    let (ticks, out) = with_score_dataflow(cfg, |driver| {
+        for tick in 0..10u64 {
+            let rows = (0..160).map(|i| row(&format!("k{i}"), tick, i)).collect();
+            driver.tick(rows);
+        }
+        10u64
+    })?;
+    assert_eq!(out.scores.len(), ticks as usize * 160);
+    let unique: HashSet<_> = out
+        .scores
+        .iter()
+        .map(|(_, s)| (s.row.key.clone(), s.row.window_end))
+        .collect();
+    assert_eq!(unique.len(), out.scores.len());
+    assert!(out
+        .scores
+        .iter()
+        .all(|(tick, s)| s.row.window_end as u64 / 1000 == *tick));
+    // The bound was reached and never exceeded.
+    assert_eq!(ScoreCounters::get(&counters.in_flight_high_water), 2);
+    assert_eq!(ScoreCounters::get(&counters.batches), ticks * 20);
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
