@@ -160,7 +160,10 @@ impl ModelSet {
     /// Scores one batch, consuming its rows.
     pub fn score(&mut self, rows: Vec<FeatureRow>) -> BatchOutcome {
         ScoreCounters::add(&self.counters.batches, 1);
-        let mut outcome = BatchOutcome::default();
+        let mut outcome = BatchOutcome {
+            scored: Vec::with_capacity(rows.len()),
+            dead: Vec::new(),
+        };
         match self.secondary.as_ref().map(|(role, _)| *role) {
             None => self.score_with(false, rows, &mut outcome),
             Some(SecondaryRole::Shadow) => {
