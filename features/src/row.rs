@@ -61,7 +61,7 @@ pub struct ScoredRow {
     pub inference_ts_ms: i64,
     /// The shadow model's score of the same row, when a shadow version runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shadow: Option<ShadowScore>,
+    pub shadow: Option<Box<ShadowScore>>,
 }
 
 /// A shadow version's score of a row: recorded beside the primary score, never used for it.

@@ -170,7 +170,7 @@ impl ModelSet {
                 let shadows = self.shadow_scores(&rows);
                 self.score_with(false, rows, &mut outcome);
                 for (scored, shadow) in outcome.scored.iter_mut().zip(shadows) {
-                    scored.shadow = Some(shadow);
+                    scored.shadow = Some(Box::new(shadow));
                 }
             }
             Some(SecondaryRole::Canary { share }) => {
