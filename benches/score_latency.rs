@@ -1,7 +1,8 @@
 //! Latency from window close to score emitted, through the Timely score operator (issue #5).
 //!
 //! Run: `cargo bench --bench score_latency` (plain `main`, no criterion; results: BENCHMARKS.md).
-//! Optional: `WEIR_BENCH_SECONDS=10` (default 5) per measurement.
+//! Optional: `WEIR_BENCH_SECONDS=10` (default 5) per measurement; `WEIR_BENCH_PIN=0` leaves
+//! the inference thread unpinned.
 //!
 //! One Timely worker feeds seeded feature rows (8 features, ~10 % missing; XGBoost fixture)
 //! into `rows.score(config)` — the operator the job runs, with its inference thread pinned to
@@ -45,7 +46,8 @@ fn config() -> ScoreConfig {
         session: session_options(),
         max_batch_delay: Duration::from_millis(1),
         max_in_flight: 4,
-        cores: (available_cores() >= 2).then(|| vec![InstanceCores { cores: vec![1] }]),
+        cores: (available_cores() >= 2 && std::env::var("WEIR_BENCH_PIN").as_deref() != Ok("0"))
+            .then(|| vec![InstanceCores { cores: vec![1] }]),
         parallelism: 1,
         placement: Placement::new(1, 1),
         key_groups: KEY_GROUPS,
@@ -116,10 +118,11 @@ fn main() {
                 tick += 1;
                 input.advance_to(tick);
             }
-            worker.step();
+            // Park until the inference thread's result wakes the operator.
+            worker.step_or_park(Some(Duration::from_millis(1)));
         }
         while probe.less_than(&tick) {
-            worker.step();
+            worker.step_or_park(Some(Duration::from_millis(1)));
         }
         let max_rate = (*scored.borrow() - before) as f64 / start.elapsed().as_secs_f64();
 
@@ -143,10 +146,12 @@ fn main() {
                 input.advance_to(tick);
                 period += 1;
             }
-            worker.step();
+            // Like a job's worker: park until the next tick is due or a result wakes it.
+            let next = start + Duration::from_millis(period);
+            worker.step_or_park(Some(next.saturating_duration_since(Instant::now())));
         }
         while probe.less_than(&tick) {
-            worker.step();
+            worker.step_or_park(Some(Duration::from_millis(1)));
         }
         let histogram = histogram.borrow().clone();
         Report {
