@@ -31,6 +31,7 @@ use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
+use weir_score::budget::{available_cores, pin_current_thread, worker_core};
 use weir_score::models::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
 
@@ -66,6 +67,9 @@ type DeadLetters<'scope> = Stream<'scope, Tick, Vec<DeadLetter>>;
 
 /// Builds the job's dataflow on one worker.
 pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
+    if plan.mode == Mode::Score {
+        plan.pin_worker(scope.index());
+    }
     let source = match plan.job.file.source.kind {
         EdgeKind::Kafka => kafka_source(scope, plan.kafka_source_config())?,
         EdgeKind::File => file_source(scope, plan.file_source_config())?,
@@ -227,6 +231,18 @@ impl JobPlan {
             placement: self.placement,
             key_groups: file.runtime.key_groups,
             metrics: self.metrics.clone(),
+        }
+    }
+
+    /// With `[model] cores`, pins this Timely worker thread to a core the inference threads
+    /// do not use (DESIGN.md §4: inference cores separate from worker cores).
+    fn pin_worker(&self, worker: usize) {
+        let cores = &self.job.file.model.cores;
+        let local = worker % self.job.file.runtime.workers.max(1);
+        if let Some(core) = worker_core(cores, available_cores(), local) {
+            if !pin_current_thread(core) {
+                tracing::warn!(worker, core, "could not pin the Timely worker");
+            }
         }
     }
 

@@ -8,15 +8,24 @@
 //! is a pure function of its inputs (the available core count is injected), so it is tested
 //! without depending on the machine it runs on.
 
+use std::sync::OnceLock;
+
 use crate::error::{Result, ScoreError};
 
 /// Cores this process may run on (the affinity mask, or the parallelism the OS reports).
+///
+/// Measured once, on first use, and remembered: the mask is per thread, and once Weir pins a
+/// worker or inference thread that thread's own mask would say 1. The job file check
+/// (`JobFile::compile`) calls it on the main thread before anything is pinned.
 pub fn available_cores() -> usize {
-    core_affinity::get_core_ids()
-        .map(|ids| ids.len())
-        .filter(|n| *n > 0)
-        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
-        .unwrap_or(1)
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        core_affinity::get_core_ids()
+            .map(|ids| ids.len())
+            .filter(|n| *n > 0)
+            .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+            .unwrap_or(1)
+    })
 }
 
 /// The cores of one score instance: its inference thread runs on `cores[0]`, its extra
@@ -108,6 +117,17 @@ pub fn plan_cores(
     ))
 }
 
+/// The core for Timely worker `worker` of this process when the inference threads hold
+/// `pinned`: the cores not pinned, in order, one per worker (the budget check guarantees
+/// enough of them); `None` when nothing is pinned.
+pub fn worker_core(pinned: &[usize], available: usize, worker: usize) -> Option<usize> {
+    if pinned.is_empty() {
+        return None;
+    }
+    let free: Vec<usize> = (0..available).filter(|c| !pinned.contains(c)).collect();
+    (!free.is_empty()).then(|| free[worker % free.len()])
+}
+
 /// Pins the calling thread to `core`; returns whether the OS accepted it.
 pub fn pin_current_thread(core: usize) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id: core })
@@ -139,6 +159,14 @@ mod tests {
         assert_eq!(plan[1].ort_affinities().as_deref(), Some("6"));
         assert_eq!(plan_cores(&[1], 1, 1, 1, 2)?.map(|p| p.len()), Some(1));
         Ok(())
+    }
+
+    #[test]
+    fn workers_take_the_cores_left_over() {
+        assert_eq!(worker_core(&[], 8, 0), None);
+        let cores: Vec<_> = (0..3).map(|w| worker_core(&[0, 2, 3], 6, w)).collect();
+        assert_eq!(cores, vec![Some(1), Some(4), Some(5)]);
+        assert_eq!(worker_core(&[1], 2, 0), Some(0));
     }
 
     #[test]
