@@ -7,7 +7,8 @@
 //! XGBoost, LightGBM, MLP): `raw_ort` (plain `ort` session fed by a hand-written f64 → f32
 //! conversion), `weir_session` (`ModelSession::score_batch`), `weir_models` (`ModelSet::score`
 //! on this thread: `FeatureRow`s in, `ScoredRow`s out), `weir_thread` (rows moved to an
-//! inference thread, scored into `ScoredRow`s by `ModelSet`, sent back; 2 batches queued).
+//! inference thread, scored into `ScoredRow`s by `ModelSet`, sent back; 4 batches queued,
+//! the job default `max_in_flight`).
 //! Each round runs one pass of every path back to back, in a rotating order, and the report
 //! gives each path's median over rounds of `rows/s(path) / rows/s(raw_ort)` in that same
 //! round, so slow drifts of machine load cancel out. Criterion's `scoring` bench measures
@@ -27,6 +28,8 @@ use weir_score::pool::{InferenceThread, Job};
 use weir_score::{ModelManifest, ModelSession};
 
 const BATCHES: usize = 64;
+/// Batches queued to the inference thread (the job default `[model] max_in_flight`).
+const IN_FLIGHT: usize = 4;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -125,7 +128,7 @@ fn main() {
                 std::hint::black_box(set.score(rows));
             }
         };
-        let thread = InferenceThread::spawn(setup(&dir), 0, 2, || {}).expect("thread");
+        let thread = InferenceThread::spawn(setup(&dir), 0, IN_FLIGHT, || {}).expect("thread");
         let thread_pass = |input: Vec<Vec<FeatureRow>>| {
             let (mut sent, mut received) = (0u64, 0u64);
             let mut pending = input.into_iter();

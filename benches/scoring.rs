@@ -15,8 +15,8 @@
 //! - `weir_models`: `ModelSet::score` on the bench thread: `FeatureRow`s in, `ScoredRow`s
 //!   (model tag, score, inference time) out, no thread hand-off;
 //! - `weir_thread`: the score operator's path without Timely: `FeatureRow`s moved to the
-//!   instance's inference thread over its bounded channel (2 batches in flight), scored by
-//!   `ModelSet` into `ScoredRow`s and sent back.
+//!   instance's inference thread over its bounded channel (4 batches queued, the job
+//!   default), scored by `ModelSet` into `ScoredRow`s and sent back.
 //!
 //! Throughput is in rows; the ratio to `raw_ort` is the number that matters (target ≥ 0.9).
 
@@ -167,7 +167,7 @@ fn bench(c: &mut Criterion) {
             )
         });
 
-        let thread = InferenceThread::spawn(setup(&dir), 0, 2, || {}).expect("thread");
+        let thread = InferenceThread::spawn(setup(&dir), 0, 4, || {}).expect("thread");
         group.bench_function("weir_thread", |b| {
             b.iter_batched(
                 || batches.clone(),
