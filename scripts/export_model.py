@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
 """Train the purchase-propensity model on a generated clickstream and export it to ONNX.
 
+Three model kinds share the pipeline below (``--model``): ``xgboost`` (gradient-boosted
+trees, onnxmltools), ``lightgbm`` (LightGBM trees, onnxmltools) and ``mlp`` (a small
+scikit-learn MLPClassifier, skl2onnx). All three read the same features and produce the same
+outputs (``label`` int64 [N], ``probabilities`` float32 [N, 2]), so one job runs any of them
+unchanged.
+
 Training features come from the job's own feature code (no training/serving skew):
 
   1. ``weir gen --seed S --events N --out <tmp>/events.jsonl``
@@ -9,12 +15,14 @@ Training features come from the job's own feature code (no training/serving skew
      "features": [...]}`` in the order of the job file's ``[[features]]``, ``null`` = missing)
   3. label of a row: the user has a purchase with ``window_end <= ts < window_end + 60000``
      (read from events.jsonl; malformed lines are skipped, as the job dead-letters them)
-  4. missing values are replaced by the per-feature defaults written to the manifest, then an
-     ``XGBClassifier`` is trained on the earlier 75% of windows (by window start)
-  5. the model is converted with onnxmltools (input ``input`` float32 [N, F]; outputs
-     ``label`` int64 [N] and ``probabilities`` float32 [N, 2]), checked with
+  4. preprocessing is fitted on the earlier 75% of windows (by window start) and written to
+     the manifest: missing -> per-feature default (0.0); with ``--preprocess`` (the default
+     for ``mlp``) also ``clip`` to the training 0.1/99.9 percentiles and ``scale`` to zero
+     mean and unit variance. The rows go through ``scripts/weir_preprocess.py`` — the twin of
+     the job's ``preprocess.rs`` — and the model is trained on the result
+  5. the model is converted to ONNX (input ``input`` float32 [N, F]), checked with
      ``onnx.checker``, and the held-out windows are scored with onnxruntime: the script exits
-     non-zero unless max |p_ort - p_xgb| <= 1e-5
+     non-zero unless max |p_ort - p_framework| <= 1e-5 (1e-4 for ``mlp``, float32 matmuls)
   6. ``model.onnx`` and ``manifest.json`` (format: docs/MODEL_MANIFEST.md) go to ``--out``;
      the baseline is the histogram of held-out ONNX scores over 10 equal bins of [0, 1].
      (The held-out AUC is printed, not stored: the manifest reader rejects unknown fields.)
@@ -22,6 +30,7 @@ Training features come from the job's own feature code (no training/serving skew
 Run with the project venv, e.g.:
 
   .cache/venv/bin/python scripts/export_model.py --out /tmp/model
+  .cache/venv/bin/python scripts/export_model.py --model mlp --out /tmp/mlp
 
 docs/GENERATOR.md records the command that made tests/fixtures/model/.
 """
@@ -43,8 +52,11 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+from weir_preprocess import preprocess  # noqa: E402  (the twin of preprocess.rs)
+
 LABEL_HORIZON_MS = 60_000
-MAX_ABS_DIFF = 1e-5
+MAX_ABS_DIFF = {"xgboost": 1e-5, "lightgbm": 1e-5, "mlp": 1e-4}
 HELDOUT_FRACTION = 0.25
 MODEL_NAME = "purchase_propensity"
 
@@ -57,7 +69,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--events", type=int, default=200_000, help="number of generated events")
     p.add_argument("--out", type=Path, required=True, help="directory for model.onnx and manifest.json")
     p.add_argument("--version", default=None, help="model version (default: UTC date-time, e.g. 20260101T120000Z)")
-    p.add_argument("--tiny", action="store_true", help="fewer, shallower trees (the committed test fixture)")
+    p.add_argument("--tiny", action="store_true", help="a smaller model (the committed test fixtures)")
+    p.add_argument("--model", choices=["xgboost", "lightgbm", "mlp"], default="xgboost", help="model kind")
+    p.add_argument("--preprocess", action=argparse.BooleanOptionalAction, default=None,
+                   help="fit clip + scale into the manifest (default: on for mlp, off for trees)")
     p.add_argument("--keep", type=Path, help="keep events.jsonl and features.jsonl in this directory")
     return p.parse_args()
 
@@ -144,29 +159,95 @@ def labels(keys: list[str], bounds: np.ndarray, purchases: dict[str, list[int]])
     return y
 
 
-def fill_missing(values: list[list[float | None]], defaults: list[float]) -> np.ndarray:
-    return np.array(
-        [[d if v is None else v for v, d in zip(row, defaults)] for row in values], dtype=np.float32
-    )
+def fit_preprocessing(names: list[str], raw_train: list[list[float | None]], on: bool) -> list[dict]:
+    """Manifest feature entries: default 0.0; with `on`, clip to the training 0.1/99.9
+    percentiles and scale the clipped values to zero mean, unit variance."""
+    features = [{"name": n, "type": "float32", "default": 0.0} for n in names]
+    if not on:
+        return features
+    filled = np.array([[0.0 if v is None else v for v in row] for row in raw_train], dtype=np.float64)
+    for c, feature in enumerate(features):
+        col = filled[:, c]
+        lo, hi = (float(v) for v in np.percentile(col, [0.1, 99.9]))
+        if hi > lo:
+            feature["clip"] = {"min": lo, "max": hi}
+            col = np.clip(col, lo, hi)
+        std = float(col.std())
+        if std > 0:
+            feature["scale"] = {"mean": float(col.mean()), "std": std}
+    return features
 
 
-def to_onnx(model, n_features: int):
+def fit_model(kind: str, x: np.ndarray, y: np.ndarray, tiny: bool, seed: int):
+    if kind == "xgboost":
+        import xgboost
+
+        model = xgboost.XGBClassifier(
+            n_estimators=8 if tiny else 40,
+            max_depth=3 if tiny else 4,
+            learning_rate=0.3,
+            base_score=0.5,
+            tree_method="hist",
+            random_state=seed,
+            n_jobs=2,
+        )
+    elif kind == "lightgbm":
+        import lightgbm
+
+        model = lightgbm.LGBMClassifier(
+            n_estimators=8 if tiny else 40,
+            num_leaves=8 if tiny else 15,
+            learning_rate=0.3,
+            random_state=seed,
+            n_jobs=2,
+            verbose=-1,
+        )
+    else:
+        from sklearn.neural_network import MLPClassifier
+
+        model = MLPClassifier(
+            hidden_layer_sizes=(8,) if tiny else (32, 16),
+            max_iter=200,
+            early_stopping=True,
+            random_state=seed,
+        )
+    return model.fit(x, y)
+
+
+def to_onnx(kind: str, model, n_features: int):
     import onnx
-    from onnxmltools import convert_xgboost
     from onnxmltools.convert.common.data_types import FloatTensorType
 
-    onx = convert_xgboost(
-        model, name=MODEL_NAME, initial_types=[("input", FloatTensorType([None, n_features]))]
-    )
+    initial_types = [("input", FloatTensorType([None, n_features]))]
+    if kind == "xgboost":
+        from onnxmltools import convert_xgboost
+
+        onx = convert_xgboost(model, name=MODEL_NAME, initial_types=initial_types)
+    elif kind == "lightgbm":
+        from onnxmltools import convert_lightgbm
+
+        onx = convert_lightgbm(model, name=MODEL_NAME, initial_types=initial_types, zipmap=False)
+    else:
+        from skl2onnx import convert_sklearn
+        from skl2onnx.common.data_types import FloatTensorType as SkFloat
+
+        onx = convert_sklearn(
+            model,
+            name=MODEL_NAME,
+            initial_types=[("input", SkFloat([None, n_features]))],
+            options={id(model): {"zipmap": False}},
+            target_opset={"": 17, "ai.onnx.ml": 3},
+        )
     outputs = {o.name: o for o in onx.graph.output}
     if set(outputs) != {"label", "probabilities"}:
         sys.exit(f"unexpected ONNX outputs {sorted(outputs)}; expected label and probabilities")
     elem = {o: outputs[o].type.tensor_type.elem_type for o in outputs}
     if elem != {"label": onnx.TensorProto.INT64, "probabilities": onnx.TensorProto.FLOAT}:
         sys.exit(f"ONNX outputs are not plain int64/float tensors: {elem}")
-    # Name the batch axis (the converter leaves it anonymous) so readers see it as dynamic.
+    # Name the batch axis (converters leave it anonymous) so readers see it as dynamic.
     for value in [*onx.graph.input, *onx.graph.output]:
         value.type.tensor_type.shape.dim[0].dim_param = "N"
+    onx.graph.name = MODEL_NAME
     onx.doc_string = f"{MODEL_NAME}: P(purchase in the next minute) from 1-minute window features"
     onnx.checker.check_model(onx, full_check=True)
     return onx
@@ -187,50 +268,40 @@ def dump_manifest(manifest: dict) -> str:
 def main() -> int:
     args = parse_args()
     import onnxruntime as ort
-    import xgboost
     from sklearn.metrics import roc_auc_score
 
     weir = find_weir(args.weir)
     names = feature_names(args.job)
-    defaults = [0.0] * len(names)
     with tempfile.TemporaryDirectory(prefix="weir-export-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        events, features = work / "events.jsonl", work / "features.jsonl"
+        events, features_path = work / "events.jsonl", work / "features.jsonl"
         run([weir, "gen", "--seed", str(args.seed), "--events", str(args.events), "--out", events])
-        run([weir, "features", args.job, "--input", events, "--output", features])
-        keys, bounds, raw = read_features(features, len(names))
+        run([weir, "features", args.job, "--input", events, "--output", features_path])
+        keys, bounds, raw = read_features(features_path, len(names))
         y = labels(keys, bounds, purchase_times(events))
-    x = fill_missing(raw, defaults)
-
     starts = np.unique(bounds[:, 0])
     cut = starts[int(len(starts) * (1 - HELDOUT_FRACTION))]
     train, held = bounds[:, 0] < cut, bounds[:, 0] >= cut
+    preprocess_on = args.model == "mlp" if args.preprocess is None else args.preprocess
+    features = fit_preprocessing(names, [r for r, t in zip(raw, train) if t], preprocess_on)
+    x, _ = preprocess(raw, features)
     if y[train].min() == y[train].max() or y[held].min() == y[held].max():
         sys.exit("training or held-out split has a single class; generate more --events")
-    print(f"rows={len(y)} train={train.sum()} heldout={held.sum()} positive_rate={y.mean():.4f}")
+    print(f"model={args.model} rows={len(y)} train={train.sum()} heldout={held.sum()} positive_rate={y.mean():.4f}")
 
-    model = xgboost.XGBClassifier(
-        n_estimators=8 if args.tiny else 40,
-        max_depth=3 if args.tiny else 4,
-        learning_rate=0.3,
-        base_score=0.5,
-        tree_method="hist",
-        random_state=args.seed,
-        n_jobs=2,
-    )
-    model.fit(x[train], y[train])
-    onx = to_onnx(model, len(names))
+    model = fit_model(args.model, x[train], y[train], args.tiny, args.seed)
+    onx = to_onnx(args.model, model, len(names))
 
     session = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     label, probabilities = session.run(["label", "probabilities"], {"input": x[held]})
     p_ort = probabilities[:, 1].astype(np.float64)
-    p_xgb = model.predict_proba(x[held])[:, 1].astype(np.float64)
-    diff = float(np.max(np.abs(p_ort - p_xgb)))
+    p_framework = model.predict_proba(x[held])[:, 1].astype(np.float64)
+    diff = float(np.max(np.abs(p_ort - p_framework)))
     auc = float(roc_auc_score(y[held], p_ort))
     print(f"heldout_auc={auc:.4f} heldout_max_abs_diff={diff:.3g}")
-    if diff > MAX_ABS_DIFF:
-        print(f"ONNX and XGBoost disagree by {diff} > {MAX_ABS_DIFF}", file=sys.stderr)
+    if diff > MAX_ABS_DIFF[args.model]:
+        print(f"ONNX and {args.model} disagree by {diff} > {MAX_ABS_DIFF[args.model]}", file=sys.stderr)
         return 1
     clear = np.abs(p_ort - 0.5) > 1e-6  # rows whose label cannot depend on a tie rule
     if not np.array_equal(label[clear], (p_ort[clear] > 0.5).astype(np.int64)):
@@ -246,7 +317,7 @@ def main() -> int:
         "version": version,
         "input": {"name": "input", "type": "float32"},
         "output": {"name": "probabilities", "type": "float32", "column": 1},
-        "features": [{"name": n, "type": "float32", "default": d} for n, d in zip(names, defaults)],
+        "features": features,
         "baseline": {"bin_edges": [round(float(e), 10) for e in edges], "counts": [int(c) for c in counts]},
         "trained": {
             "rows": int(train.sum()),

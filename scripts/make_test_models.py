@@ -18,10 +18,16 @@ Cases:
   wrong_width      model trained on 4 columns, manifest lists 3 features
   bad_column       logreg model, manifest asks for column 2 of a [N, 2] output
   wrong_input_type hand-built graph with a float64 input
+  preprocessed     hand-built linear graph, [N] output; features with categories, clip and
+                   scale (expected scores computed through scripts/weir_preprocess.py)
+
+`--case NAME` rewrites only that case (the other fixtures' bytes stay as committed).
 """
 
+import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +39,9 @@ from skl2onnx.common.data_types import FloatTensorType
 from sklearn.linear_model import LogisticRegression
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from weir_preprocess import preprocess  # noqa: E402  (the twin of preprocess.rs)
+
 FIXTURES = ROOT / "operators" / "score" / "tests" / "fixtures"
 SEED = 42
 EDGES = [round(i / 10, 1) for i in range(11)]
@@ -51,20 +60,6 @@ JOB_ROWS = [
     [1.5, 90.0, 0.0],
     [12.0, 5.0, 4.0],
 ]
-
-
-def preprocess(rows, features):
-    """Defaults for missing values, then (x - mean) / std; mirrors preprocess.rs."""
-    out = np.empty((len(rows), len(features)), dtype=np.float64)
-    used = 0
-    for r, row in enumerate(rows):
-        for c, (v, f) in enumerate(zip(row, features)):
-            if v is None or (isinstance(v, float) and np.isnan(v)):
-                v, used = f["default"], used + 1
-            if f.get("scale"):
-                v = (v - f["scale"]["mean"]) / f["scale"]["std"]
-            out[r, c] = v
-    return out.astype(np.float32), used
 
 
 def run_ort(model_path, x, output):
@@ -126,7 +121,58 @@ def logreg(width, rng):
     return clf, onx.SerializeToString(), x[held]
 
 
+PRE_FEATURES = [
+    {"name": "clicks_5m", "type": "float32", "default": 2.0,
+     "categories": {"values": [0.0, 1.0, 2.0, 5.0], "unknown": -1.0}},
+    {"name": "dwell_s", "type": "float32", "default": 30.0, "clip": {"min": 0.0, "max": 60.0},
+     "scale": {"mean": 30.0, "std": 12.5}},
+    {"name": "cart_adds", "type": "float32", "default": 0.0, "clip": {"max": 3.0}},
+]
+PRE_ROWS = [
+    [0.0, 30.0, 0.0],
+    [5.0, 75.0, 9.0],
+    [4.0, -10.0, 2.0],
+    [None, None, None],
+    [1.0, 59.5, 3.5],
+    [2.0, 12.0, None],
+]
+
+
+def preprocessed_case():
+    """score = x . w + b over the preprocessed columns, so every step shows in the score."""
+    w = np.array([1.0, 0.5, 0.25], dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["z"]), helper.make_node("Add", ["z", "b"], ["score"])],
+        "preprocessed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("score", TensorProto.FLOAT, ["N"])],
+        [
+            helper.make_tensor("w", TensorProto.FLOAT, [3], w.tolist()),
+            helper.make_tensor("b", TensorProto.FLOAT, [], [0.125]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    x, used = preprocess(PRE_ROWS, PRE_FEATURES)
+    tmp = FIXTURES / "pre.tmp.onnx"
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    tmp.write_bytes(model.SerializeToString())
+    scores = run_ort(tmp, x, "score")
+    tmp.unlink()
+    expected = {"rows": PRE_ROWS, "scores": [float(s) for s in scores], "defaults_used": used,
+                "inputs": [[float(v) for v in row] for row in x]}
+    m = manifest("preprocessed", PRE_FEATURES, "x", "score", 0, np.zeros(0))
+    write_case("preprocessed", model.SerializeToString(), m, expected)
+
+
 def main():
+    p = argparse.ArgumentParser(description="Build the score tests' fixture models.")
+    p.add_argument("--case", choices=["preprocessed"], help="rewrite only this case")
+    if p.parse_args().case == "preprocessed":
+        preprocessed_case()
+        print(f"wrote {FIXTURES.relative_to(ROOT)}/preprocessed")
+        return
     rng = np.random.default_rng(SEED)
     clf, model, heldout = logreg(3, rng)
     tmp = FIXTURES / "logreg.tmp.onnx"
@@ -194,6 +240,7 @@ def main():
     onnx.checker.check_model(dbl)
     write_case("wrong_input_type", dbl.SerializeToString(),
                manifest("wrong_input_type", feats, "x", "s", 0, ort_scores))
+    preprocessed_case()
     print(f"wrote fixtures under {FIXTURES.relative_to(ROOT)}")
 
 

@@ -43,7 +43,7 @@ TANSU_BIN="$TANSU_ROOT/bin/tansu"
 # needs bash, a C/C++ toolchain, make and pkg-config; libz-sys links the
 # system zlib when zlib1g-dev is present. libssl-dev is for tools built with
 # openssl-sys (cheap to have; needed by several common crates).
-APT_PACKAGES=(build-essential pkg-config zlib1g-dev libssl-dev ca-certificates)
+APT_PACKAGES=(build-essential pkg-config zlib1g-dev libssl-dev ca-certificates libgomp1)
 
 do_apt=1 do_ort=1 do_venv=1 do_broker=1
 
@@ -258,11 +258,11 @@ ensure_venv() {
     "$VENV_DIR/bin/python" -m pip check >/dev/null || die "venv: pip check reports broken requirements"
     "$VENV_DIR/bin/python" - "$ORT_VERSION" <<'PY' || die "venv: import check failed"
 import sys
-import numpy, sklearn, xgboost, onnx, onnxmltools, skl2onnx, onnxruntime
+import numpy, sklearn, xgboost, lightgbm, onnx, onnxmltools, skl2onnx, onnxruntime
 if onnxruntime.__version__ != sys.argv[1]:
     sys.exit(f"onnxruntime {onnxruntime.__version__} in venv, expected {sys.argv[1]}")
 print(f"[setup]   numpy {numpy.__version__}, scikit-learn {sklearn.__version__}, "
-      f"xgboost {xgboost.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}")
+      f"xgboost {xgboost.__version__}, lightgbm {lightgbm.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}")
 PY
     printf '%s\n' "$want" >"$stamp"
     log "venv: ready ($VENV_DIR)"

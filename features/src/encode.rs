@@ -53,7 +53,7 @@ pub fn event_json(schema: &RecordSchema, event: &Event) -> Vec<u8> {
 pub fn score_json(scored: &ScoredRow, feature_names: &[String], source_topic: &str) -> Vec<u8> {
     let row = &scored.row;
     let features = features_object(feature_names, &row.values);
-    let record = json!({
+    let mut record = json!({
         "score_id": score_id(&row.key, row.window_end, &scored.model.version),
         "key": row.key.as_str(),
         "window_start": row.window_start,
@@ -71,6 +71,16 @@ pub fn score_json(scored: &ScoredRow, feature_names: &[String], source_topic: &s
             "records": row.records,
         },
     });
+    if let (Some(shadow), Some(object)) = (&scored.shadow, record.as_object_mut()) {
+        object.insert(
+            "shadow".to_owned(),
+            json!({
+                "model": { "name": shadow.model.name, "version": shadow.model.version },
+                "score": shadow.score.map(number),
+                "error": shadow.error,
+            }),
+        );
+    }
     serde_json::to_vec(&record).unwrap_or_default()
 }
 

@@ -1,6 +1,7 @@
 //! Feature rows: what the window operator emits per (key, window) firing and the scoring
 //! stage consumes. Values follow the job's feature order (= the model's input order).
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{EventTime, Key, KeyGroup, SourcePosition};
@@ -35,13 +36,14 @@ pub struct FeatureRow {
     pub closed_by_timeout: bool,
 }
 
-/// Model identity attached to every score.
+/// Model identity attached to every score. Inline strings (up to 24 bytes, like keys), so
+/// tagging each of a batch's rows copies bytes instead of allocating twice per row.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelTag {
     /// Model name from its manifest.
-    pub name: String,
+    pub name: CompactString,
     /// Model version from its manifest.
-    pub version: String,
+    pub version: CompactString,
 }
 
 /// A feature row with its score (or the reason it has none).
@@ -57,6 +59,20 @@ pub struct ScoredRow {
     pub error: Option<String>,
     /// Wall-clock time of inference, Unix milliseconds.
     pub inference_ts_ms: i64,
+    /// The shadow model's score of the same row, when a shadow version runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<Box<ShadowScore>>,
+}
+
+/// A shadow version's score of a row: recorded beside the primary score, never used for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShadowScore {
+    /// The shadow model.
+    pub model: ModelTag,
+    /// Its score; `None` when its inference failed.
+    pub score: Option<f64>,
+    /// Why its inference failed, when it did.
+    pub error: Option<String>,
 }
 
 /// The deterministic id of a score: `xxh3_64(key, window_end, model_version)` in hex. Replays

@@ -21,6 +21,8 @@ use weir_kafka::StartFrom;
 use crate::checkpointing::CheckpointSection;
 use weir_operators::StageParallelism;
 
+pub use crate::model_config::ModelSection;
+
 /// A parsed job file.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -206,33 +208,6 @@ impl StateSection {
     }
 }
 
-/// `[model]`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelSection {
-    /// Model directory (`model.onnx` + `manifest.json`), relative to the job file.
-    pub path: PathBuf,
-    /// Rows per inference call at most.
-    #[serde(default = "default_batch_rows")]
-    pub max_batch_rows: usize,
-    /// ONNX Runtime intra-op threads per score instance.
-    #[serde(default = "one")]
-    pub intra_threads: usize,
-    /// Synthetic batches run before the first record.
-    #[serde(default = "default_warmup")]
-    pub warmup_batches: usize,
-}
-
-fn default_batch_rows() -> usize {
-    256
-}
-fn one() -> usize {
-    1
-}
-fn default_warmup() -> usize {
-    2
-}
-
 /// `[sink]`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -281,9 +256,10 @@ impl JobFile {
         Ok(job)
     }
 
-    /// The model directory, resolved against the job file's directory.
+    /// The model directory (or, with `[model] registry`, the model's registry directory),
+    /// resolved against the job file's directory.
     pub fn model_dir(&self) -> PathBuf {
-        self.base_dir.join(&self.model.path)
+        self.model.dir(&self.base_dir)
     }
 
     /// Input files, resolved against the job file's directory.
@@ -426,9 +402,7 @@ impl JobFile {
         if self.source.max_batch == 0 {
             bail!("[source] max_batch must be at least 1");
         }
-        if self.model.max_batch_rows == 0 {
-            bail!("[model] max_batch_rows must be at least 1");
-        }
+        self.model.validate(workers, parallelism.score)?;
         if self.uses_kafka()
             && !self.kafka.contains_key("bootstrap.servers")
             && !self.source.kafka.contains_key("bootstrap.servers")

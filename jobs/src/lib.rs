@@ -1,8 +1,9 @@
 //! # weir
 //!
-//! The `weir` binary's library: job files ([`config`]), checkpoint settings and restore
-//! selection ([`checkpointing`]), multi-process runs ([`cluster`]), the pipeline wiring ([`pipeline`]),
-//! running a job and its summary ([`run`]), batch feature computation over files
+//! The `weir` binary's library: job files ([`config`]), the `[model]` section ([`model_config`]),
+//! checkpoint settings and restore selection ([`checkpointing`]), multi-process runs
+//! ([`cluster`]), the pipeline wiring ([`pipeline`]), running a job and its summary ([`run`]),
+//! batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
 
 pub mod checkpointing;
@@ -10,6 +11,7 @@ pub mod cluster;
 pub mod config;
 pub mod features_cmd;
 pub mod gen;
+pub mod model_config;
 pub mod pipeline;
 pub mod run;
 

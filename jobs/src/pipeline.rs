@@ -39,8 +39,9 @@ use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
+use weir_score::budget::{available_cores, pin_current_thread, worker_core};
+use weir_score::models::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
-use weir_score::SessionOptions;
 
 use crate::checkpointing::{parallelism_by_operator, CheckpointPlan};
 use crate::config::{CompiledJob, EdgeKind};
@@ -73,12 +74,17 @@ pub struct JobPlan {
     pub model_versions: BTreeMap<String, String>,
     /// Run after each committed checkpoint (consumer-group offsets).
     pub on_commit: Option<CommitHook>,
+    /// Scoring-stage counters of this process (reloads, canary rows, ...).
+    pub score_counters: Arc<ScoreCounters>,
 }
 
 type DeadLetters<'scope> = Stream<'scope, Tick, Vec<DeadLetter>>;
 
 /// Builds the job's dataflow on one worker.
 pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
+    if plan.mode == Mode::Score {
+        plan.pin_worker(scope.index());
+    }
     let source = match plan.job.file.source.kind {
         EdgeKind::Kafka => kafka_source(scope, plan.kafka_source_config())?,
         EdgeKind::File => file_source(scope, plan.file_source_config())?,
@@ -98,7 +104,7 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
         plan.commit_checkpoints(checkpoint.concat(rows).concat(dead));
         return Ok(());
     }
-    let scored = windows.rows.score(plan.score_config())?;
+    let scored = windows.rows.score(plan.score_config()?)?;
     let scores = match plan.job.file.sink.kind {
         EdgeKind::Kafka => scored.scores.kafka_score_sink(
             plan.kafka_sink_config(&plan.job.file.sink.topic),
@@ -267,22 +273,27 @@ impl JobPlan {
         }
     }
 
-    fn score_config(&self) -> ScoreConfig {
+    fn score_config(&self) -> Result<ScoreConfig> {
         let file = &self.job.file;
-        ScoreConfig {
-            model_dir: self.model_dir(),
+        let parallelism = self.job.parallelism.score;
+        let model = file
+            .model
+            .score_settings(&file.base_dir, file.runtime.workers, parallelism)?;
+        Ok(ScoreConfig {
+            source: model.source,
+            secondary: model.secondary,
             job_features: self.job.features.names().to_vec(),
-            session: SessionOptions {
-                intra_threads: file.model.intra_threads,
-                warmup_batches: file.model.warmup_batches,
-                max_batch_rows: file.model.max_batch_rows,
-            },
-            parallelism: self.job.parallelism.score,
+            session: model.session,
+            max_batch_delay: model.max_batch_delay,
+            max_in_flight: model.max_in_flight,
+            cores: model.cores,
+            parallelism,
             placement: self.placement,
             key_groups: file.runtime.key_groups,
             source_name: file.source_name(),
             metrics: self.metrics.clone(),
-        }
+            counters: self.score_counters.clone(),
+        })
     }
 
     fn kafka_sink_config(&self, topic: &str) -> KafkaSinkConfig {
@@ -297,6 +308,18 @@ impl JobPlan {
             key_groups: file.runtime.key_groups,
             metrics: self.metrics.clone(),
             epochs: self.epochs(),
+        }
+    }
+
+    /// With `[model] cores`, pins this Timely worker thread to a core the inference threads
+    /// do not use (DESIGN.md §4: inference cores separate from worker cores).
+    fn pin_worker(&self, worker: usize) {
+        let cores = &self.job.file.model.cores;
+        let local = worker % self.job.file.runtime.workers.max(1);
+        if let Some(core) = worker_core(cores, available_cores(), local) {
+            if !pin_current_thread(core) {
+                tracing::warn!(worker, core, "could not pin the Timely worker");
+            }
         }
     }
 

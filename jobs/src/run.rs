@@ -17,6 +17,7 @@ use weir_kafka::group_offsets::GroupOffsets;
 use weir_kafka::properties::client_config;
 use weir_operators::committer::CommitHook;
 use weir_operators::metrics::JobMetrics;
+use weir_score::models::ScoreCounters;
 use weir_score::{ModelManifest, ModelSession, SessionOptions};
 
 use crate::checkpointing::{self, RestoreChoice};
@@ -171,6 +172,7 @@ pub fn run_job_with(
     let checkpoints = checkpointing::prepare(&job, options.restore)?;
     let on_commit = group_offsets_hook(&job, checkpoints.is_some())?;
     let metrics = Arc::new(JobMetrics::default());
+    let score_counters = Arc::new(ScoreCounters::default());
     let plan = JobPlan {
         mode,
         job,
@@ -180,6 +182,7 @@ pub fn run_job_with(
         checkpoints,
         model_versions,
         on_commit,
+        score_counters: score_counters.clone(),
     };
     let started = Instant::now();
     let guards = timely::execute(timely_config, move |worker| {
@@ -205,6 +208,7 @@ pub fn run_job_with(
         result.map_err(|e| anyhow!("a worker failed: {e}"))?;
     }
     let summary = summarize(&metrics, started.elapsed());
+    log_model_counters(&score_counters);
     if summary.delivery_failures > 0 {
         return Err(anyhow!(
             "{} records could not be delivered to Kafka\n{}",
@@ -258,6 +262,18 @@ fn group_offsets_hook(job: &CompiledJob, checkpoints: bool) -> Result<Option<Com
     })))
 }
 
+/// One log line with the model versions' counters (reloads, canary, shadow).
+fn log_model_counters(c: &ScoreCounters) {
+    tracing::info!(
+        reloads = ScoreCounters::get(&c.reloads),
+        reload_failures = ScoreCounters::get(&c.reload_failures),
+        canary_rows = ScoreCounters::get(&c.canary_rows),
+        shadow_errors = ScoreCounters::get(&c.shadow_errors),
+        batches = ScoreCounters::get(&c.batches),
+        "scoring stage"
+    );
+}
+
 /// Fails fast, with a clear message, on anything that would stop workers from building.
 /// Returns the model's version by model name.
 fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> {
@@ -274,21 +290,27 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
     if mode == Mode::FeaturesOnly {
         return Ok(BTreeMap::new());
     }
-    let model_dir = file.model_dir();
+    let model_dir = file.model.initial_dir(&file.base_dir)?;
     let check = SessionOptions {
         intra_threads: 1,
         warmup_batches: 0,
         max_batch_rows: file.model.max_batch_rows,
+        intra_thread_affinities: None,
     };
-    ModelSession::load(&model_dir, job.features.names(), &check).with_context(|| {
-        format!(
-            "model {} does not fit job `{}`",
-            model_dir.display(),
-            file.name
-        )
-    })?;
-    let model = ModelManifest::load(&model_dir)?;
-    let versions = BTreeMap::from([(model.name, model.version)]);
+    let dirs =
+        std::iter::once(model_dir).chain(file.model.secondary(&file.base_dir).map(|s| s.dir));
+    let mut versions = BTreeMap::new();
+    for model_dir in dirs {
+        ModelSession::load(&model_dir, job.features.names(), &check).with_context(|| {
+            format!(
+                "model {} does not fit job `{}`",
+                model_dir.display(),
+                file.name
+            )
+        })?;
+        let model = ModelManifest::load(&model_dir)?;
+        versions.insert(model.name, model.version);
+    }
     if !file.uses_kafka() {
         return Ok(versions);
     }

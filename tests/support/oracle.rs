@@ -96,17 +96,16 @@ pub fn expected_windows(payloads: &[Vec<u8>]) -> BTreeMap<(String, i64), Expecte
 }
 
 /// Scores feature rows with a raw ONNX Runtime session on `model_dir`, applying the manifest's
-/// defaults for missing values; returns the manifest's score column per row. One intra-op
-/// thread, as the job's session uses: ONNX Runtime's tree ensembles sum trees in a different
-/// order when they parallelise, which changes the last bits of the score.
+/// defaults for missing values and its `categories`, `clip` and `scale` steps (re-read here
+/// from the JSON, not through weir-score's preprocessor); returns the manifest's score column
+/// per row. One intra-op thread, as the job's session uses: ONNX Runtime's tree ensembles sum
+/// trees in a different order when they parallelise, which changes the last bits of the score.
 pub fn raw_ort_scores(model_dir: &Path, rows: &[Vec<f64>]) -> Result<Vec<f64>> {
     let manifest: Value = serde_json::from_slice(&std::fs::read(model_dir.join("manifest.json"))?)?;
-    let defaults: Vec<f64> = manifest["features"]
+    let features = manifest["features"]
         .as_array()
         .context("manifest features")?
-        .iter()
-        .map(|f| f["default"].as_f64().unwrap_or(0.0))
-        .collect();
+        .clone();
     let input_name = manifest["input"]["name"]
         .as_str()
         .context("input name")?
@@ -116,15 +115,11 @@ pub fn raw_ort_scores(model_dir: &Path, rows: &[Vec<f64>]) -> Result<Vec<f64>> {
         .context("output name")?
         .to_owned();
     let column = manifest["output"]["column"].as_u64().unwrap_or(0) as usize;
-    let width = defaults.len();
+    let width = features.len();
     let mut data = Vec::with_capacity(rows.len() * width);
     for row in rows {
-        for (x, default) in row.iter().zip(&defaults) {
-            data.push(if x.is_nan() {
-                *default as f32
-            } else {
-                *x as f32
-            });
+        for (x, feature) in row.iter().zip(&features) {
+            data.push(preprocess_naively(*x, feature) as f32);
         }
     }
     let environment = weir_score::onnx_environment()?;
@@ -143,4 +138,33 @@ pub fn raw_ort_scores(model_dir: &Path, rows: &[Vec<f64>]) -> Result<Vec<f64>> {
     Ok((0..rows.len())
         .map(|r| f64::from(values[r * columns + column]))
         .collect())
+}
+
+/// One value through a manifest feature's steps: default, categories, clip, scale.
+fn preprocess_naively(raw: f64, feature: &Value) -> f64 {
+    let mut x = if raw.is_nan() {
+        feature["default"].as_f64().unwrap_or(0.0)
+    } else {
+        raw
+    };
+    if let Some(values) = feature["categories"]["values"].as_array() {
+        let unknown = feature["categories"]["unknown"].as_f64().unwrap_or(-1.0);
+        x = values
+            .iter()
+            .position(|v| v.as_f64() == Some(x))
+            .map_or(unknown, |i| i as f64);
+    }
+    if let Some(min) = feature["clip"]["min"].as_f64() {
+        x = x.max(min);
+    }
+    if let Some(max) = feature["clip"]["max"].as_f64() {
+        x = x.min(max);
+    }
+    if let (Some(mean), Some(std)) = (
+        feature["scale"]["mean"].as_f64(),
+        feature["scale"]["std"].as_f64(),
+    ) {
+        x = (x - mean) * (1.0 / std);
+    }
+    x
 }

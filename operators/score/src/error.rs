@@ -123,6 +123,26 @@ pub enum ScoreError {
     /// The model returned an output of an unexpected shape at run time.
     #[error("unexpected model output: {0}")]
     Output(String),
+
+    /// Pinned inference threads do not fit the machine (DESIGN.md §4, one CPU budget).
+    #[error("refusing to start: {problem}")]
+    CpuBudget {
+        /// What does not fit and what to change.
+        problem: String,
+    },
+
+    /// The model registry directory cannot say which version to serve.
+    #[error("model registry {}: {problem} (see docs/MODEL_MANIFEST.md, \"Registry\")", .dir.display())]
+    Registry {
+        /// The model's registry directory (or the version directory).
+        dir: PathBuf,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+
+    /// An inference thread could not start or stopped.
+    #[error("inference thread: {0}")]
+    Thread(String),
 }
 
 /// Result alias for the scoring crate.

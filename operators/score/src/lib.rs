@@ -9,16 +9,25 @@
 //! | 2 | [`manifest`] | parse and check `manifest.json` |
 //! | 3 | [`preprocess`] | defaults for missing values, scaling, into an `f32` buffer |
 //! | 4 | [`session`] | validate model vs manifest vs job, warm up, score batches |
+//! | 5 | [`registry`] | `models/<name>/<version>/`, `CONTROL`: which version to serve |
+//! | 6 | [`models`] | primary + shadow/canary versions, stable canary split by key |
+//! | 7 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
+//! | 8 | [`pool`] | one pinned inference thread per score instance, hot reload |
+//! | 9 | [`operator`] | the Timely operator: micro-batches, in-flight bound, capabilities |
 //!
 //! Errors are one [`ScoreError`] enum; see `docs/MODEL_MANIFEST.md` for the model
 //! directory format.
 
 #![deny(missing_docs)]
 
+pub mod budget;
 pub mod error;
 pub mod manifest;
+pub mod models;
 pub mod operator;
+pub mod pool;
 pub mod preprocess;
+pub mod registry;
 pub mod runtime;
 pub mod session;
 

@@ -89,9 +89,38 @@ pub struct FeatureSpec {
     pub ty: ElementType,
     /// Raw value used when the job's value is missing (NaN); preprocessing still applies.
     pub default: f64,
+    /// Optional categorical encoding: the value's index in a list of known codes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub categories: Option<Categories>,
+    /// Optional clipping to `[min, max]` (either bound may be absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip: Option<Clip>,
     /// Optional standardisation `(x - mean) / std`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<Scale>,
+}
+
+/// Categorical (ordinal) encoding: the model sees the index of the value in `values`, or
+/// `unknown` for a value not in the list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Categories {
+    /// Known codes, finite and distinct; code `values[i]` becomes `i`.
+    pub values: Vec<f64>,
+    /// What any other value becomes (e.g. `-1`, or `values.len()` for an "other" bucket).
+    pub unknown: f64,
+}
+
+/// Clipping bounds in the feature's units at this step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Clip {
+    /// Values below become `min`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Values above become `max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
 }
 
 /// Standardisation parameters: the model sees `(x - mean) / std`.
@@ -200,6 +229,40 @@ impl ModelManifest {
                     "feature `{}` has default {}; defaults must be finite numbers",
                     f.name, f.default
                 ));
+            }
+            if let Some(c) = &f.categories {
+                if c.values.is_empty() || !c.unknown.is_finite() {
+                    return Err(format!(
+                        "feature `{}` has categories with {} values and unknown {}; list at \
+                         least one code and give a finite `unknown`",
+                        f.name,
+                        c.values.len(),
+                        c.unknown
+                    ));
+                }
+                for (i, v) in c.values.iter().enumerate() {
+                    if !v.is_finite() || c.values[..i].contains(v) {
+                        return Err(format!(
+                            "feature `{}` categories.values[{i}] = {v} is not finite or is \
+                             listed twice; codes must be distinct finite numbers",
+                            f.name
+                        ));
+                    }
+                }
+            }
+            if let Some(c) = f.clip {
+                let finite = |b: Option<f64>| b.is_none_or(f64::is_finite);
+                let ordered = match (c.min, c.max) {
+                    (Some(lo), Some(hi)) => lo <= hi,
+                    _ => true,
+                };
+                if !finite(c.min) || !finite(c.max) || !ordered || (c.min, c.max) == (None, None) {
+                    return Err(format!(
+                        "feature `{}` has clip {{min: {:?}, max: {:?}}}; give at least one \
+                         finite bound, with min <= max",
+                        f.name, c.min, c.max
+                    ));
+                }
             }
             if let Some(s) = f.scale {
                 if !s.mean.is_finite() || !s.std.is_finite() || s.std <= 0.0 {

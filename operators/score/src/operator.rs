@@ -1,40 +1,60 @@
 //! The scoring operator (DESIGN.md §6): feature rows are exchanged to the score instances,
-//! scored in micro-batches (everything that arrived for one tick, cut at `max_batch_rows`)
-//! with the instance's own validated, warmed ONNX Runtime session, and emitted at the tick
-//! they arrived with. A failed batch never stops the job: each of its rows becomes a score
-//! record with an error and no score, plus a dead letter.
+//! cut into micro-batches (at most `max_batch_rows` rows of one tick, sent when full, when
+//! the input frontier passes their tick, or after `max_batch_delay`), and scored off the
+//! worker thread by the instance's pinned inference thread (`crate::pool`). Results come
+//! back over a channel and wake the operator through a `SyncActivator`; the operator holds a
+//! capability for each in-flight batch's tick and emits its rows at that tick, so nothing is
+//! emitted at a tick that already closed. At most `max_in_flight` batches are queued or
+//! running per instance: at the bound the operator stops pulling its input (rows wait in
+//! Timely's channel, and the tick cannot close) instead of queueing more work. A failed
+//! batch never stops the job: each of its rows becomes a score record with an error and no
+//! score, plus a dead letter.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
+use timely::scheduling::{Activator, SyncActivator};
 
-use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
-use weir_features::encode::unscored_row_json;
-use weir_features::row::{FeatureRow, ModelTag, ScoredRow};
+use weir_features::dead_letter::DeadLetter;
+use weir_features::row::{FeatureRow, ScoredRow};
 use weir_features::vocab::Tick;
-use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::{instance_for_key_group, Placement};
 
+use crate::budget::InstanceCores;
 use crate::error::Result;
-use crate::session::{ModelSession, SessionOptions};
+use crate::models::{unscorable, BatchOutcome, ScoreCounters, SecondaryModel};
+use crate::pool::{InferenceSetup, InferenceThread, Job};
+use crate::registry::ModelSource;
+use crate::session::SessionOptions;
 
 type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
 
 /// Configuration of the scoring stage.
 #[derive(Clone, Debug)]
 pub struct ScoreConfig {
-    /// Model directory (`model.onnx` + `manifest.json`).
-    pub model_dir: PathBuf,
+    /// Where the primary model comes from (a fixed directory or a registry).
+    pub source: ModelSource,
+    /// An optional shadow or canary version.
+    pub secondary: Option<SecondaryModel>,
     /// The job's feature names in the order rows carry them.
     pub job_features: Vec<String>,
-    /// Session threads, warm-up and batch size.
+    /// Session threads, warm-up and batch size (`max_batch_rows`).
     pub session: SessionOptions,
-    /// Number of score instances.
+    /// A batch that is not full is sent at the latest this long after its first row.
+    pub max_batch_delay: Duration,
+    /// Batches queued or running per instance at most (backpressure bound).
+    pub max_in_flight: usize,
+    /// Cores per instance when the inference threads are pinned (`budget::plan_cores`).
+    pub cores: Option<Vec<InstanceCores>>,
+    /// Number of score instances (= inference threads).
     pub parallelism: usize,
     /// Worker layout.
     pub placement: Placement,
@@ -44,6 +64,27 @@ pub struct ScoreConfig {
     pub source_name: String,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
+    /// Scoring-stage counters (reloads, canary rows, ...).
+    pub counters: Arc<ScoreCounters>,
+}
+
+impl ScoreConfig {
+    /// What instance `instance`'s inference thread needs.
+    pub fn inference_setup(&self, instance: usize) -> InferenceSetup {
+        InferenceSetup {
+            source: self.source.clone(),
+            secondary: self.secondary.clone(),
+            job_features: self.job_features.clone(),
+            session: self.session.clone(),
+            cores: self
+                .cores
+                .as_ref()
+                .and_then(|plan| plan.get(instance).cloned()),
+            source_name: self.source_name.clone(),
+            metrics: self.metrics.clone(),
+            counters: self.counters.clone(),
+        }
+    }
 }
 
 /// The outputs of the scoring stage.
@@ -56,21 +97,13 @@ pub struct ScoreStreams<'scope> {
 
 /// Extension trait: `rows.score(config)`.
 pub trait Score<'scope> {
-    /// Scores every feature row; loads (and warms) the model on each score instance.
+    /// Scores every feature row; starts (and warms) an inference thread per score instance.
     fn score(self, config: ScoreConfig) -> Result<ScoreStreams<'scope>>;
 }
 
 impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
     fn score(self, config: ScoreConfig) -> Result<ScoreStreams<'scope>> {
-        let worker = self.scope().index();
-        let session = match config.placement.instance_on(worker, config.parallelism) {
-            Some(_) => Some(ModelSession::load(
-                &config.model_dir,
-                &config.job_features,
-                &config.session,
-            )?),
-            None => None,
-        };
+        let scope = self.scope();
         let (placement, key_groups, parallelism) =
             (config.placement, config.key_groups, config.parallelism);
         let route = move |row: &FeatureRow| {
@@ -80,31 +113,67 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
                 parallelism,
             )) as u64
         };
-        let mut builder = OperatorBuilder::new("Score".to_owned(), self.scope());
+        // Start (and load) the inference thread before reserving the operator, so a load
+        // error leaves no half-built operator behind. It is woken through the operator's
+        // `SyncActivator`, known once the operator exists (no result comes before a job).
+        let wake_slot = Arc::new(OnceLock::<SyncActivator>::new());
+        let thread = match placement.instance_on(scope.index(), parallelism) {
+            Some(instance) => {
+                let slot = wake_slot.clone();
+                Some(InferenceThread::spawn(
+                    config.inference_setup(instance),
+                    instance,
+                    config.max_in_flight,
+                    move || {
+                        if let Some(activator) = slot.get() {
+                            // Fails only once the worker is gone and nothing waits for results.
+                            let _ = activator.activate();
+                        }
+                    },
+                )?)
+            }
+            None => None,
+        };
+        let mut builder = OperatorBuilder::new("Score".to_owned(), scope);
+        let address = builder.operator_info().address;
+        let _ = wake_slot.set(scope.worker().sync_activator_for(address.to_vec()));
         let mut rows_in = builder.new_input(self, Exchange::new(route));
         let (scores_out, scores) = builder.new_output::<Vec<ScoredRow>>();
         let (dead_out, dead_letters) = builder.new_output::<Vec<DeadLetter>>();
         let mut scores_out = OutputBuilder::<_, VecBuilder<ScoredRow>>::from(scores_out);
         let mut dead_out = OutputBuilder::<_, VecBuilder<DeadLetter>>::from(dead_out);
-
+        let mut state =
+            thread.map(|thread| Batcher::new(thread, &config, scope.activator_for(address)));
         builder.build(move |capabilities| {
             drop(capabilities);
-            let mut scorer = session.map(|session| BatchScorer::new(session, config.clone()));
-            move |_frontiers| {
+            move |frontiers| {
+                let Some(st) = state.as_mut() else {
+                    rows_in.for_each(|_, _| {});
+                    return;
+                };
                 let mut scores_handle = scores_out.activate();
                 let mut dead_handle = dead_out.activate();
-                rows_in.for_each(|cap, batch| {
-                    let Some(scorer) = scorer.as_mut() else {
-                        return;
-                    };
-                    let mut scored = Vec::with_capacity(batch.len());
-                    let mut dead = Vec::new();
-                    scorer.score(batch, &mut scored, &mut dead);
-                    scores_handle.session(&cap).give_container(&mut scored);
-                    if !dead.is_empty() {
-                        dead_handle.session(&cap).give_container(&mut dead);
+                let mut finished = st.finished();
+                if st.has_room() {
+                    rows_in.for_each(|cap, rows| {
+                        if let (Some(s), Some(d)) = (cap.retain_least(0), cap.retain_least(1)) {
+                            st.push(s, d, std::mem::take(rows));
+                        }
+                    });
+                }
+                st.close_open(|tick| !frontiers[0].less_equal(tick));
+                st.send(&mut finished);
+                for ((score_cap, dead_cap), mut outcome) in finished {
+                    scores_handle
+                        .session(&score_cap)
+                        .give_container(&mut outcome.scored);
+                    if !outcome.dead.is_empty() {
+                        dead_handle
+                            .session(&dead_cap)
+                            .give_container(&mut outcome.dead);
                     }
-                });
+                }
+                st.schedule_timeout();
             }
         });
         Ok(ScoreStreams {
@@ -114,99 +183,159 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
     }
 }
 
-/// One score instance: its session and reused buffers.
-struct BatchScorer {
-    session: ModelSession,
-    tag: ModelTag,
-    config: ScoreConfig,
-    values: Vec<f64>,
-    out: Vec<f32>,
+/// The capabilities a batch's results are emitted with (scores, dead letters).
+type Caps = (Capability<Tick>, Capability<Tick>);
+
+/// Rows of one tick waiting to be sent.
+struct Batch {
+    caps: Caps,
+    rows: Vec<FeatureRow>,
+    opened: Instant,
 }
 
-impl BatchScorer {
-    fn new(session: ModelSession, config: ScoreConfig) -> Self {
-        let tag = ModelTag {
-            name: session.name().to_owned(),
-            version: session.version().to_owned(),
-        };
-        BatchScorer {
-            session,
-            tag,
-            config,
-            values: Vec::new(),
-            out: Vec::new(),
+/// One score instance's batching, in-flight bookkeeping and inference thread.
+struct Batcher {
+    thread: InferenceThread,
+    /// The batch being filled (rows of one tick).
+    open: Option<Batch>,
+    /// Closed batches not yet sent (the in-flight bound was reached).
+    ready: VecDeque<Batch>,
+    /// Sent batches by id, with the capabilities their results are emitted at.
+    in_flight: HashMap<u64, Caps>,
+    next_id: u64,
+    max_rows: usize,
+    max_delay: Duration,
+    max_in_flight: usize,
+    activator: Activator,
+    job_features: Vec<String>,
+    source_name: String,
+    metrics: Arc<JobMetrics>,
+    counters: Arc<ScoreCounters>,
+}
+
+impl Batcher {
+    fn new(thread: InferenceThread, config: &ScoreConfig, activator: Activator) -> Self {
+        Batcher {
+            thread,
+            open: None,
+            ready: VecDeque::new(),
+            in_flight: HashMap::new(),
+            next_id: 0,
+            max_rows: config.session.max_batch_rows.max(1),
+            max_delay: config.max_batch_delay,
+            max_in_flight: config.max_in_flight.max(1),
+            activator,
+            job_features: config.job_features.clone(),
+            source_name: config.source_name.clone(),
+            metrics: config.metrics.clone(),
+            counters: config.counters.clone(),
         }
     }
 
-    /// Scores `rows` in chunks of at most `max_batch_rows`, draining them.
-    fn score(
+    /// Finished batches with the capabilities to emit them at (which are then released).
+    fn finished(&mut self) -> Vec<(Caps, BatchOutcome)> {
+        let mut done = Vec::new();
+        while let Some(result) = self.thread.try_result() {
+            if let Some(caps) = self.in_flight.remove(&result.id) {
+                done.push((caps, result.outcome));
+            }
+        }
+        done
+    }
+
+    /// Whether the operator may pull more input.
+    fn has_room(&self) -> bool {
+        self.in_flight.len() + self.ready.len() < self.max_in_flight
+    }
+
+    /// Adds rows that arrived at `caps`' tick.
+    fn push(
         &mut self,
-        rows: &mut Vec<FeatureRow>,
-        scored: &mut Vec<ScoredRow>,
-        dead: &mut Vec<DeadLetter>,
+        score_cap: Capability<Tick>,
+        dead_cap: Capability<Tick>,
+        rows: Vec<FeatureRow>,
     ) {
-        let chunk = self.config.session.max_batch_rows.max(1);
-        let mut rows = std::mem::take(rows).into_iter().peekable();
-        while rows.peek().is_some() {
-            let batch: Vec<FeatureRow> = rows.by_ref().take(chunk).collect();
-            self.values.clear();
-            for row in &batch {
-                self.values.extend_from_slice(&row.values);
+        let tick = *score_cap.time();
+        if self.open.as_ref().is_some_and(|b| *b.caps.0.time() != tick) {
+            self.ready.extend(self.open.take());
+        }
+        let open = self.open.get_or_insert_with(|| Batch {
+            caps: (score_cap, dead_cap),
+            rows: Vec::new(),
+            opened: Instant::now(),
+        });
+        open.rows.extend(rows);
+        while open.rows.len() >= self.max_rows {
+            let rest = open.rows.split_off(self.max_rows);
+            let full = std::mem::replace(&mut open.rows, rest);
+            self.ready.push_back(Batch {
+                caps: open.caps.clone(),
+                rows: full,
+                opened: open.opened,
+            });
+        }
+        if open.rows.is_empty() {
+            self.open = None;
+        }
+    }
+
+    /// Closes the open batch when its tick is complete or it has waited `max_delay`.
+    fn close_open(&mut self, tick_complete: impl Fn(&Tick) -> bool) {
+        if let Some(open) = &self.open {
+            if tick_complete(open.caps.0.time()) || open.opened.elapsed() >= self.max_delay {
+                self.ready.extend(self.open.take());
             }
-            let result = self
-                .session
-                .score_batch(&self.values, batch.len(), &mut self.out);
-            let inference_ts_ms = unix_ms() as i64;
-            match result {
-                Ok(stats) => {
-                    JobMetrics::add(&self.config.metrics.scores, batch.len() as u64);
-                    JobMetrics::add(
-                        &self.config.metrics.defaults_used,
-                        stats.defaults_used as u64,
-                    );
-                    for (row, score) in batch.into_iter().zip(self.out.iter()) {
-                        let score = Some(f64::from(*score));
-                        scored.push(ScoredRow {
-                            row,
-                            model: self.tag.clone(),
-                            score,
-                            error: None,
-                            inference_ts_ms,
-                        });
-                    }
+        }
+    }
+
+    /// Sends ready batches while the in-flight bound allows; rows that cannot reach the
+    /// inference thread (it stopped) become error records in `finished`.
+    fn send(&mut self, finished: &mut Vec<(Caps, BatchOutcome)>) {
+        while self.in_flight.len() < self.max_in_flight {
+            let Some(batch) = self.ready.pop_front() else {
+                break;
+            };
+            let id = self.next_id;
+            self.next_id += 1;
+            match self.thread.submit(Job {
+                id,
+                rows: batch.rows,
+            }) {
+                Ok(()) => {
+                    self.in_flight.insert(id, batch.caps);
+                    self.counters
+                        .in_flight_high_water
+                        .fetch_max(self.in_flight.len() as u64, Ordering::Relaxed);
                 }
-                Err(error) => {
-                    let error = error.to_string();
-                    tracing::warn!(%error, rows = batch.len(), "inference failed; emitting error records");
-                    JobMetrics::add(&self.config.metrics.inference_errors, batch.len() as u64);
-                    for row in batch {
-                        self.config
-                            .metrics
-                            .dead_letter(DeadLetterReason::InferenceFailed);
-                        dead.push(self.dead_letter(&row, &error));
-                        let error = Some(error.clone());
-                        scored.push(ScoredRow {
-                            row,
-                            model: self.tag.clone(),
-                            score: None,
-                            error,
-                            inference_ts_ms,
-                        });
-                    }
+                Err((job, false)) => {
+                    self.ready.push_front(Batch {
+                        caps: batch.caps,
+                        rows: job.rows,
+                        opened: batch.opened,
+                    });
+                    break;
+                }
+                Err((job, true)) => {
+                    tracing::error!("the inference thread stopped; emitting error records");
+                    let outcome = unscorable(
+                        job.rows,
+                        self.thread.initial_tag(),
+                        "the inference thread of this score instance stopped",
+                        &self.job_features,
+                        &self.source_name,
+                        &self.metrics,
+                    );
+                    finished.push((batch.caps, outcome));
                 }
             }
         }
     }
 
-    fn dead_letter(&self, row: &FeatureRow, error: &str) -> DeadLetter {
-        DeadLetter {
-            reason: DeadLetterReason::InferenceFailed,
-            error: format!("model {} {}: {error}", self.tag.name, self.tag.version),
-            topic: self.config.source_name.clone(),
-            position: row.last,
-            timestamp: Some(row.window_end),
-            key: Some(row.key.as_bytes().to_vec()),
-            raw: unscored_row_json(row, &self.config.job_features),
+    /// Wakes the operator when the open batch's delay runs out.
+    fn schedule_timeout(&self) {
+        if let Some(open) = &self.open {
+            self.activator
+                .activate_after(self.max_delay.saturating_sub(open.opened.elapsed()));
         }
     }
 }

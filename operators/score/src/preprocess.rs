@@ -2,12 +2,13 @@
 //!
 //! Third step of the scoring stage, run on every micro-batch: the job hands over
 //! row-major `f64` feature values with NaN for "missing"; [`Preprocessor::fill`] replaces
-//! missing values by the manifest's defaults, applies each feature's transforms
-//! (today only standardisation) and writes `f32`s into a reused buffer.
+//! missing values by the manifest's defaults, applies each feature's transforms in a fixed
+//! order — categorical encoding, clipping, standardisation — and writes `f32`s into a reused
+//! buffer. `scripts/weir_preprocess.py` is the same function for the export scripts, so the
+//! model is trained on exactly what the job feeds it.
 //!
 //! Each feature compiles to a [`ColumnPlan`]: a default plus an ordered list of
-//! [`Transform`]s. Adding clipping or categorical encoding means adding a manifest field
-//! and a `Transform` variant; nothing else changes.
+//! [`Transform`]s. A new step is a manifest field and a `Transform` variant.
 
 use crate::manifest::FeatureSpec;
 
@@ -15,6 +16,19 @@ use crate::manifest::FeatureSpec;
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum Transform {
+    /// The index of `x` among the column's codes ([`ColumnPlan::codes`], exact match),
+    /// else `unknown`.
+    Categories {
+        /// Value of an unknown code.
+        unknown: f64,
+    },
+    /// `x.clamp(min, max)` with absent bounds at ±infinity.
+    Clip {
+        /// Lower bound.
+        min: f64,
+        /// Upper bound.
+        max: f64,
+    },
     /// `(x - mean) * inv_std`, from the manifest's `scale: {mean, std}`.
     Scale {
         /// Subtracted first.
@@ -26,8 +40,13 @@ pub enum Transform {
 
 impl Transform {
     #[inline]
-    fn apply(self, x: f64) -> f64 {
+    fn apply(self, x: f64, codes: &[f64]) -> f64 {
         match self {
+            Transform::Categories { unknown } => codes
+                .iter()
+                .position(|c| *c == x)
+                .map_or(unknown, |i| i as f64),
+            Transform::Clip { min, max } => x.max(min).min(max),
             Transform::Scale { mean, inv_std } => (x - mean) * inv_std,
         }
     }
@@ -40,28 +59,87 @@ pub struct ColumnPlan {
     pub default: f64,
     /// Applied in order to every value, defaulted or not.
     pub transforms: Vec<Transform>,
+    /// Known categorical codes (see [`Transform::Categories`]).
+    pub codes: Vec<f64>,
 }
 
 impl ColumnPlan {
-    /// Compiles a manifest feature.
+    /// Compiles a manifest feature: categories, then clip, then scale.
     pub fn from_spec(spec: &FeatureSpec) -> Self {
-        let transforms = spec
-            .scale
-            .iter()
-            .map(|s| Transform::Scale {
+        let mut transforms = Vec::new();
+        let mut codes = Vec::new();
+        if let Some(c) = &spec.categories {
+            codes.extend_from_slice(&c.values);
+            transforms.push(Transform::Categories { unknown: c.unknown });
+        }
+        if let Some(c) = spec.clip {
+            transforms.push(Transform::Clip {
+                min: c.min.unwrap_or(f64::NEG_INFINITY),
+                max: c.max.unwrap_or(f64::INFINITY),
+            });
+        }
+        if let Some(s) = spec.scale {
+            transforms.push(Transform::Scale {
                 mean: s.mean,
                 inv_std: 1.0 / s.std,
-            })
-            .collect();
+            });
+        }
         ColumnPlan {
             default: spec.default,
             transforms,
+            codes,
         }
     }
 
-    #[inline]
-    fn apply(&self, raw: f64) -> f64 {
-        self.transforms.iter().fold(raw, |x, t| t.apply(x))
+    /// Applies the transforms in order (the reference for [`Preprocessor::fill`]'s fused loop).
+    pub fn apply(&self, raw: f64) -> f64 {
+        self.transforms
+            .iter()
+            .fold(raw, |x, t| t.apply(x, &self.codes))
+    }
+}
+
+/// A column's steps folded into straight-line arithmetic for the hot loop: the optional code
+/// lookup, then `clamp(lo, hi)` and `(x - mean) * inv_std`, whose neutral values (±infinity,
+/// 0 and 1) leave a value bit-for-bit unchanged, so absent steps cost no branch.
+#[derive(Debug, Clone, PartialEq)]
+struct Fused {
+    default: f64,
+    codes: Option<(Vec<f64>, f64)>,
+    lo: f64,
+    hi: f64,
+    mean: f64,
+    inv_std: f64,
+}
+
+impl Fused {
+    fn from_spec(spec: &FeatureSpec) -> Self {
+        let clip = spec.clip.unwrap_or(crate::manifest::Clip {
+            min: None,
+            max: None,
+        });
+        Fused {
+            default: spec.default,
+            codes: spec
+                .categories
+                .as_ref()
+                .map(|c| (c.values.clone(), c.unknown)),
+            lo: clip.min.unwrap_or(f64::NEG_INFINITY),
+            hi: clip.max.unwrap_or(f64::INFINITY),
+            mean: spec.scale.map_or(0.0, |s| s.mean),
+            inv_std: spec.scale.map_or(1.0, |s| 1.0 / s.std),
+        }
+    }
+
+    #[inline(always)]
+    fn apply(&self, mut x: f64) -> f64 {
+        if let Some((codes, unknown)) = &self.codes {
+            x = codes
+                .iter()
+                .position(|c| *c == x)
+                .map_or(*unknown, |i| i as f64);
+        }
+        (x.max(self.lo).min(self.hi) - self.mean) * self.inv_std
     }
 }
 
@@ -69,6 +147,7 @@ impl ColumnPlan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preprocessor {
     columns: Vec<ColumnPlan>,
+    fused: Vec<Fused>,
 }
 
 impl Preprocessor {
@@ -76,6 +155,7 @@ impl Preprocessor {
     pub fn new(features: &[FeatureSpec]) -> Self {
         Preprocessor {
             columns: features.iter().map(ColumnPlan::from_spec).collect(),
+            fused: features.iter().map(Fused::from_spec).collect(),
         }
     }
 
@@ -97,18 +177,16 @@ impl Preprocessor {
     /// The caller checks that `values.len()` is a multiple of the width.
     pub fn fill(&self, values: &[f64], out: &mut Vec<f32>) -> usize {
         out.clear();
-        out.reserve(values.len());
+        out.resize(values.len(), 0.0);
+        let width = self.fused.len().max(1);
         let mut defaults_used = 0;
-        for row in values.chunks_exact(self.columns.len().max(1)) {
-            for (&raw, plan) in row.iter().zip(&self.columns) {
-                let x = if raw.is_nan() {
-                    defaults_used += 1;
-                    plan.default
-                } else {
-                    raw
-                };
+        for (row, dst) in values.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
+            for ((&raw, column), slot) in row.iter().zip(&self.fused).zip(dst) {
+                let missing = raw.is_nan();
+                defaults_used += usize::from(missing);
+                let x = if missing { column.default } else { raw };
                 // Narrowing to the model's f32 input is intended.
-                out.push(plan.apply(x) as f32);
+                *slot = column.apply(x) as f32;
             }
         }
         defaults_used
@@ -125,6 +203,8 @@ mod tests {
             name: name.into(),
             ty: ElementType::Float32,
             default,
+            categories: None,
+            clip: None,
             scale,
         }
     }
@@ -148,6 +228,83 @@ mod tests {
         // row 0: a missing -> 1.0; b = (3-2)/0.5 = 2.0
         // row 1: a = 5.0;          b missing -> 4.0 -> (4-2)/0.5 = 4.0
         assert_eq!(out, vec![1.0, 2.0, 5.0, 4.0]);
+    }
+
+    #[test]
+    fn categories_then_clip_then_scale() {
+        use crate::manifest::{Categories, Clip};
+        let mut code = feature("code", 7.0, None);
+        code.categories = Some(Categories {
+            values: vec![3.0, 7.0, 11.0],
+            unknown: -1.0,
+        });
+        let mut amount = feature(
+            "amount",
+            0.0,
+            Some(Scale {
+                mean: 10.0,
+                std: 5.0,
+            }),
+        );
+        amount.clip = Some(Clip {
+            min: Some(0.0),
+            max: Some(100.0),
+        });
+        let p = Preprocessor::new(&[code, amount]);
+        let mut out = Vec::new();
+        let used = p.fill(&[11.0, 500.0, 4.0, -3.0, f64::NAN, 20.0], &mut out);
+        assert_eq!(used, 1);
+        // 11 -> index 2; 500 -> clip 100 -> (100-10)/5 = 18
+        // 4 -> unknown -1; -3 -> clip 0 -> -2
+        // missing -> default 7 -> index 1; 20 -> 2
+        assert_eq!(out, vec![2.0, 18.0, -1.0, -2.0, 1.0, 2.0]);
+    }
+
+    /// The fused hot loop gives bit-for-bit the values of the step-by-step plans.
+    #[test]
+    fn fused_loop_equals_the_step_by_step_plans() {
+        use crate::manifest::{Categories, Clip};
+        let mut a = feature("a", 2.0, None);
+        a.categories = Some(Categories {
+            values: vec![0.0, 2.0, 5.0],
+            unknown: 9.0,
+        });
+        let mut b = feature(
+            "b",
+            -1.0,
+            Some(Scale {
+                mean: 0.3,
+                std: 7.0,
+            }),
+        );
+        b.clip = Some(Clip {
+            min: None,
+            max: Some(40.0),
+        });
+        let c = feature("c", 0.5, None);
+        let specs = [a, b, c];
+        let p = Preprocessor::new(&specs);
+        let raw = [
+            0.0,
+            -0.0,
+            1e300,
+            5.0,
+            123.456,
+            f64::NAN,
+            f64::NAN,
+            f64::INFINITY,
+            -3.25,
+            2.0,
+            40.5,
+            -0.0,
+        ];
+        let mut out = Vec::new();
+        p.fill(&raw, &mut out);
+        for (i, (&x, got)) in raw.iter().zip(&out).enumerate() {
+            let plan = &p.columns()[i % 3];
+            let x = if x.is_nan() { plan.default } else { x };
+            assert_eq!(got.to_bits(), (plan.apply(x) as f32).to_bits(), "value {i}");
+        }
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct SessionOptions {
     /// Rows in a warm-up batch; also the input buffer's initial capacity. Larger batches
     /// are accepted and grow the buffer once.
     pub max_batch_rows: usize,
+    /// ONNX Runtime's `session.intra_op_thread_affinities` (1-based core ids, one per extra
+    /// intra-op thread, `;`-separated), set when the scoring stage pins its threads.
+    pub intra_thread_affinities: Option<String>,
 }
 
 impl Default for SessionOptions {
@@ -39,6 +42,7 @@ impl Default for SessionOptions {
             intra_threads: 1,
             warmup_batches: 2,
             max_batch_rows: 256,
+            intra_thread_affinities: None,
         }
     }
 }
@@ -101,6 +105,12 @@ impl ModelSession {
             .and_then(|b| Ok(b.with_intra_threads(opts.intra_threads)?))
             .and_then(|b| Ok(b.with_inter_threads(1)?))
             .and_then(|b| Ok(b.with_intra_op_spinning(false)?))
+            .and_then(|b| match &opts.intra_thread_affinities {
+                Some(cores) => {
+                    Ok(b.with_config_entry("session.intra_op_thread_affinities", cores)?)
+                }
+                None => Ok(b),
+            })
             .and_then(|mut b| b.commit_from_file(&model_path))
             .map_err(ort_err)?;
         check_model(&manifest, &session).map_err(|problem| ScoreError::ModelMismatch {

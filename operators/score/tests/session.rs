@@ -205,3 +205,16 @@ fn model_session_can_move_between_threads() -> anyhow::Result<()> {
     assert_eq!(name, "purchase_propensity");
     Ok(())
 }
+
+/// Categories, clipping and scaling from the manifest give the scores Python computes through
+/// `scripts/weir_preprocess.py` (the export scripts' copy of the same steps).
+#[test]
+fn manifest_preprocessing_matches_the_python_twin() -> anyhow::Result<()> {
+    let exp = expected("preprocessed")?;
+    let mut s = ModelSession::load(&fixture("preprocessed"), &job_features(), &opts())?;
+    let mut out = Vec::new();
+    let stats = s.score_batch(&exp.values, exp.n_rows, &mut out)?;
+    assert_close(&out, &exp.scores, 1e-6);
+    assert_eq!(stats.defaults_used, exp.defaults_used);
+    Ok(())
+}

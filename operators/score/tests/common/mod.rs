@@ -25,6 +25,7 @@ pub fn opts() -> SessionOptions {
         intra_threads: 1,
         warmup_batches: 2,
         max_batch_rows: 8,
+        intra_thread_affinities: None,
     }
 }
 

@@ -1,0 +1,121 @@
+//! Shared input of the scoring benchmarks (`scoring`, `score_latency`): the committed models
+//! and seeded feature rows shaped like the clickstream job's (8 features, ~10 % missing).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+
+use weir_features::row::FeatureRow;
+use weir_features::vocab::{Key, KeyGroup, SourcePosition};
+use weir_operators::metrics::JobMetrics;
+use weir_score::models::ScoreCounters;
+use weir_score::pool::InferenceSetup;
+use weir_score::registry::ModelSource;
+use weir_score::SessionOptions;
+
+/// Rows per micro-batch.
+pub const BATCH_ROWS: usize = 256;
+/// Key groups of the benchmark rows.
+pub const KEY_GROUPS: u32 = 4096;
+
+/// The three committed model kinds: (label, directory).
+pub fn models() -> Vec<(&'static str, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    vec![
+        ("xgboost", root.join("tests/fixtures/model")),
+        ("lightgbm", root.join("tests/fixtures/models/lightgbm")),
+        ("mlp", root.join("tests/fixtures/models/mlp")),
+    ]
+}
+
+/// The clickstream job's feature names, in order.
+pub fn feature_names() -> Vec<String> {
+    [
+        "events",
+        "views",
+        "clicks",
+        "purchases",
+        "dwell_mean",
+        "dwell_max",
+        "amount_sum",
+        "amount_max",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// `n` seeded feature rows over 10 000 keys.
+pub fn rows(n: usize, seed: u64) -> Vec<FeatureRow> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|i| {
+            let key = format!("u{:05}", rng.random_range(0..10_000));
+            let events = f64::from(rng.random_range(1..40u32));
+            let views = (events * 0.6).floor();
+            let clicks = (events * 0.3).floor();
+            let purchases = f64::from(u8::from(rng.random_bool(0.05)));
+            let dwell = rng.random_range(500.0..9000.0);
+            let missing = purchases == 0.0 || rng.random_bool(0.1);
+            let amount = if missing {
+                f64::NAN
+            } else {
+                rng.random_range(5.0..300.0)
+            };
+            FeatureRow {
+                key_group: KeyGroup::of(key.as_bytes(), KEY_GROUPS),
+                key: Key::from(key.as_str()),
+                window_start: 0,
+                window_end: 60_000 + i as i64,
+                revision: 0,
+                values: vec![
+                    events,
+                    views,
+                    clicks,
+                    purchases,
+                    dwell,
+                    dwell * 1.5,
+                    amount,
+                    amount,
+                ],
+                records: events as u64,
+                first: SourcePosition {
+                    partition: 0,
+                    offset: i as i64,
+                },
+                last: SourcePosition {
+                    partition: 0,
+                    offset: i as i64,
+                },
+                fired_at_ns: 0,
+                closed_by_timeout: false,
+            }
+        })
+        .collect()
+}
+
+/// Session options used by every path (and mirrored by the raw baseline).
+pub fn session_options() -> SessionOptions {
+    SessionOptions {
+        intra_threads: 1,
+        warmup_batches: 2,
+        max_batch_rows: BATCH_ROWS,
+        intra_thread_affinities: None,
+    }
+}
+
+/// An inference thread's setup for `model_dir`.
+pub fn setup(model_dir: &Path) -> InferenceSetup {
+    InferenceSetup {
+        source: ModelSource::Dir(model_dir.to_path_buf()),
+        secondary: None,
+        job_features: feature_names(),
+        session: session_options(),
+        cores: None,
+        source_name: "bench".into(),
+        metrics: Arc::new(JobMetrics::default()),
+        counters: Arc::new(ScoreCounters::default()),
+    }
+}

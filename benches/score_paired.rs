@@ -1,0 +1,200 @@
+//! Scoring throughput as paired ratios (issue #5): robust to a machine whose load drifts.
+//!
+//! Run: `cargo bench --bench score_paired` (plain `main`; results: BENCHMARKS.md).
+//! Optional: `WEIR_BENCH_ROUNDS=60` (default 40).
+//!
+//! Same inputs and paths as `benches/scoring.rs` (64 batches of 256 seeded rows per pass;
+//! XGBoost, LightGBM, MLP): `raw_ort` (plain `ort` session fed by a hand-written f64 → f32
+//! conversion), `weir_session` (`ModelSession::score_batch`), `weir_models` (`ModelSet::score`
+//! on this thread: `FeatureRow`s in, `ScoredRow`s out), `weir_thread` (rows moved to an
+//! inference thread, scored into `ScoredRow`s by `ModelSet`, sent back; 4 batches queued,
+//! the job default `max_in_flight`).
+//! Each round runs one pass of every path back to back, in a rotating order, and the report
+//! gives each path's median over rounds of `rows/s(path) / rows/s(raw_ort)` in that same
+//! round, so slow drifts of machine load cancel out. Criterion's `scoring` bench measures
+//! the paths one after the other, which on a shared machine mixes load changes into ratios.
+
+mod score_common;
+
+use std::time::Instant;
+
+use ort::session::Session;
+use ort::value::TensorRef;
+
+use score_common::{feature_names, models, rows, session_options, setup, BATCH_ROWS};
+use weir_features::row::FeatureRow;
+use weir_score::models::ModelSet;
+use weir_score::pool::{InferenceThread, Job};
+use weir_score::{ModelManifest, ModelSession};
+
+const BATCHES: usize = 64;
+/// Batches queued to the inference thread (the job default `[model] max_in_flight`).
+const IN_FLIGHT: usize = 4;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rounds: usize = std::env::var("WEIR_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    let all = rows(BATCHES * BATCH_ROWS, 5);
+    let batches: Vec<Vec<FeatureRow>> = all.chunks(BATCH_ROWS).map(<[_]>::to_vec).collect();
+    let values: Vec<Vec<f64>> = batches
+        .iter()
+        .map(|b| b.iter().flat_map(|r| r.values.iter().copied()).collect())
+        .collect();
+    let env = weir_score::onnx_environment().expect("ONNX Runtime (set WEIR_ORT_LIB)");
+    for (label, dir) in models() {
+        let manifest = ModelManifest::load(&dir).expect("manifest");
+        let width = manifest.features.len();
+        let steps: Vec<(f64, f64, f64, f64, f64)> = manifest
+            .features
+            .iter()
+            .map(|f| {
+                let (lo, hi) = f.clip.map_or((f64::NEG_INFINITY, f64::INFINITY), |c| {
+                    (
+                        c.min.unwrap_or(f64::NEG_INFINITY),
+                        c.max.unwrap_or(f64::INFINITY),
+                    )
+                });
+                let (mean, std) = f.scale.map_or((0.0, 1.0), |s| (s.mean, s.std));
+                (f.default, lo, hi, mean, std)
+            })
+            .collect();
+        let mut raw = Session::builder(&env)
+            .and_then(|b| Ok(b.with_intra_threads(1)?))
+            .and_then(|b| Ok(b.with_inter_threads(1)?))
+            .and_then(|b| Ok(b.with_intra_op_spinning(false)?))
+            .and_then(|mut b| b.commit_from_file(dir.join("model.onnx")))
+            .expect("raw session");
+        let (input, output, column) = (
+            manifest.input.name.clone(),
+            manifest.output.name.clone(),
+            manifest.output.column,
+        );
+        let mut buffer = Vec::with_capacity(BATCH_ROWS * width);
+        let mut raw_pass = || {
+            let mut sum = 0.0f32;
+            for v in &values {
+                buffer.clear();
+                for (i, &x) in v.iter().enumerate() {
+                    let (default, lo, hi, mean, std) = steps[i % width];
+                    let x = if x.is_nan() { default } else { x };
+                    buffer.push(((x.clamp(lo, hi) - mean) / std) as f32);
+                }
+                let tensor = TensorRef::from_array_view(([BATCH_ROWS, width], buffer.as_slice()))
+                    .expect("tensor");
+                let out = raw
+                    .run(ort::inputs![input.as_str() => tensor])
+                    .expect("run");
+                let (shape, data) = out[output.as_str()]
+                    .try_extract_tensor::<f32>()
+                    .expect("f32 output");
+                let stride = if shape.len() == 2 {
+                    shape[1] as usize
+                } else {
+                    1
+                };
+                sum += data.iter().skip(column).step_by(stride).sum::<f32>();
+            }
+            std::hint::black_box(sum);
+        };
+        let mut session =
+            ModelSession::load(&dir, &feature_names(), &session_options()).expect("session");
+        let mut out = Vec::with_capacity(BATCH_ROWS);
+        let mut session_pass = || {
+            for v in &values {
+                session.score_batch(v, BATCH_ROWS, &mut out).expect("score");
+            }
+            std::hint::black_box(&out);
+        };
+        let s = setup(&dir);
+        let loaded =
+            ModelSession::load(&dir, &feature_names(), &session_options()).expect("session");
+        let mut set = ModelSet::new(
+            loaded,
+            None,
+            feature_names(),
+            "bench".into(),
+            s.metrics,
+            s.counters,
+        );
+        let mut models_pass = |input: Vec<Vec<FeatureRow>>| {
+            for rows in input {
+                std::hint::black_box(set.score(rows));
+            }
+        };
+        let thread = InferenceThread::spawn(setup(&dir), 0, IN_FLIGHT, || {}).expect("thread");
+        let thread_pass = |input: Vec<Vec<FeatureRow>>| {
+            let (mut sent, mut received) = (0u64, 0u64);
+            let mut pending = input.into_iter();
+            let mut next = pending.next();
+            while let Some(rows) = next.take() {
+                match thread.submit(Job { id: sent, rows }) {
+                    Ok(()) => {
+                        sent += 1;
+                        next = pending.next();
+                    }
+                    Err((job, _)) => {
+                        next = Some(job.rows);
+                        thread.recv_result().expect("result");
+                        received += 1;
+                    }
+                }
+            }
+            while received < sent {
+                thread.recv_result().expect("result");
+                received += 1;
+            }
+        };
+        let rows_per_pass = (BATCHES * BATCH_ROWS) as f64;
+        const PATHS: [&str; 4] = ["raw_ort", "weir_session", "weir_models", "weir_thread"];
+        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); PATHS.len()];
+        let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); PATHS.len()];
+        for round in 0..rounds + 2 {
+            let mut t = [0.0f64; PATHS.len()];
+            for k in 0..PATHS.len() {
+                let which = (k + round) % PATHS.len();
+                let input = if which >= 2 {
+                    batches.clone()
+                } else {
+                    Vec::new()
+                };
+                let start = Instant::now();
+                match which {
+                    0 => raw_pass(),
+                    1 => session_pass(),
+                    2 => models_pass(input),
+                    _ => thread_pass(input),
+                }
+                t[which] = start.elapsed().as_secs_f64();
+            }
+            if round < 2 {
+                continue; // warm-up rounds
+            }
+            for (p, secs) in t.iter().enumerate() {
+                rates[p].push(rows_per_pass / secs);
+                ratios[p].push(t[0] / secs);
+            }
+        }
+        let parts: Vec<String> = PATHS
+            .iter()
+            .zip(rates.into_iter().zip(ratios))
+            .map(|(name, (rate, ratio))| {
+                format!(
+                    "{name} {:.2} M rows/s ({:.2} × raw)",
+                    median(rate) / 1e6,
+                    median(ratio)
+                )
+            })
+            .collect();
+        println!(
+            "score_paired/{label}: {} — {rounds} rounds, medians",
+            parts.join("; ")
+        );
+    }
+}

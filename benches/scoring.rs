@@ -1,0 +1,207 @@
+//! Scoring throughput: Weir's scoring path against a raw ONNX Runtime session loop (issue #5).
+//!
+//! Run: `cargo bench --bench scoring -- --warm-up-time 1 --measurement-time 4`
+//! (results: BENCHMARKS.md).
+//!
+//! For each committed model (XGBoost, LightGBM, MLP with clip + scale) and the same 64 batches
+//! of 256 seeded feature rows (8 features, ~10 % missing), in the same run:
+//! - `raw_ort`: a plain `ort` session (same options: 1 intra-op thread, no spinning) fed by a
+//!   hand-written loop that turns each `f64` batch into the `f32` input (missing -> default,
+//!   clip, scale, read from the manifest) — what a caller without Weir has to do;
+//! - `raw_ort_prebuilt`: the same session on `f32` tensors built before timing (inference and
+//!   output extraction only: an upper bound no real caller reaches);
+//! - `weir_session`: `ModelSession::score_batch` on the `f64` rows (defaults, clip/scale,
+//!   narrowing, inference, output column);
+//! - `weir_models`: `ModelSet::score` on the bench thread: `FeatureRow`s in, `ScoredRow`s
+//!   (model tag, score, inference time) out, no thread hand-off;
+//! - `weir_thread`: the score operator's path without Timely: `FeatureRow`s moved to the
+//!   instance's inference thread over its bounded channel (4 batches queued, the job
+//!   default), scored by `ModelSet` into `ScoredRow`s and sent back.
+//!
+//! Throughput is in rows; the ratio to `raw_ort` is the number that matters (target ≥ 0.9).
+
+mod score_common;
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use ort::session::Session;
+use ort::value::TensorRef;
+
+use score_common::{feature_names, models, rows, session_options, setup, BATCH_ROWS};
+use weir_features::row::FeatureRow;
+use weir_score::models::ModelSet;
+use weir_score::pool::{InferenceThread, Job};
+use weir_score::preprocess::Preprocessor;
+use weir_score::{ModelManifest, ModelSession};
+
+const BATCHES: usize = 64;
+
+fn bench(c: &mut Criterion) {
+    let rows = rows(BATCHES * BATCH_ROWS, 5);
+    let batches: Vec<Vec<FeatureRow>> = rows.chunks(BATCH_ROWS).map(<[_]>::to_vec).collect();
+    let values: Vec<Vec<f64>> = batches
+        .iter()
+        .map(|b| b.iter().flat_map(|r| r.values.iter().copied()).collect())
+        .collect();
+    for (label, dir) in models() {
+        let Ok(manifest) = ModelManifest::load(&dir) else {
+            panic!("cannot read {}", dir.display());
+        };
+        let width = manifest.features.len();
+        let preprocessor = Preprocessor::new(&manifest.features);
+        let inputs: Vec<Vec<f32>> = values
+            .iter()
+            .map(|v| {
+                let mut out = Vec::new();
+                preprocessor.fill(v, &mut out);
+                out
+            })
+            .collect();
+        let mut group = c.benchmark_group(format!("score/{label}"));
+        group.throughput(Throughput::Elements((BATCHES * BATCH_ROWS) as u64));
+
+        let env = weir_score::onnx_environment().expect("ONNX Runtime (set WEIR_ORT_LIB)");
+        let mut raw = Session::builder(&env)
+            .and_then(|b| Ok(b.with_intra_threads(1)?))
+            .and_then(|b| Ok(b.with_inter_threads(1)?))
+            .and_then(|b| Ok(b.with_intra_op_spinning(false)?))
+            .and_then(|mut b| b.commit_from_file(dir.join("model.onnx")))
+            .expect("raw session");
+        let (input, output, column) = (
+            manifest.input.name.clone(),
+            manifest.output.name.clone(),
+            manifest.output.column,
+        );
+        let steps: Vec<(f64, f64, f64, f64, f64)> = manifest
+            .features
+            .iter()
+            .map(|f| {
+                let (lo, hi) = f.clip.map_or((f64::NEG_INFINITY, f64::INFINITY), |c| {
+                    (
+                        c.min.unwrap_or(f64::NEG_INFINITY),
+                        c.max.unwrap_or(f64::INFINITY),
+                    )
+                });
+                let (mean, std) = f.scale.map_or((0.0, 1.0), |s| (s.mean, s.std));
+                (f.default, lo, hi, mean, std)
+            })
+            .collect();
+        let mut run_raw = |x: &[f32]| -> f32 {
+            let tensor = TensorRef::from_array_view(([BATCH_ROWS, width], x)).expect("tensor");
+            let out = raw
+                .run(ort::inputs![input.as_str() => tensor])
+                .expect("run");
+            let (shape, data) = out[output.as_str()]
+                .try_extract_tensor::<f32>()
+                .expect("f32 output");
+            let stride = if shape.len() == 2 {
+                shape[1] as usize
+            } else {
+                1
+            };
+            data.iter().skip(column).step_by(stride).sum::<f32>()
+        };
+        let mut buffer = Vec::with_capacity(BATCH_ROWS * width);
+        group.bench_function("raw_ort", |b| {
+            b.iter(|| {
+                let mut sum = 0.0f32;
+                for v in &values {
+                    buffer.clear();
+                    for (i, &x) in v.iter().enumerate() {
+                        let (default, lo, hi, mean, std) = steps[i % width];
+                        let x = if x.is_nan() { default } else { x };
+                        buffer.push(((x.clamp(lo, hi) - mean) / std) as f32);
+                    }
+                    sum += run_raw(&buffer);
+                }
+                black_box(sum)
+            })
+        });
+        group.bench_function("raw_ort_prebuilt", |b| {
+            b.iter(|| {
+                let mut sum = 0.0f32;
+                for x in &inputs {
+                    sum += run_raw(x);
+                }
+                black_box(sum)
+            })
+        });
+
+        let mut session =
+            ModelSession::load(&dir, &feature_names(), &session_options()).expect("session");
+        let mut out = Vec::with_capacity(BATCH_ROWS);
+        group.bench_function("weir_session", |b| {
+            b.iter(|| {
+                let mut sum = 0.0f32;
+                for v in &values {
+                    session.score_batch(v, BATCH_ROWS, &mut out).expect("score");
+                    sum += out.iter().sum::<f32>();
+                }
+                black_box(sum)
+            })
+        });
+
+        let loaded =
+            ModelSession::load(&dir, &feature_names(), &session_options()).expect("session");
+        let s = setup(&dir);
+        let mut set = ModelSet::new(
+            loaded,
+            None,
+            feature_names(),
+            "bench".into(),
+            s.metrics,
+            s.counters,
+        );
+        group.bench_function("weir_models", |b| {
+            b.iter_batched(
+                || batches.clone(),
+                |batches| {
+                    let mut scored = 0;
+                    for rows in batches {
+                        scored += set.score(rows).scored.len();
+                    }
+                    black_box(scored)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+
+        let thread = InferenceThread::spawn(setup(&dir), 0, 4, || {}).expect("thread");
+        group.bench_function("weir_thread", |b| {
+            b.iter_batched(
+                || batches.clone(),
+                |batches| {
+                    let (mut sent, mut received, mut scored) = (0u64, 0u64, 0usize);
+                    let mut pending = batches.into_iter();
+                    let mut next = pending.next();
+                    while let Some(rows) = next.take() {
+                        match thread.submit(Job { id: sent, rows }) {
+                            Ok(()) => {
+                                sent += 1;
+                                next = pending.next();
+                            }
+                            Err((job, _)) => {
+                                next = Some(job.rows);
+                                let done = thread.recv_result().expect("result");
+                                scored += done.outcome.scored.len();
+                                received += 1;
+                            }
+                        }
+                    }
+                    while received < sent {
+                        let done = thread.recv_result().expect("result");
+                        scored += done.outcome.scored.len();
+                        received += 1;
+                    }
+                    black_box(scored)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,227 @@
+//! The job file's `[model]` section: which model the scoring stage serves (one directory, or
+//! a registry watched for new versions), its second version (shadow or canary), micro-batching,
+//! in-flight bound, threads and pinned cores. Kept apart from `config.rs` so the scoring
+//! options grow here; [`ModelSection::score_settings`] turns it into the pieces of
+//! `weir_score::operator::ScoreConfig`. See docs/JOB_FILE.md, `[model]`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use weir_features::duration_ms;
+use weir_score::budget::{available_cores, plan_cores, InstanceCores};
+use weir_score::models::{SecondaryModel, SecondaryRole};
+use weir_score::registry::{ModelSource, Registry};
+use weir_score::SessionOptions;
+
+/// `[model]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// One model directory (`model.onnx` + `manifest.json`), relative to the job file.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// A registry root holding `<name>/<version>/` directories, relative to the job file.
+    #[serde(default)]
+    pub registry: Option<PathBuf>,
+    /// The model's name in the registry.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// How often the registry is polled for a new version or a `CONTROL` command.
+    #[serde(with = "duration_ms", default = "default_poll")]
+    pub poll: i64,
+    /// A shadow version's directory (scores every row too; relative to the job file).
+    #[serde(default)]
+    pub shadow: Option<PathBuf>,
+    /// A canary version's directory (scores `canary_share` of the keys instead).
+    #[serde(default)]
+    pub canary: Option<PathBuf>,
+    /// Share of keys the canary scores, in (0, 1].
+    #[serde(default)]
+    pub canary_share: Option<f64>,
+    /// Rows per inference call at most.
+    #[serde(default = "default_batch_rows")]
+    pub max_batch_rows: usize,
+    /// A batch that is not full is sent at the latest this long after its first row.
+    #[serde(with = "duration_ms", default = "default_batch_delay")]
+    pub max_batch_delay: i64,
+    /// Batches queued or running per score instance at most.
+    #[serde(default = "default_in_flight")]
+    pub max_in_flight: usize,
+    /// ONNX Runtime intra-op threads per score instance.
+    #[serde(default = "one")]
+    pub intra_threads: usize,
+    /// Synthetic batches run before the first record.
+    #[serde(default = "default_warmup")]
+    pub warmup_batches: usize,
+    /// Cores to pin the inference threads to: score parallelism × intra_threads ids.
+    #[serde(default)]
+    pub cores: Vec<usize>,
+}
+
+fn default_poll() -> i64 {
+    2_000
+}
+fn default_batch_rows() -> usize {
+    256
+}
+fn default_batch_delay() -> i64 {
+    2
+}
+fn default_in_flight() -> usize {
+    4
+}
+fn one() -> usize {
+    1
+}
+fn default_warmup() -> usize {
+    2
+}
+
+/// The model-related parts of the scoring stage's configuration.
+#[derive(Clone, Debug)]
+pub struct ScoreSettings {
+    /// Primary model source.
+    pub source: ModelSource,
+    /// Shadow or canary.
+    pub secondary: Option<SecondaryModel>,
+    /// Session options.
+    pub session: SessionOptions,
+    /// Micro-batch delay bound.
+    pub max_batch_delay: Duration,
+    /// In-flight batch bound.
+    pub max_in_flight: usize,
+    /// Pinned cores per instance.
+    pub cores: Option<Vec<InstanceCores>>,
+}
+
+impl ModelSection {
+    /// Checks the section; `workers` and `score_parallelism` are for the CPU budget of
+    /// pinned inference threads (checked against this machine's cores).
+    pub fn validate(&self, workers: usize, score_parallelism: usize) -> Result<()> {
+        match (&self.path, &self.registry, &self.name) {
+            (Some(_), None, None) | (None, Some(_), Some(_)) => {}
+            (Some(_), Some(_), _) => {
+                bail!("[model] has both path and registry; use path = \"dir\" for one model or registry = \"models\" + name = \"...\" for a watched registry")
+            }
+            (None, Some(_), None) => bail!("[model] registry needs name = \"<model name>\""),
+            (_, None, Some(_)) => bail!("[model] name is only used with registry = \"dir\""),
+            (None, None, _) => {
+                bail!(
+                    "[model] needs path = \"model-dir\" or registry = \"models\" + name = \"...\""
+                )
+            }
+        }
+        if self.poll <= 0 {
+            bail!("[model] poll must be positive, e.g. \"2s\"");
+        }
+        if self.max_batch_rows == 0 {
+            bail!("[model] max_batch_rows must be at least 1");
+        }
+        if self.max_batch_delay < 0 {
+            bail!("[model] max_batch_delay must not be negative");
+        }
+        if self.max_in_flight == 0 {
+            bail!("[model] max_in_flight must be at least 1");
+        }
+        match (&self.shadow, &self.canary, self.canary_share) {
+            (Some(_), Some(_), _) => {
+                bail!("[model] has both shadow and canary; run one second version at a time")
+            }
+            (_, Some(_), Some(share)) if share > 0.0 && share <= 1.0 => {}
+            (_, Some(_), share) => {
+                bail!("[model] canary needs canary_share in (0, 1], e.g. 0.05 (got {share:?})")
+            }
+            (_, None, Some(_)) => bail!("[model] canary_share is only used with canary = \"dir\""),
+            _ => {}
+        }
+        self.pinned_cores(workers, score_parallelism)?;
+        Ok(())
+    }
+
+    fn pinned_cores(
+        &self,
+        workers: usize,
+        parallelism: usize,
+    ) -> Result<Option<Vec<InstanceCores>>> {
+        Ok(plan_cores(
+            &self.cores,
+            workers,
+            parallelism,
+            self.intra_threads,
+            available_cores(),
+        )?)
+    }
+
+    /// Where the primary model comes from, paths resolved against `base_dir`.
+    pub fn source(&self, base_dir: &Path) -> ModelSource {
+        match (&self.registry, &self.name) {
+            (Some(root), Some(name)) => ModelSource::Registry {
+                root: base_dir.join(root),
+                name: name.clone(),
+                poll: Duration::from_millis(self.poll.max(1) as u64),
+            },
+            _ => ModelSource::Dir(base_dir.join(self.path.clone().unwrap_or_default())),
+        }
+    }
+
+    /// The model directory (path form) or the model's registry directory.
+    pub fn dir(&self, base_dir: &Path) -> PathBuf {
+        match self.source(base_dir) {
+            ModelSource::Dir(dir) => dir,
+            ModelSource::Registry { root, name, .. } => root.join(name),
+        }
+    }
+
+    /// The directory of the version served at start (the registry's current target).
+    pub fn initial_dir(&self, base_dir: &Path) -> Result<PathBuf> {
+        match self.source(base_dir) {
+            ModelSource::Dir(dir) => Ok(dir),
+            ModelSource::Registry { root, name, .. } => Ok(Registry::new(&root, &name)
+                .target()
+                .context("[model] registry")?
+                .dir),
+        }
+    }
+
+    /// The shadow or canary version, paths resolved against `base_dir`.
+    pub fn secondary(&self, base_dir: &Path) -> Option<SecondaryModel> {
+        match (&self.shadow, &self.canary) {
+            (Some(dir), _) => Some(SecondaryModel {
+                role: SecondaryRole::Shadow,
+                dir: base_dir.join(dir),
+            }),
+            (None, Some(dir)) => Some(SecondaryModel {
+                role: SecondaryRole::Canary {
+                    share: self.canary_share.unwrap_or(0.0),
+                },
+                dir: base_dir.join(dir),
+            }),
+            (None, None) => None,
+        }
+    }
+
+    /// Everything model-related the score operator needs.
+    pub fn score_settings(
+        &self,
+        base_dir: &Path,
+        workers: usize,
+        score_parallelism: usize,
+    ) -> Result<ScoreSettings> {
+        Ok(ScoreSettings {
+            source: self.source(base_dir),
+            secondary: self.secondary(base_dir),
+            session: SessionOptions {
+                intra_threads: self.intra_threads,
+                warmup_batches: self.warmup_batches,
+                max_batch_rows: self.max_batch_rows,
+                intra_thread_affinities: None,
+            },
+            max_batch_delay: Duration::from_millis(self.max_batch_delay.max(0) as u64),
+            max_in_flight: self.max_in_flight,
+            cores: self.pinned_cores(workers, score_parallelism)?,
+        })
+    }
+}

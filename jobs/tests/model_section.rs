@@ -1,0 +1,203 @@
+//! `[model]` tests: the single-directory and registry forms, shadow/canary, batching bounds,
+//! and the CPU budget of pinned inference threads (docs/JOB_FILE.md, `[model]`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use weir::config::JobFile;
+use weir_score::budget::available_cores;
+use weir_score::models::SecondaryRole;
+use weir_score::registry::ModelSource;
+
+/// A minimal valid job; each test edits its `[model]` section and `[runtime]`.
+fn job(runtime: &str, model: &str) -> String {
+    format!(
+        r#"
+name = "t"
+
+[runtime]
+{runtime}
+
+[kafka]
+"bootstrap.servers" = "127.0.0.1:9092"
+
+[source]
+topic = "in"
+key = "user"
+event_time = "ts"
+
+[source.fields]
+user = "string"
+ts = "timestamp_ms"
+
+[window]
+kind = "tumbling"
+size = "10s"
+
+[[features]]
+name = "events"
+agg = "count"
+
+[model]
+{model}
+
+[sink]
+topic = "out"
+dead_letter_topic = "dlq"
+"#
+    )
+}
+
+fn parse(text: &str) -> Result<JobFile> {
+    let mut job: JobFile = toml::from_str(text)?;
+    job.base_dir = Path::new("/jobs").to_path_buf();
+    Ok(job)
+}
+
+fn rejected(text: &str, needles: &[&str]) -> Result<()> {
+    let error = match parse(text)?.compile() {
+        Ok(_) => bail!("accepted:\n{text}"),
+        Err(e) => format!("{e:#}"),
+    };
+    for needle in needles {
+        assert!(error.contains(needle), "`{needle}` not in: {error}");
+    }
+    Ok(())
+}
+
+#[test]
+fn single_directory_form_still_works() -> Result<()> {
+    let job = parse(&job("workers = 1", r#"path = "model""#))?;
+    assert_eq!(job.model_dir(), Path::new("/jobs/model"));
+    assert_eq!(
+        job.model.source(&job.base_dir),
+        ModelSource::Dir("/jobs/model".into())
+    );
+    assert_eq!(job.model.max_batch_rows, 256);
+    assert_eq!(job.model.max_batch_delay, 2);
+    assert_eq!(job.model.max_in_flight, 4);
+    assert!(job.model.secondary(&job.base_dir).is_none());
+    job.compile()?;
+    Ok(())
+}
+
+#[test]
+fn registry_form_with_canary() -> Result<()> {
+    let job = parse(&job(
+        "workers = 1",
+        r#"registry = "models"
+name = "pp"
+poll = "500ms"
+canary = "models/pp/next"
+canary_share = 0.05
+max_batch_delay = "5ms"
+max_in_flight = 2"#,
+    ))?;
+    assert_eq!(
+        job.model.source(&job.base_dir),
+        ModelSource::Registry {
+            root: "/jobs/models".into(),
+            name: "pp".into(),
+            poll: Duration::from_millis(500),
+        }
+    );
+    assert_eq!(job.model_dir(), Path::new("/jobs/models/pp"));
+    let canary = job.model.secondary(&job.base_dir);
+    assert_eq!(
+        canary.map(|c| (c.role, c.dir)),
+        Some((
+            SecondaryRole::Canary { share: 0.05 },
+            "/jobs/models/pp/next".into()
+        ))
+    );
+    let settings = job.model.score_settings(&job.base_dir, 1, 1)?;
+    assert_eq!(settings.max_batch_delay, Duration::from_millis(5));
+    assert_eq!(settings.max_in_flight, 2);
+    assert!(settings.cores.is_none());
+    job.compile()?;
+    Ok(())
+}
+
+#[test]
+fn model_section_rules() -> Result<()> {
+    let one = "workers = 1";
+    rejected(
+        &job(one, "path = \"m\"\nregistry = \"models\"\nname = \"pp\""),
+        &["both path and registry"],
+    )?;
+    rejected(&job(one, "registry = \"models\""), &["needs name"])?;
+    rejected(
+        &job(one, "max_batch_rows = 0\npath = \"m\""),
+        &["max_batch_rows"],
+    )?;
+    rejected(
+        &job(one, "max_in_flight = 0\npath = \"m\""),
+        &["max_in_flight"],
+    )?;
+    rejected(
+        &job(one, "path = \"m\"\ncanary = \"c\""),
+        &["canary_share in (0, 1]"],
+    )?;
+    rejected(
+        &job(one, "path = \"m\"\ncanary = \"c\"\ncanary_share = 1.5"),
+        &["canary_share in (0, 1]"],
+    )?;
+    rejected(
+        &job(
+            one,
+            "path = \"m\"\nshadow = \"s\"\ncanary = \"c\"\ncanary_share = 0.1",
+        ),
+        &["both shadow and canary"],
+    )?;
+    let typo = parse(&job(one, "path = \"m\"\nscael = 1")).map(|_| ());
+    assert!(
+        format!("{typo:?}").contains("unknown field `scael`"),
+        "{typo:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn oversubscribed_pinned_threads_are_refused() -> Result<()> {
+    let cores = available_cores();
+    // Every core is a Timely worker already: one more pinned inference thread does not fit.
+    let text = job(
+        &format!("workers = {cores}\n[parallelism]\nscore = 1"),
+        "path = \"m\"\ncores = [0]",
+    );
+    rejected(
+        &text,
+        &[
+            "refusing to start",
+            "oversubscribes the CPU",
+            &format!("{} > {cores}", cores + 1),
+        ],
+    )?;
+    // A core id the machine does not have.
+    rejected(
+        &job("workers = 1", &format!("path = \"m\"\ncores = [{cores}]")),
+        &[&format!("contains core {cores}")],
+    )?;
+    Ok(())
+}
+
+#[test]
+fn score_parallelism_is_the_inference_pool_size() -> Result<()> {
+    // Two score instances need two pinned cores (intra_threads = 1): one listed is refused.
+    let mut job = parse(&job("workers = 2", "path = \"m\"\ncores = [0]"))?;
+    job.override_parallelism("score=2")?;
+    let error = match job.compile() {
+        Ok(_) => bail!("accepted one core for two score instances"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        error.contains("score parallelism 2 × intra_threads 1 needs exactly 2"),
+        "{error}"
+    );
+    // And score parallelism stays within the workers.
+    let mut job = parse(&self::job("workers = 1", "path = \"m\""))?;
+    job.override_parallelism("score=2")?;
+    assert!(job.compile().is_err());
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! The job's CPU budget for pinned inference threads (DESIGN.md §4).
+//!
+//! Part of the scoring stage's startup: the score stage runs its own inference threads
+//! (one per score instance, each with `intra_threads` ONNX Runtime intra-op threads), and
+//! when `[model] cores` pins them, [`plan_cores`] checks that the pinned threads and the
+//! Timely workers fit the machine before anything starts: core ids in range, no core
+//! pinned twice, and `workers + parallelism × intra_threads <= available cores`. The check
+//! is a pure function of its inputs (the available core count is injected), so it is tested
+//! without depending on the machine it runs on.
+
+use std::sync::OnceLock;
+
+use crate::error::{Result, ScoreError};
+
+/// Cores this process may run on (the affinity mask, or the parallelism the OS reports).
+///
+/// Measured once, on first use, and remembered: the mask is per thread, and once Weir pins a
+/// worker or inference thread that thread's own mask would say 1. The job file check
+/// (`JobFile::compile`) calls it on the main thread before anything is pinned.
+pub fn available_cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        core_affinity::get_core_ids()
+            .map(|ids| ids.len())
+            .filter(|n| *n > 0)
+            .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+            .unwrap_or(1)
+    })
+}
+
+/// The cores of one score instance: its inference thread runs on `cores[0]`, its extra
+/// ONNX Runtime intra-op threads on `cores[1..]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceCores {
+    /// Logical core ids (0-based), `intra_threads` of them.
+    pub cores: Vec<usize>,
+}
+
+impl InstanceCores {
+    /// ONNX Runtime's `session.intra_op_thread_affinities` value for the extra intra-op
+    /// threads (1-based processor ids, one thread per `;`), or `None` with one thread.
+    pub fn ort_affinities(&self) -> Option<String> {
+        let extra: Vec<String> = self
+            .cores
+            .iter()
+            .skip(1)
+            .map(|c| (c + 1).to_string())
+            .collect();
+        (!extra.is_empty()).then(|| extra.join(";"))
+    }
+}
+
+/// Splits `cores` into one [`InstanceCores`] per score instance, after checking the budget.
+///
+/// `cores` empty means "not pinned": no check, no pinning (the OS schedules the inference
+/// threads with everything else) and `None` is returned. Otherwise `cores` must hold
+/// exactly `parallelism × intra_threads` distinct ids below `available`, and
+/// `workers + parallelism × intra_threads` must not exceed `available`, so the Timely
+/// workers keep a core each beside the pinned inference threads.
+pub fn plan_cores(
+    cores: &[usize],
+    workers: usize,
+    parallelism: usize,
+    intra_threads: usize,
+    available: usize,
+) -> Result<Option<Vec<InstanceCores>>> {
+    if cores.is_empty() {
+        return Ok(None);
+    }
+    let err = |problem: String| Err(ScoreError::CpuBudget { problem });
+    if intra_threads == 0 {
+        return err(
+            "[model] intra_threads = 0 lets ONNX Runtime start one thread per core, which \
+             cannot be pinned; set intra_threads to the number of cores per score instance"
+                .into(),
+        );
+    }
+    let pinned = parallelism * intra_threads;
+    if cores.len() != pinned {
+        return err(format!(
+            "[model] cores lists {} core(s) but score parallelism {parallelism} × intra_threads \
+             {intra_threads} needs exactly {pinned}",
+            cores.len()
+        ));
+    }
+    if let Some(bad) = cores.iter().find(|c| **c >= available) {
+        return err(format!(
+            "[model] cores contains core {bad}, but this machine has only {available} core(s) \
+             (ids 0..={})",
+            available.saturating_sub(1)
+        ));
+    }
+    for (i, c) in cores.iter().enumerate() {
+        if let Some(j) = cores[..i].iter().position(|d| d == c) {
+            return err(format!(
+                "[model] cores lists core {c} twice (positions {j} and {i}); each pinned \
+                 inference thread needs its own core"
+            ));
+        }
+    }
+    if workers + pinned > available {
+        return err(format!(
+            "the job oversubscribes the CPU: {workers} Timely worker(s) + {pinned} pinned \
+             inference thread(s) (score parallelism {parallelism} × intra_threads \
+             {intra_threads}) = {} > {available} available core(s); lower [runtime] workers, \
+             score parallelism or intra_threads, or drop [model] cores to run unpinned",
+            workers + pinned
+        ));
+    }
+    Ok(Some(
+        cores
+            .chunks(intra_threads)
+            .map(|chunk| InstanceCores {
+                cores: chunk.to_vec(),
+            })
+            .collect(),
+    ))
+}
+
+/// The core for Timely worker `worker` of this process when the inference threads hold
+/// `pinned`: the cores not pinned, in order, one per worker (the budget check guarantees
+/// enough of them); `None` when nothing is pinned.
+pub fn worker_core(pinned: &[usize], available: usize, worker: usize) -> Option<usize> {
+    if pinned.is_empty() {
+        return None;
+    }
+    let free: Vec<usize> = (0..available).filter(|c| !pinned.contains(c)).collect();
+    (!free.is_empty()).then(|| free[worker % free.len()])
+}
+
+/// Pins the calling thread to `core`; returns whether the OS accepted it.
+pub fn pin_current_thread(core: usize) -> bool {
+    core_affinity::set_for_current(core_affinity::CoreId { id: core })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(r: Result<Option<Vec<InstanceCores>>>) -> String {
+        match r {
+            Err(e) => e.to_string(),
+            Ok(plan) => format!("unexpectedly accepted: {plan:?}"),
+        }
+    }
+
+    #[test]
+    fn unpinned_is_never_checked() -> Result<()> {
+        assert_eq!(plan_cores(&[], 64, 64, 8, 2)?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn fitting_plan_splits_cores_per_instance() -> Result<()> {
+        let plan = plan_cores(&[2, 3, 4, 5], 2, 2, 2, 8)?.unwrap_or_default();
+        assert_eq!(plan.len(), 2);
+        assert_eq!(plan[0].cores, vec![2, 3]);
+        assert_eq!(plan[1].cores, vec![4, 5]);
+        assert_eq!(plan[1].ort_affinities().as_deref(), Some("6"));
+        assert_eq!(plan_cores(&[1], 1, 1, 1, 2)?.map(|p| p.len()), Some(1));
+        Ok(())
+    }
+
+    #[test]
+    fn workers_take_the_cores_left_over() {
+        assert_eq!(worker_core(&[], 8, 0), None);
+        let cores: Vec<_> = (0..3).map(|w| worker_core(&[0, 2, 3], 6, w)).collect();
+        assert_eq!(cores, vec![Some(1), Some(4), Some(5)]);
+        assert_eq!(worker_core(&[1], 2, 0), Some(0));
+    }
+
+    #[test]
+    fn oversubscription_is_refused() {
+        // 2 workers + 1 × 1 pinned = 3 > 2 cores.
+        let p = problem(plan_cores(&[1], 2, 1, 1, 2));
+        assert!(p.contains("oversubscribes the CPU"), "{p}");
+        assert!(p.contains("3 > 2"), "{p}");
+        // Exactly full is fine: 4 workers + 2 × 2 = 8.
+        assert!(plan_cores(&[4, 5, 6, 7], 4, 2, 2, 8).is_ok());
+        let p = problem(plan_cores(&[4, 5, 6, 7], 5, 2, 2, 8));
+        assert!(p.contains("9 > 8"), "{p}");
+    }
+
+    #[test]
+    fn out_of_range_overlapping_and_miscounted_cores_are_refused() {
+        let p = problem(plan_cores(&[2], 1, 1, 1, 2));
+        assert!(p.contains("core 2") && p.contains("only 2 core(s)"), "{p}");
+        let p = problem(plan_cores(&[3, 3], 1, 2, 1, 8));
+        assert!(p.contains("core 3 twice"), "{p}");
+        let p = problem(plan_cores(&[1, 2, 3], 1, 2, 1, 8));
+        assert!(p.contains("needs exactly 2"), "{p}");
+        let p = problem(plan_cores(&[1], 1, 1, 0, 8));
+        assert!(p.contains("intra_threads = 0"), "{p}");
+    }
+}

@@ -1,0 +1,332 @@
+//! The inference threads of the scoring stage (DESIGN.md §4, §6).
+//!
+//! Each score instance owns one [`InferenceThread`]: a dedicated OS thread, pinned to its
+//! configured core (`crate::budget`), that owns the instance's [`ModelSet`] and every ONNX
+//! Runtime session in it. The Timely operator (`crate::operator`) sends it micro-batches
+//! over a bounded channel and gets results back over another; after each result the thread
+//! calls `wake` (the operator's `SyncActivator`), so the worker thread never blocks on
+//! inference. Between batches (and at least every `poll`) the thread asks the registry for
+//! its target version and hot-reloads: load, validate, warm beside the old session, then swap;
+//! on failure the old session keeps serving and the failure is logged and counted once.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use weir_features::row::{FeatureRow, ModelTag};
+use weir_operators::metrics::JobMetrics;
+
+use crate::budget::{pin_current_thread, InstanceCores};
+use crate::error::{Result, ScoreError};
+use crate::models::{tag_of, BatchOutcome, ModelSet, ScoreCounters, SecondaryModel};
+use crate::registry::{ModelSource, Registry, Target};
+use crate::session::{ModelSession, SessionOptions};
+
+/// Everything an inference thread needs to load and serve its models.
+#[derive(Clone, Debug)]
+pub struct InferenceSetup {
+    /// Where the primary version comes from.
+    pub source: ModelSource,
+    /// An optional shadow or canary version (not reloaded).
+    pub secondary: Option<SecondaryModel>,
+    /// The job's feature names, in row order.
+    pub job_features: Vec<String>,
+    /// Session threads, warm-up, batch size.
+    pub session: SessionOptions,
+    /// Cores to pin to; `None` runs unpinned.
+    pub cores: Option<InstanceCores>,
+    /// Source name, for dead letters.
+    pub source_name: String,
+    /// Job counters.
+    pub metrics: Arc<JobMetrics>,
+    /// Scoring-stage counters.
+    pub counters: Arc<ScoreCounters>,
+}
+
+/// A batch to score; `id` comes back with its result.
+#[derive(Debug)]
+pub struct Job {
+    /// Caller's batch id.
+    pub id: u64,
+    /// The rows.
+    pub rows: Vec<FeatureRow>,
+}
+
+/// A scored batch.
+#[derive(Debug)]
+pub struct Done {
+    /// The batch id of the [`Job`].
+    pub id: u64,
+    /// Scored rows in input order, and dead letters.
+    pub outcome: BatchOutcome,
+}
+
+/// Handle to one running inference thread; dropping it stops and joins the thread.
+pub struct InferenceThread {
+    jobs: Option<SyncSender<Job>>,
+    results: Receiver<Done>,
+    handle: Option<JoinHandle<()>>,
+    tag: ModelTag,
+}
+
+impl InferenceThread {
+    /// Starts the thread, pins it, loads and warms its models, and returns once they serve
+    /// (or with the load error). `capacity` bounds the queued jobs; `wake` is called after
+    /// every result is sent.
+    pub fn spawn(
+        setup: InferenceSetup,
+        instance: usize,
+        capacity: usize,
+        wake: impl Fn() + Send + 'static,
+    ) -> Result<Self> {
+        let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(capacity.max(1));
+        let (results_tx, results_rx) = mpsc::channel::<Done>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<ModelTag>>();
+        let handle = std::thread::Builder::new()
+            .name(format!("weir-score-{instance}"))
+            .spawn(move || {
+                if let Some(cores) = &setup.cores {
+                    if let Some(core) = cores.cores.first() {
+                        if !pin_current_thread(*core) {
+                            tracing::warn!(instance, core, "could not pin the inference thread");
+                        }
+                    }
+                }
+                let (models, watcher) = match start(&setup) {
+                    Ok(started) => started,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(models.primary_tag().clone()));
+                serve(models, watcher, &setup, jobs_rx, results_tx, wake);
+            })
+            .map_err(|e| ScoreError::Thread(format!("cannot start inference thread: {e}")))?;
+        let tag = match ready_rx.recv() {
+            Ok(Ok(tag)) => tag,
+            Ok(Err(e)) => {
+                let _ = handle.join();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = handle.join();
+                return Err(ScoreError::Thread(
+                    "the inference thread stopped while loading its models".into(),
+                ));
+            }
+        };
+        Ok(InferenceThread {
+            jobs: Some(jobs_tx),
+            results: results_rx,
+            handle: Some(handle),
+            tag,
+        })
+    }
+
+    /// The primary version loaded at start.
+    pub fn initial_tag(&self) -> &ModelTag {
+        &self.tag
+    }
+
+    /// Queues a batch; gives it back when the queue is full or the thread is gone
+    /// (`Err((job, true))` = gone for good).
+    pub fn submit(&self, job: Job) -> std::result::Result<(), (Job, bool)> {
+        let Some(jobs) = &self.jobs else {
+            return Err((job, true));
+        };
+        jobs.try_send(job).map_err(|e| match e {
+            TrySendError::Full(job) => (job, false),
+            TrySendError::Disconnected(job) => (job, true),
+        })
+    }
+
+    /// A finished batch, if one is waiting.
+    pub fn try_result(&self) -> Option<Done> {
+        self.results.try_recv().ok()
+    }
+
+    /// Waits for the next finished batch (tests and benchmarks; the operator never blocks).
+    pub fn recv_result(&self) -> Option<Done> {
+        self.results.recv().ok()
+    }
+}
+
+impl Drop for InferenceThread {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Resolves, loads and warms the initial models.
+fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>)> {
+    let (primary, watcher) = match &setup.source {
+        ModelSource::Dir(dir) => (load(setup, dir)?, None),
+        ModelSource::Registry { root, name, poll } => {
+            let registry = Registry::new(root, name);
+            let target = registry.target()?;
+            let session = load_version(setup, &registry, &target)?;
+            let watcher = Watcher {
+                registry,
+                current: target.fingerprint,
+                failed: None,
+                poll: *poll,
+                last_poll: Instant::now(),
+            };
+            (session, Some(watcher))
+        }
+    };
+    let secondary = match &setup.secondary {
+        Some(s) => Some((s.role, load(setup, &s.dir)?)),
+        None => None,
+    };
+    Ok((
+        ModelSet::new(
+            primary,
+            secondary,
+            setup.job_features.clone(),
+            setup.source_name.clone(),
+            setup.metrics.clone(),
+            setup.counters.clone(),
+        ),
+        watcher,
+    ))
+}
+
+fn session_options(setup: &InferenceSetup) -> SessionOptions {
+    let mut opts = setup.session.clone();
+    if let Some(cores) = &setup.cores {
+        opts.intra_thread_affinities = cores.ort_affinities();
+    }
+    opts
+}
+
+fn load(setup: &InferenceSetup, dir: &std::path::Path) -> Result<ModelSession> {
+    ModelSession::load(dir, &setup.job_features, &session_options(setup))
+}
+
+/// Loads a registry version, checking that its manifest names the model and the version of
+/// its directory (so every score's version tag is the one an operator can pin).
+pub fn load_version(
+    setup: &InferenceSetup,
+    registry: &Registry,
+    target: &Target,
+) -> Result<ModelSession> {
+    let session = load(setup, &target.dir)?;
+    let tag = tag_of(&session);
+    if tag.name != registry.name() || tag.version != target.version {
+        return Err(ScoreError::Registry {
+            dir: target.dir.clone(),
+            problem: format!(
+                "manifest.json says model `{}` version `{}`, but the directory is {}/{}; \
+                 a registry version's manifest must match its directory",
+                tag.name,
+                tag.version,
+                registry.name(),
+                target.version
+            ),
+        });
+    }
+    Ok(session)
+}
+
+/// Hot-reload state of one inference thread.
+struct Watcher {
+    registry: Registry,
+    /// Fingerprint of the serving version.
+    current: String,
+    /// Fingerprint (or error text) of the last failed attempt, not retried until it changes.
+    failed: Option<String>,
+    poll: Duration,
+    last_poll: Instant,
+}
+
+impl Watcher {
+    fn due(&self) -> Duration {
+        self.poll.saturating_sub(self.last_poll.elapsed())
+    }
+
+    /// Looks at the registry and swaps the primary version if it changed.
+    fn check(&mut self, models: &mut ModelSet, setup: &InferenceSetup) {
+        self.last_poll = Instant::now();
+        let target = match self.registry.target() {
+            Ok(target) => target,
+            Err(e) => return self.fail(e.to_string(), &e, setup),
+        };
+        if target.fingerprint == self.current || self.failed.as_ref() == Some(&target.fingerprint) {
+            return;
+        }
+        match load_version(setup, &self.registry, &target) {
+            Ok(session) => {
+                let old = models.swap_primary(session);
+                tracing::info!(
+                    model = %self.registry.name(),
+                    from = %old.version(),
+                    to = %target.version,
+                    "hot reload: now serving a new model version"
+                );
+                setup.counters.reloads.fetch_add(1, Ordering::Relaxed);
+                self.current = target.fingerprint;
+                self.failed = None;
+            }
+            Err(e) => self.fail(target.fingerprint, &e, setup),
+        }
+    }
+
+    fn fail(&mut self, key: String, error: &ScoreError, setup: &InferenceSetup) {
+        if self.failed.as_ref() == Some(&key) {
+            return;
+        }
+        tracing::error!(%error, "hot reload failed; the current model version keeps serving");
+        setup
+            .counters
+            .reload_failures
+            .fetch_add(1, Ordering::Relaxed);
+        self.failed = Some(key);
+    }
+}
+
+/// The thread's loop: score jobs in order, reload between them, stop when the operator goes.
+fn serve(
+    mut models: ModelSet,
+    mut watcher: Option<Watcher>,
+    setup: &InferenceSetup,
+    jobs: Receiver<Job>,
+    results: mpsc::Sender<Done>,
+    wake: impl Fn(),
+) {
+    loop {
+        let job = match &watcher {
+            Some(w) => match jobs.recv_timeout(w.due()) {
+                Ok(job) => Some(job),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            },
+            None => match jobs.recv() {
+                Ok(job) => Some(job),
+                Err(_) => return,
+            },
+        };
+        if let Some(job) = job {
+            let outcome = models.score(job.rows);
+            if results
+                .send(Done {
+                    id: job.id,
+                    outcome,
+                })
+                .is_err()
+            {
+                return;
+            }
+            wake();
+        }
+        if let Some(w) = watcher.as_mut().filter(|w| w.due().is_zero()) {
+            w.check(&mut models, setup);
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Acceptance tests of the scoring operator (issue #5): hot reload under load, a corrupt new
+//! version, rollback, the canary split and shadow scores. No timing assertions: every wait is
+//! "until the thing happened", bounded by a tick budget that only fails a broken build.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use weir_features::row::score_id;
+use weir_score::budget::{available_cores, InstanceCores};
+use weir_score::models::{canary_bucket, ScoreCounters, SecondaryModel, SecondaryRole};
+use weir_score::registry::ModelSource;
+
+use support::{config, publish, row, temp_dir, with_score_dataflow, write_version};
+
+const ROWS_PER_TICK: usize = 20;
+/// Ticks a reload may take before the test gives up (polls run every 5 ms, ticks step ≥ 5 ms).
+const TICK_BUDGET: usize = 4_000;
+
+fn registry_source(root: &std::path::Path) -> ModelSource {
+    ModelSource::Registry {
+        root: root.to_path_buf(),
+        name: "pp".into(),
+        poll: Duration::from_millis(5),
+    }
+}
+
+fn rows_of(tick: u64) -> Vec<weir_features::row::FeatureRow> {
+    (0..ROWS_PER_TICK)
+        .map(|i| row(&format!("u{:03}", (tick as usize * 7 + i) % 97), tick, i))
+        .collect()
+}
+
+/// Every row sent is scored exactly once, at the tick it was sent, with a unique score id.
+fn assert_exactly_once(scores: &[(u64, weir_features::row::ScoredRow)], ticks: u64) {
+    assert_eq!(
+        scores.len(),
+        ticks as usize * ROWS_PER_TICK,
+        "lost or extra scores"
+    );
+    let mut seen = HashSet::new();
+    let mut ids = HashSet::new();
+    for (tick, s) in scores {
+        assert_eq!(
+            s.row.window_end as u64 / 1000,
+            *tick,
+            "emitted at another tick"
+        );
+        assert!(s.score.is_some() && s.error.is_none(), "{:?}", s.error);
+        assert!(
+            seen.insert((s.row.key.clone(), s.row.window_end)),
+            "duplicate score"
+        );
+        assert!(ids.insert(score_id(&s.row.key, s.row.window_end, &s.model.version)));
+    }
+}
+
+#[test]
+fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() -> anyhow::Result<()>
+{
+    let root = temp_dir("reload")?;
+    let model_dir = root.join("pp");
+    write_version("logreg", &model_dir.join("v1"), "pp", "v1")?;
+    let mut cfg = config(registry_source(&root), None);
+    // Pin the one inference thread to core 1 when the machine has it (1 worker + 1 pinned).
+    if available_cores() >= 2 {
+        cfg.cores = Some(vec![InstanceCores { cores: vec![1] }]);
+    }
+    let counters = cfg.counters.clone();
+    let dir = model_dir.clone();
+    let (ticks, out) = with_score_dataflow(cfg, move |driver| -> anyhow::Result<u64> {
+        let mut tick = 0;
+        let mut phase = 0; // 0: serving v1, 1: v2 published, 2: rollback to v1 asked
+        let mut switched_at = Vec::new();
+        for _ in 0..TICK_BUDGET {
+            driver.tick(rows_of(tick));
+            tick += 1;
+            let last = driver.scores().last().map(|(_, s)| s.model.version.clone());
+            match (phase, last.as_deref()) {
+                (0, _) if tick == 5 => {
+                    publish("logreg", &dir, "pp", "v2")?;
+                    phase = 1;
+                }
+                (1, Some("v2")) => {
+                    switched_at.push(tick);
+                    std::fs::write(dir.join("CONTROL"), "rollback v1 # v2 misbehaves\n")?;
+                    phase = 2;
+                }
+                (2, Some("v1")) => {
+                    switched_at.push(tick);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        anyhow::ensure!(switched_at.len() == 2, "never reloaded: {switched_at:?}");
+        // A few more ticks on the rolled-back version.
+        for _ in 0..5 {
+            driver.tick(rows_of(tick));
+            tick += 1;
+        }
+        Ok(tick)
+    })?;
+    let ticks = ticks?;
+    assert_exactly_once(&out.scores, ticks);
+    // Versions change in order v1 → v2 → v1, each change once (one instance, FIFO batches).
+    let mut runs: Vec<&str> = Vec::new();
+    for (_, s) in &out.scores {
+        if runs.last() != Some(&s.model.version.as_str()) {
+            runs.push(&s.model.version);
+        }
+    }
+    assert_eq!(runs, vec!["v1", "v2", "v1"]);
+    assert_eq!(ScoreCounters::get(&counters.reloads), 2);
+    assert_eq!(ScoreCounters::get(&counters.reload_failures), 0);
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+#[test]
+fn corrupt_new_version_keeps_the_old_one_serving() -> anyhow::Result<()> {
+    let root = temp_dir("corrupt")?;
+    let model_dir = root.join("pp");
+    write_version("logreg", &model_dir.join("v1"), "pp", "v1")?;
+    let cfg = config(registry_source(&root), None);
+    let counters = cfg.counters.clone();
+    let dir = model_dir.clone();
+    let seen = counters.clone();
+    let (ticks, out) = with_score_dataflow(cfg, move |driver| -> anyhow::Result<u64> {
+        let mut tick = 0;
+        driver.tick(rows_of(tick));
+        tick += 1;
+        // v2: a valid manifest next to a model.onnx that is not ONNX at all.
+        let staging = dir.join(".incoming");
+        write_version("logreg", &staging, "pp", "v2")?;
+        std::fs::write(staging.join("model.onnx"), b"not an onnx graph")?;
+        std::fs::rename(&staging, dir.join("v2"))?;
+        for _ in 0..TICK_BUDGET {
+            driver.tick(rows_of(tick));
+            tick += 1;
+            if ScoreCounters::get(&seen.reload_failures) > 0 {
+                break;
+            }
+        }
+        anyhow::ensure!(
+            ScoreCounters::get(&seen.reload_failures) > 0,
+            "never tried v2"
+        );
+        for _ in 0..10 {
+            driver.tick(rows_of(tick));
+            tick += 1;
+        }
+        Ok(tick)
+    })?;
+    let ticks = ticks?;
+    assert_exactly_once(&out.scores, ticks);
+    assert!(out.scores.iter().all(|(_, s)| s.model.version == "v1"));
+    assert!(out.dead.is_empty());
+    // Counted once, not once per poll: the same broken files are not retried.
+    assert_eq!(ScoreCounters::get(&counters.reload_failures), 1);
+    assert_eq!(ScoreCounters::get(&counters.reloads), 0);
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+#[test]
+fn canary_split_is_stable_per_key() -> anyhow::Result<()> {
+    let root = temp_dir("canary")?;
+    write_version("logreg", &root.join("stable"), "pp", "stable")?;
+    write_version("linear_1d", &root.join("canary"), "pp", "canary")?;
+    let share = 0.3;
+    let cfg = config(
+        ModelSource::Dir(root.join("stable")),
+        Some(SecondaryModel {
+            role: SecondaryRole::Canary { share },
+            dir: root.join("canary"),
+        }),
+    );
+    let counters = cfg.counters.clone();
+    let (ticks, out) = with_score_dataflow(cfg, |driver| {
+        for tick in 0..30 {
+            driver.tick(rows_of(tick));
+        }
+        30u64
+    })?;
+    assert_exactly_once(&out.scores, ticks);
+    let mut version_of: HashMap<String, String> = HashMap::new();
+    for (_, s) in &out.scores {
+        let expected = if canary_bucket(&s.row.key, share) {
+            "canary"
+        } else {
+            "stable"
+        };
+        assert_eq!(s.model.version, expected, "key {}", s.row.key);
+        let first = version_of
+            .entry(s.row.key.to_string())
+            .or_insert_with(|| s.model.version.to_string());
+        assert_eq!(
+            *first, s.model.version,
+            "key {} switched versions",
+            s.row.key
+        );
+    }
+    let canary_keys = version_of.values().filter(|v| *v == "canary").count();
+    assert!(canary_keys > 0 && canary_keys < version_of.len());
+    let canary_rows = out
+        .scores
+        .iter()
+        .filter(|(_, s)| s.model.version == "canary")
+        .count();
+    assert_eq!(
+        ScoreCounters::get(&counters.canary_rows),
+        canary_rows as u64
+    );
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+#[test]
+fn shadow_scores_every_row_beside_the_primary() -> anyhow::Result<()> {
+    let root = temp_dir("shadow")?;
+    write_version("logreg", &root.join("live"), "pp", "live")?;
+    write_version("linear_1d", &root.join("next"), "pp", "next")?;
+    let cfg = config(
+        ModelSource::Dir(root.join("live")),
+        Some(SecondaryModel {
+            role: SecondaryRole::Shadow,
+            dir: root.join("next"),
+        }),
+    );
+    let (ticks, out) = with_score_dataflow(cfg, |driver| {
+        for tick in 0..5 {
+            driver.tick(rows_of(tick));
+        }
+        5u64
+    })?;
+    assert_exactly_once(&out.scores, ticks);
+    for (_, s) in &out.scores {
+        assert_eq!(s.model.version, "live");
+        let shadow = s
+            .shadow
+            .as_ref()
+            .ok_or(anyhow::anyhow!("no shadow score"))?;
+        assert_eq!(shadow.model.version, "next");
+        assert!(shadow.score.is_some());
+        assert_ne!(shadow.score, s.score, "two different models scored alike");
+    }
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+#[test]
+fn a_registry_version_must_match_its_manifest() -> anyhow::Result<()> {
+    let root = temp_dir("mismatch")?;
+    write_version("logreg", &root.join("pp").join("v1"), "pp", "v9")?;
+    let result = with_score_dataflow(config(registry_source(&root), None), |_| ());
+    let error = match result {
+        Ok(_) => anyhow::bail!("a mismatched version directory was accepted"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        error.contains("version `v9`") && error.contains("pp/v1"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+#[test]
+fn in_flight_batches_stay_within_the_bound() -> anyhow::Result<()> {
+    let root = temp_dir("bound")?;
+    write_version("logreg", &root.join("m"), "pp", "m")?;
+    let mut cfg = config(ModelSource::Dir(root.join("m")), None);
+    cfg.max_in_flight = 2;
+    // 160 rows per tick in batches of 8: 20 batches ready at once, at most 2 sent.
+    let counters = cfg.counters.clone();
+    let (ticks, out) = with_score_dataflow(cfg, |driver| {
+        for tick in 0..10u64 {
+            let rows = (0..160).map(|i| row(&format!("k{i}"), tick, i)).collect();
+            driver.tick(rows);
+        }
+        10u64
+    })?;
+    assert_eq!(out.scores.len(), ticks as usize * 160);
+    let unique: HashSet<_> = out
+        .scores
+        .iter()
+        .map(|(_, s)| (s.row.key.clone(), s.row.window_end))
+        .collect();
+    assert_eq!(unique.len(), out.scores.len());
+    assert!(out
+        .scores
+        .iter()
+        .all(|(tick, s)| s.row.window_end as u64 / 1000 == *tick));
+    // The bound was reached and never exceeded.
+    assert_eq!(ScoreCounters::get(&counters.in_flight_high_water), 2);
+    assert_eq!(ScoreCounters::get(&counters.batches), ticks * 20);
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}

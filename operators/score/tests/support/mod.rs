@@ -1,0 +1,198 @@
+//! A one-worker dataflow around the score operator, driven tick by tick, and a throwaway
+//! model registry built from the committed fixtures.
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::{Inspect, Probe};
+use timely::dataflow::{InputHandle, ProbeHandle};
+use timely::worker::Worker;
+
+use weir_features::dead_letter::DeadLetter;
+use weir_features::row::{FeatureRow, ScoredRow};
+use weir_features::vocab::{Key, KeyGroup, SourcePosition, Tick};
+use weir_operators::metrics::JobMetrics;
+use weir_operators::placement::Placement;
+use weir_score::models::{ScoreCounters, SecondaryModel};
+use weir_score::operator::{Score, ScoreConfig};
+use weir_score::registry::ModelSource;
+use weir_score::SessionOptions;
+
+pub const KEY_GROUPS: u32 = 64;
+
+/// A score config for one instance on one worker.
+pub fn config(source: ModelSource, secondary: Option<SecondaryModel>) -> ScoreConfig {
+    ScoreConfig {
+        source,
+        secondary,
+        job_features: ["clicks_5m", "dwell_s", "cart_adds"]
+            .map(String::from)
+            .to_vec(),
+        session: SessionOptions {
+            intra_threads: 1,
+            warmup_batches: 1,
+            max_batch_rows: 8,
+            intra_thread_affinities: None,
+        },
+        max_batch_delay: Duration::from_millis(1),
+        max_in_flight: 2,
+        cores: None,
+        parallelism: 1,
+        placement: Placement::new(1, 1),
+        key_groups: KEY_GROUPS,
+        source_name: "test".into(),
+        metrics: Arc::new(JobMetrics::default()),
+        counters: Arc::new(ScoreCounters::default()),
+    }
+}
+
+/// Row `i` of tick `tick` for `key`: window end = tick × 1000 + i, so (key, window_end) is unique.
+pub fn row(key: &str, tick: Tick, i: usize) -> FeatureRow {
+    FeatureRow {
+        key: Key::from(key),
+        key_group: KeyGroup::of(key.as_bytes(), KEY_GROUPS),
+        window_start: 0,
+        window_end: (tick * 1000 + i as u64) as i64,
+        revision: 0,
+        values: vec![(i % 7) as f64, 20.0 + (tick % 5) as f64, f64::NAN],
+        records: 1,
+        first: SourcePosition {
+            partition: 0,
+            offset: 0,
+        },
+        last: SourcePosition {
+            partition: 0,
+            offset: 0,
+        },
+        fired_at_ns: 0,
+        closed_by_timeout: false,
+    }
+}
+
+/// What came out of the operator, with the tick each record was emitted at.
+#[derive(Default)]
+pub struct Output {
+    pub scores: Vec<(Tick, ScoredRow)>,
+    pub dead: Vec<(Tick, DeadLetter)>,
+}
+
+/// Drives the dataflow: one call to [`Driver::tick`] per tick.
+pub struct Driver<'w> {
+    worker: &'w mut Worker,
+    input: InputHandle<Tick, CapacityContainerBuilder<Vec<FeatureRow>>>,
+    probe: ProbeHandle<Tick>,
+    out: Rc<RefCell<Output>>,
+    next: Tick,
+}
+
+impl Driver<'_> {
+    /// Sends `rows` at the next tick and steps until the tick is complete downstream (all its
+    /// scores are out).
+    pub fn tick(&mut self, rows: Vec<FeatureRow>) -> Tick {
+        let tick = self.next;
+        for r in rows {
+            self.input.send(r);
+        }
+        self.next += 1;
+        self.input.advance_to(self.next);
+        while self.probe.less_than(&self.next) {
+            self.worker.step_or_park(Some(Duration::from_millis(5)));
+        }
+        tick
+    }
+
+    /// Scores seen so far.
+    pub fn scores(&self) -> Vec<(Tick, ScoredRow)> {
+        self.out.borrow().scores.clone()
+    }
+}
+
+/// Builds `rows.score(config)` on a single worker and runs `body` with a driver; closes the
+/// input and runs the dataflow to completion afterwards.
+pub fn with_score_dataflow<R: Send + 'static>(
+    config: ScoreConfig,
+    body: impl FnOnce(&mut Driver) -> R + Send + Sync + 'static,
+) -> anyhow::Result<(R, Output)> {
+    timely::execute_directly(move |worker| {
+        let out = Rc::new(RefCell::new(Output::default()));
+        let mut input = InputHandle::new();
+        let probe = ProbeHandle::new();
+        let (s_out, d_out) = (out.clone(), out.clone());
+        let built = worker.dataflow::<Tick, _, _>(|scope| {
+            let scored = input.to_stream(scope).score(config)?;
+            scored
+                .scores
+                .inspect_core(move |event| {
+                    if let Ok((stamp, data)) = event {
+                        let tick = stamp.least().copied().unwrap_or_default();
+                        let mut out = s_out.borrow_mut();
+                        out.scores.extend(data.iter().map(|s| (tick, s.clone())));
+                    }
+                })
+                .probe_with(&probe);
+            scored.dead_letters.inspect_core(move |event| {
+                if let Ok((stamp, data)) = event {
+                    let tick = stamp.least().copied().unwrap_or_default();
+                    let mut out = d_out.borrow_mut();
+                    out.dead.extend(data.iter().map(|d| (tick, d.clone())));
+                }
+            });
+            anyhow::Ok(())
+        });
+        built?;
+        let mut driver = Driver {
+            worker,
+            input,
+            probe,
+            out: out.clone(),
+            next: 0,
+        };
+        let result = body(&mut driver);
+        let Driver { worker, input, .. } = driver;
+        drop(input);
+        while worker.step_or_park(Some(Duration::from_millis(5))) {}
+        let output = std::mem::take(&mut *out.borrow_mut());
+        Ok((result, output))
+    })
+}
+
+/// A fresh directory under the system temp dir.
+pub fn temp_dir(label: &str) -> anyhow::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos();
+    let dir = std::env::temp_dir().join(format!("weir-{label}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Writes fixture `case` as `<dir>` with its manifest's name and version replaced.
+pub fn write_version(case: &str, dir: &Path, name: &str, version: &str) -> anyhow::Result<()> {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(case);
+    std::fs::create_dir_all(dir)?;
+    std::fs::copy(fixture.join("model.onnx"), dir.join("model.onnx"))?;
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture.join("manifest.json"))?)?;
+    manifest["name"] = name.into();
+    manifest["version"] = version.into();
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest)?,
+    )?;
+    Ok(())
+}
+
+/// Publishes a version the safe way: written under a hidden name, then renamed into place.
+pub fn publish(case: &str, model_dir: &Path, name: &str, version: &str) -> anyhow::Result<()> {
+    let staging = model_dir.join(format!(".incoming-{version}"));
+    write_version(case, &staging, name, version)?;
+    std::fs::rename(&staging, model_dir.join(version))?;
+    Ok(())
+}

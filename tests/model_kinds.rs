@@ -1,0 +1,175 @@
+//! One job, three kinds of model (issue #5): the clickstream job runs unchanged over JSON Lines
+//! files with the XGBoost fixture (`tests/fixtures/model`), a LightGBM model and a scikit-learn
+//! MLP with clip + scale preprocessing in its manifest (`tests/fixtures/models/`, all made by
+//! `scripts/export_model.py`). Each run must score every window once, and every score must be
+//! the one a raw ONNX Runtime session gives the same features after the manifest's
+//! preprocessing (re-implemented in the oracle from the JSON). A registry-served model with a
+//! shadow version runs through the same `weir run` path.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use support::oracle::raw_ort_scores;
+use weir::gen::{Clickstream, ClickstreamConfig};
+use weir::{run_job, JobFile};
+
+const MODELS: [&str; 3] = [
+    "tests/fixtures/model",
+    "tests/fixtures/models/lightgbm",
+    "tests/fixtures/models/mlp",
+];
+
+fn temp_dir() -> Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos();
+    let dir = std::env::temp_dir().join(format!("weir-kinds-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Scores by (key, window_end): (model version, score, feature values in manifest order).
+type Scores = BTreeMap<(String, i64), (String, f64, Vec<f64>)>;
+
+fn run_with(model: &Path, events: &Path, out: &Path) -> Result<Scores> {
+    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    job.runtime.workers = 1;
+    job.model.path = Some(std::path::absolute(model)?);
+    job.use_input_files(vec![events.to_path_buf()]);
+    job.use_output_file(out.to_path_buf(), None);
+    let names: Vec<String> = job.features.iter().map(|f| f.name.clone()).collect();
+    let summary = run_job(job.compile()?, Arc::new(AtomicBool::new(false)))?;
+    ensure!(
+        summary.inference_errors == 0,
+        "inference errors: {summary:?}"
+    );
+    let mut scores = Scores::new();
+    for line in std::fs::read_to_string(out)?.lines() {
+        let record: Value = serde_json::from_str(line)?;
+        let key = record["key"].as_str().context("key")?.to_owned();
+        let end = record["window_end"].as_i64().context("window_end")?;
+        let version = record["model"]["version"].as_str().context("version")?;
+        let score = record["score"].as_f64().context("score")?;
+        let values = names
+            .iter()
+            .map(|n| record["features"][n].as_f64().unwrap_or(f64::NAN))
+            .collect();
+        let previous = scores.insert((key, end), (version.to_owned(), score, values));
+        ensure!(previous.is_none(), "a window was scored twice");
+    }
+    ensure!(scores.len() as u64 == summary.scores, "{summary:?}");
+    Ok(scores)
+}
+
+/// Writes a seeded clickstream (no malformed records) to `path`.
+fn write_events(path: &Path) -> Result<()> {
+    let config = ClickstreamConfig {
+        seed: 11,
+        events: 4_000,
+        users: 120,
+        malformed_fraction: 0.0,
+        ..ClickstreamConfig::default()
+    };
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for event in Clickstream::new(config)? {
+        file.write_all(&event.payload)?;
+        file.write_all(b"\n")?;
+    }
+    file.flush()?;
+    Ok(())
+}
+
+#[test]
+fn xgboost_lightgbm_and_mlp_run_in_the_same_job() -> Result<()> {
+    let dir = temp_dir()?;
+    let events = dir.join("events.jsonl");
+    write_events(&events)?;
+
+    let mut windows = None;
+    for (i, model) in MODELS.iter().enumerate() {
+        let model = Path::new(model);
+        let scores = run_with(model, &events, &dir.join(format!("scores-{i}.jsonl")))?;
+        let manifest: Value = serde_json::from_slice(&std::fs::read(model.join("manifest.json"))?)?;
+        let rows: Vec<Vec<f64>> = scores.values().map(|(_, _, v)| v.clone()).collect();
+        let oracle = raw_ort_scores(model, &rows)?;
+        for ((window, (version, score, _)), want) in scores.iter().zip(oracle) {
+            ensure!(Some(version.as_str()) == manifest["version"].as_str());
+            ensure!(
+                (score - want).abs() <= 1e-6,
+                "{}: {window:?} scored {score}, raw ONNX Runtime says {want}",
+                model.display()
+            );
+        }
+        // The same windows whatever the model.
+        let keys: Vec<(String, i64)> = scores.keys().cloned().collect();
+        ensure!(!keys.is_empty());
+        match &windows {
+            None => windows = Some(keys),
+            Some(first) => ensure!(*first == keys, "{} scored other windows", model.display()),
+        }
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// `weir run` wiring of `[model] registry` and `shadow`: the registry's version serves, the
+/// shadow version's score (checked against raw ONNX Runtime) rides along in every record.
+#[test]
+fn registry_model_with_a_shadow_in_a_whole_job() -> Result<()> {
+    let dir = temp_dir()?;
+    let events = dir.join("events.jsonl");
+    write_events(&events)?;
+    let version = dir.join("models/purchase_propensity/tiny-mlp-1");
+    std::fs::create_dir_all(&version)?;
+    for file in ["model.onnx", "manifest.json"] {
+        std::fs::copy(Path::new(MODELS[2]).join(file), version.join(file))?;
+    }
+    let shadow = std::path::absolute(MODELS[1])?;
+
+    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    job.runtime.workers = 1;
+    job.model.path = None;
+    job.model.registry = Some(dir.join("models"));
+    job.model.name = Some("purchase_propensity".into());
+    job.model.shadow = Some(shadow.clone());
+    let out = dir.join("scores.jsonl");
+    job.use_input_files(vec![events.clone()]);
+    job.use_output_file(out.clone(), None);
+    let names: Vec<String> = job.features.iter().map(|f| f.name.clone()).collect();
+    let summary = run_job(job.compile()?, Arc::new(AtomicBool::new(false)))?;
+
+    let mut rows = Vec::new();
+    let mut shadow_scores = Vec::new();
+    for line in std::fs::read_to_string(&out)?.lines() {
+        let record: Value = serde_json::from_str(line)?;
+        ensure!(record["model"]["version"] == "tiny-mlp-1", "{record}");
+        ensure!(
+            record["shadow"]["model"]["version"] == "tiny-lightgbm-1",
+            "{record}"
+        );
+        shadow_scores.push(record["shadow"]["score"].as_f64().context("shadow score")?);
+        rows.push(
+            names
+                .iter()
+                .map(|n| record["features"][n].as_f64().unwrap_or(f64::NAN))
+                .collect::<Vec<f64>>(),
+        );
+    }
+    ensure!(!rows.is_empty() && rows.len() as u64 == summary.scores);
+    for (got, want) in shadow_scores.iter().zip(raw_ort_scores(&shadow, &rows)?) {
+        ensure!(
+            (got - want).abs() <= 1e-6,
+            "shadow scored {got}, raw ONNX Runtime {want}"
+        );
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
