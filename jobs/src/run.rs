@@ -50,6 +50,8 @@ pub struct RunSummary {
     pub rows_written: u64,
     /// Records that could not be delivered.
     pub delivery_failures: u64,
+    /// Times a score instance reached its in-flight bound and paused the sources.
+    pub backpressure_episodes: u64,
     /// Checkpoint epochs committed by this process.
     pub checkpoints_committed: u64,
     /// Snapshot bytes written by this process's window instances.
@@ -88,7 +90,7 @@ impl RunSummary {
              windows scored:  {} ({} inference errors, {} delivered)\n\
              dead letters:    {} [{}] ({} delivered)\n\
              latency p50/p99: {} / {} (window close → score acknowledged)\n\
-             elapsed:         {:.2} s{}{}{}",
+             elapsed:         {:.2} s{}{}{}{}",
             self.events_in,
             self.records_in,
             self.records_in as f64 / secs,
@@ -110,6 +112,14 @@ impl RunSummary {
                     .map(|(p, n)| format!("{p}:{n}"))
                     .collect();
                 format!("\nlate by partition: {}", parts.join(", "))
+            },
+            if self.backpressure_episodes > 0 {
+                format!(
+                    "\nbackpressure:    scoring paused the sources {} times",
+                    self.backpressure_episodes
+                )
+            } else {
+                String::new()
             },
             if self.checkpoints_committed > 0 || self.snapshot_bytes > 0 {
                 format!(
@@ -232,6 +242,7 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
         dead_letters_delivered: JobMetrics::get(&m.dead_letters_delivered),
         rows_written: JobMetrics::get(&m.rows_written),
         delivery_failures: JobMetrics::get(&m.delivery_failures),
+        backpressure_episodes: JobMetrics::get(&m.backpressure_episodes),
         checkpoints_committed: JobMetrics::get(&m.checkpoints_committed),
         snapshot_bytes: JobMetrics::get(&m.snapshot_bytes),
         snapshot_time: Duration::from_micros(JobMetrics::get(&m.snapshot_us)),

@@ -86,6 +86,7 @@ pub fn file_source<'scope>(
         config.tick_ms,
         config.epochs,
         config.stop.clone(),
+        config.decoder.metrics.clone(),
     ))
 }
 

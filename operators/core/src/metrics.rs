@@ -38,6 +38,13 @@ pub struct JobMetrics {
     pub snapshot_bytes: AtomicU64,
     /// Time spent encoding and writing them, in microseconds.
     pub snapshot_us: AtomicU64,
+    /// Score instances of this process at their in-flight bound right now: while it is
+    /// non-zero the sources of this process stop reading (backpressure).
+    pub score_backlog: AtomicU64,
+    /// Times a score instance reached its in-flight bound (and paused the sources).
+    pub backpressure_episodes: AtomicU64,
+    /// Source activations that skipped reading because of [`JobMetrics::score_backlog`].
+    pub source_pauses: AtomicU64,
     /// Checkpoint epochs committed (manifests written).
     pub checkpoints_committed: AtomicU64,
     dead_letters: [AtomicU64; 6],

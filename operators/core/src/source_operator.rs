@@ -27,6 +27,7 @@ use weir_features::watermark::{SourceProgress, WatermarkReport};
 
 use crate::clock::unix_ms;
 use crate::epochs::{CheckpointPart, EpochClock};
+use crate::metrics::JobMetrics;
 use crate::source::SourceStreams;
 
 type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
@@ -50,7 +51,9 @@ pub trait SourceReader: 'static {
 }
 
 /// Builds a source operator. Workers without an instance (`reader == None`) emit nothing and
-/// hold no capability. `stop` ends the source without declaring the end of input.
+/// hold no capability. `stop` ends the source without declaring the end of input. While
+/// `metrics.score_backlog` is non-zero (a score instance of this process is at its in-flight
+/// bound) the source reads nothing, so a slow model slows the input instead of growing memory.
 pub fn build_source<'scope, R: SourceReader>(
     scope: Scope<'scope, Tick>,
     name: &str,
@@ -58,6 +61,7 @@ pub fn build_source<'scope, R: SourceReader>(
     tick_ms: u64,
     epochs: EpochClock,
     stop: Arc<AtomicBool>,
+    metrics: Arc<JobMetrics>,
 ) -> SourceStreams<'scope> {
     let tick_ms = tick_ms.max(1);
     let mut builder = OperatorBuilder::new(name.to_owned(), scope);
@@ -111,6 +115,12 @@ pub fn build_source<'scope, R: SourceReader>(
                     parts_out.activate().session(&caps[3]).give(part);
                 }
                 caps.iter_mut().for_each(|c| c.downgrade(&tick));
+            }
+            if metrics.score_backlog.load(Ordering::Relaxed) > 0 {
+                // Scoring is behind: keep closing ticks, but read nothing until it catches up.
+                JobMetrics::add(&metrics.source_pauses, 1);
+                activator.activate_after(Duration::from_millis(1));
+                return;
             }
             let mut events = Vec::new();
             let mut dead = Vec::new();

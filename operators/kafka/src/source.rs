@@ -128,6 +128,7 @@ pub fn kafka_source<'scope>(
         config.tick_ms,
         config.epochs,
         config.stop.clone(),
+        config.metrics.clone(),
     ))
 }
 

@@ -6,7 +6,9 @@
 //! capability for each in-flight batch's tick and emits its rows at that tick, so nothing is
 //! emitted at a tick that already closed. At most `max_in_flight` batches are queued or
 //! running per instance: at the bound the operator stops pulling its input (rows wait in
-//! Timely's channel, and the tick cannot close) instead of queueing more work. A failed
+//! Timely's channel, and the tick cannot close) instead of queueing more work, and counts
+//! itself in `JobMetrics::score_backlog`, which makes this process's sources stop reading
+//! until it has room again (a slow model slows the input; memory does not grow). A failed
 //! batch never stops the job: each of its rows becomes a score record with an error and no
 //! score, plus a dead letter.
 
@@ -173,6 +175,7 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
                             .give_container(&mut outcome.dead);
                     }
                 }
+                st.report_backlog();
                 st.schedule_timeout();
             }
         });
@@ -211,9 +214,33 @@ struct Batcher {
     source_name: String,
     metrics: Arc<JobMetrics>,
     counters: Arc<ScoreCounters>,
+    /// Whether this instance counts in `metrics.score_backlog` (it is at its bound).
+    backlogged: bool,
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        if self.backlogged {
+            self.metrics.score_backlog.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Batcher {
+    /// Tells this process's sources whether this instance is at its in-flight bound.
+    fn report_backlog(&mut self) {
+        let full = !self.has_room();
+        if full != self.backlogged {
+            self.backlogged = full;
+            if full {
+                self.metrics.score_backlog.fetch_add(1, Ordering::Relaxed);
+                JobMetrics::add(&self.metrics.backpressure_episodes, 1);
+            } else {
+                self.metrics.score_backlog.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     fn new(thread: InferenceThread, config: &ScoreConfig, activator: Activator) -> Self {
         Batcher {
             thread,
@@ -229,6 +256,7 @@ impl Batcher {
             source_name: config.source_name.clone(),
             metrics: config.metrics.clone(),
             counters: config.counters.clone(),
+            backlogged: false,
         }
     }
 

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use weir_features::row::score_id;
+use weir_operators::metrics::JobMetrics;
 use weir_score::budget::{available_cores, InstanceCores};
 use weir_score::models::{canary_bucket, ScoreCounters, SecondaryModel, SecondaryRole};
 use weir_score::registry::ModelSource;
@@ -275,6 +276,7 @@ fn in_flight_batches_stay_within_the_bound() -> anyhow::Result<()> {
     cfg.max_in_flight = 2;
     // 160 rows per tick in batches of 8: 20 batches ready at once, at most 2 sent.
     let counters = cfg.counters.clone();
+    let metrics = cfg.metrics.clone();
     let (ticks, out) = with_score_dataflow(cfg, |driver| {
         for tick in 0..10u64 {
             let rows = (0..160).map(|i| row(&format!("k{i}"), tick, i)).collect();
@@ -296,6 +298,9 @@ fn in_flight_batches_stay_within_the_bound() -> anyhow::Result<()> {
     // The bound was reached and never exceeded.
     assert_eq!(ScoreCounters::get(&counters.in_flight_high_water), 2);
     assert_eq!(ScoreCounters::get(&counters.batches), ticks * 20);
+    // At the bound the instance told the sources to pause, and let them go again.
+    assert!(JobMetrics::get(&metrics.backpressure_episodes) > 0);
+    assert_eq!(JobMetrics::get(&metrics.score_backlog), 0);
     std::fs::remove_dir_all(&root)?;
     Ok(())
 }

@@ -379,6 +379,7 @@ pub fn run(scenario: Scenario) -> Result<Outcome, String> {
     let rows: Arc<Mutex<Vec<(Tick, FeatureRow)>>> = Arc::default();
     let late: Arc<Mutex<Vec<(Tick, DeadLetter)>>> = Arc::default();
     let (script_w, rows_w, late_w) = (script.clone(), rows.clone(), late.clone());
+    let source_metrics = metrics.clone();
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let instance = worker.index() as u32;
         let partitions: Vec<i32> = scenario
@@ -396,6 +397,7 @@ pub fn run(scenario: Scenario) -> Result<Outcome, String> {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let source_metrics = source_metrics.clone();
         let reader = ScriptedReader {
             instance,
             script: script_w.clone(),
@@ -417,6 +419,7 @@ pub fn run(scenario: Scenario) -> Result<Outcome, String> {
                 TICK_MS,
                 EpochClock::OFF,
                 stop,
+                source_metrics,
             );
             let windows = source
                 .events
