@@ -2,7 +2,10 @@
 //! tumbling and hopping windows with 100 k keys, pre-decoded records).
 //!
 //! Run: `cargo bench --bench window_kinds -- --warm-up-time 1 --measurement-time 3`
-//! (results: BENCHMARKS.md).
+//! (results: BENCHMARKS.md). Every benchmark runs twice: timed by the wall clock (groups
+//! `tumbling`, `hopping`, `session`) and by the thread's CPU time (`tumbling_cpu`, ...: per
+//! core, not counting time the machine's other processes took the core; see
+//! `common::cpu_time`). Append `_cpu` (or `tumbling/`, ...) to the command to run a subset.
 //!
 //! Input: 200 000 pre-decoded clickstream events (one every 10 ms of event time, in time
 //! order) over 100 000 keys, the 8 features of `jobs/clickstream.toml`. For each window kind
@@ -17,14 +20,21 @@
 //! - `session` (gap 5 minutes, max_length 30 minutes): naive = a `Vec` of sessions per key,
 //!   in-order greedy rule (extend the key's last session if the event is within `gap` of it
 //!   and the session stays within `max_length`, else open a new one).
+//!
+//! `tumbling/map_floor_existing_slots` is the memory floor of the engine's state layout: the
+//! same pane start -> key -> entry maps with entries of the engine's size (224 bytes), every
+//! entry present, and per event only the two lookups and two word writes (no features).
 
 mod common;
 
+use common::cpu_time::ThreadCpuTime;
 use common::{events, features, naive_update, payloads, schema, slots, Slots};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
 
+use criterion::measurement::Measurement;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use rustc_hash::FxBuildHasher;
 
 use weir_features::decode::JsonDecoder;
 use weir_features::record::Event;
@@ -68,7 +78,38 @@ fn naive_sessions(events: &[Event], gap: i64, max_length: i64, slots: Slots) -> 
     state.values().map(Vec::len).sum()
 }
 
-fn bench(c: &mut Criterion) {
+/// Pane start -> key -> 24-byte key + 200 bytes: the size of the engine's (key, pane) entry
+/// for the clickstream features.
+type FloorMaps = BTreeMap<i64, HashMap<Key, [u64; 25], FxBuildHasher>>;
+
+/// Floor maps holding every (1-minute pane, key) of `events`.
+fn floor_maps(events: &[Event]) -> FloorMaps {
+    let mut maps = FloorMaps::new();
+    for e in events {
+        maps.entry(e.ts.div_euclid(MINUTE) * MINUTE)
+            .or_default()
+            .entry(e.key.clone())
+            .or_insert([0; 25]);
+    }
+    maps
+}
+
+/// Per event: find its pane and entry, write a word at each end of the entry.
+fn floor_touch(events: &[Event], maps: &mut FloorMaps) -> usize {
+    let mut found = 0;
+    for e in events {
+        let pane = maps.get_mut(&(e.ts.div_euclid(MINUTE) * MINUTE));
+        if let Some(words) = pane.and_then(|keys| keys.get_mut(&e.key)) {
+            words[0] += 1;
+            words[24] = e.ts as u64;
+            found += 1;
+        }
+    }
+    found
+}
+
+/// Every window kind, timed by `M`; group names end in `suffix`.
+fn bench<M: Measurement>(c: &mut Criterion<M>, suffix: &str) {
     let schema = schema();
     let features = features(&schema);
     let decoder = JsonDecoder::new(schema.clone());
@@ -100,7 +141,7 @@ fn bench(c: &mut Criterion) {
         ),
     ];
     for (name, spec, naive) in kinds {
-        let mut group = c.benchmark_group(name);
+        let mut group = c.benchmark_group(format!("{name}{suffix}"));
         group.throughput(Throughput::Elements(events.len() as u64));
         let fresh = || KeyedWindows::new(spec.clone(), 0);
         let apply_all = |mut state: KeyedWindows| {
@@ -117,9 +158,28 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(|| warm.clone(), apply_all, BatchSize::LargeInput)
         });
         group.bench_function("naive", |b| b.iter(|| black_box(naive(&events, slots))));
+        if name == "tumbling" {
+            let mut maps = floor_maps(&events);
+            group.bench_function("map_floor_existing_slots", |b| {
+                b.iter(|| black_box(floor_touch(&events, &mut maps)))
+            });
+        }
         group.finish();
     }
 }
 
-criterion_group!(benches, bench);
-criterion_main!(benches);
+fn wall_time(c: &mut Criterion) {
+    bench(c, "");
+}
+
+fn cpu_time(c: &mut Criterion<ThreadCpuTime>) {
+    bench(c, "_cpu");
+}
+
+criterion_group!(wall, wall_time);
+criterion_group! {
+    name = cpu;
+    config = Criterion::default().with_measurement(ThreadCpuTime);
+    targets = cpu_time
+}
+criterion_main!(wall, cpu);

@@ -1,8 +1,11 @@
 //! Shared input of the window benchmarks (`window_updates`, `window_kinds`): the clickstream
 //! schema and its 8 features, 200 k seeded events over 100 k keys, and the naive baseline's
 //! per-window arithmetic. One copy, so both benchmarks measure exactly the same input.
+//! [`cpu_time`] measures per-core time on a shared machine.
 
 #![allow(dead_code)]
+
+pub mod cpu_time;
 
 use std::collections::BTreeMap;
 

@@ -92,8 +92,10 @@ impl AggKind {
     }
 }
 
-/// Flat numeric state of all features of one (key, window); inline up to 16 words.
-pub type Words = SmallVec<[u64; 16]>;
+/// Flat numeric state of all features of one (key, window); inline up to 12 words (the
+/// clickstream job needs 10), so a slot stays small: larger sets spill to the heap (one
+/// allocation per new slot, none per update).
+pub type Words = SmallVec<[u64; 12]>;
 
 /// The state of all features of one (key, window). Built by `FeatureSet::empty`, changed
 /// only through `FeatureSet::{update, merge}`.

@@ -140,7 +140,7 @@ impl FeatureSet {
     }
 
     /// Fresh, empty accumulators for one (key, window). Allocates only when the numeric
-    /// state exceeds 16 words or the job has `distinct` features.
+    /// state exceeds 12 words or the job has `distinct` features.
     pub fn empty(&self) -> Accumulators {
         Accumulators {
             words: self.template.clone(),

@@ -30,18 +30,34 @@ struct Pane {
     dirty: bool,
 }
 
+/// Pane start -> key -> pane.
+type PaneMaps = BTreeMap<EventTime, HashMap<Key, Pane, FastHash>>;
+
 /// Panes of every key of one aligned window definition.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct PaneWindows {
     geom: Aligned,
     /// Pane start -> key -> pane.
-    panes: BTreeMap<EventTime, HashMap<Key, Pane, FastHash>>,
+    panes: PaneMaps,
     /// Window end -> key -> last revision emitted, for windows that may still re-fire.
     emitted: BTreeMap<EventTime, HashMap<Key, u32, FastHash>>,
     /// Every window with `end <= fired_end` has been emitted (when it had records).
     fired_end: Option<EventTime>,
     /// Smallest start of a dirty pane.
     dirty_from: Option<EventTime>,
+}
+
+/// Opens the (empty) pane at `start`. A pane after the latest one is sized for as many keys
+/// as the latest one holds, so a stream in time order does not rehash each pane as it fills.
+#[cold]
+fn open_pane(panes: &mut PaneMaps, start: EventTime) -> &mut HashMap<Key, Pane, FastHash> {
+    let capacity = match panes.last_key_value() {
+        Some((&latest, keys)) if latest < start => keys.len(),
+        _ => 0,
+    };
+    panes
+        .entry(start)
+        .or_insert_with(|| HashMap::with_capacity_and_hasher(capacity, FastHash::default()))
 }
 
 impl PaneWindows {
@@ -62,7 +78,10 @@ impl PaneWindows {
     #[inline]
     pub fn apply(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
         let start = self.geom.pane_start(event.ts);
-        let keys = self.panes.entry(start).or_default();
+        let keys = match self.panes.get_mut(&start) {
+            Some(keys) => keys,
+            None => open_pane(&mut self.panes, start),
+        };
         let pane = match keys.get_mut(&event.key) {
             Some(pane) => {
                 pane.slot.add(features, event, seq);
