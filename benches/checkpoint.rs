@@ -13,7 +13,9 @@
 //! 2. **Throughput with checkpoints**: the job's dataflow (file source, window features,
 //!    feature rows to a file; 1 worker) over 2 M events of 100 k keys, with no checkpoints vs a
 //!    checkpoint every 500 ms (20× more often than the default 10 s). Target: ≤ 5 % loss at
-//!    10 s; reported as the ratio of events/s.
+//!    10 s; reported as the ratio of events/s. For the target's own interval:
+//!    `WEIR_BENCH_CHECKPOINT_INTERVAL=10s WEIR_BENCH_RUN_EVENTS=20000000 WEIR_BENCH_REPEATS=1
+//!    cargo bench --bench checkpoint -- throughput` (runs of about 40 s).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -33,8 +35,18 @@ use weir_features::record::Event;
 use weir_features::vocab::{Epoch, KeyGroup, SourcePosition, Watermark};
 use weir_features::window::WindowSpec;
 
+/// Runs per case (`WEIR_BENCH_REPEATS` overrides), median shown.
 const REPEATS: usize = 3;
+
+fn repeats() -> usize {
+    std::env::var("WEIR_BENCH_REPEATS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(REPEATS)
+        .max(1)
+}
 const STATE_KEYS: usize = 1_000_000;
+/// Events of the throughput case (`WEIR_BENCH_RUN_EVENTS` overrides).
 const RUN_EVENTS: usize = 2_000_000;
 const RUN_KEYS: usize = 100_000;
 
@@ -162,11 +174,25 @@ fn state_costs() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The checkpoint interval of the throughput case (`WEIR_BENCH_CHECKPOINT_INTERVAL`, e.g.
+/// `10s`; default `500ms`).
+fn interval() -> String {
+    std::env::var("WEIR_BENCH_CHECKPOINT_INTERVAL").unwrap_or_else(|_| "500ms".to_owned())
+}
+
+fn run_events() -> usize {
+    std::env::var("WEIR_BENCH_RUN_EVENTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(RUN_EVENTS)
+}
+
 fn job_text(input: &Path, checkpoint: Option<&Path>) -> String {
     let checkpoint = checkpoint.map_or(String::new(), |dir| {
         format!(
-            "[checkpoint]\ndir = \"{}\"\ninterval = \"500ms\"\nretain = 2\n",
-            dir.display()
+            "[checkpoint]\ndir = \"{}\"\ninterval = \"{}\"\nretain = 2\n",
+            dir.display(),
+            interval()
         )
     });
     format!(
@@ -214,8 +240,9 @@ fn throughput_with_checkpoints() {
     let dir = scratch("run");
     let input = dir.join("events.jsonl");
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-    let mut text = String::with_capacity(RUN_EVENTS * 80);
-    for i in 0..RUN_EVENTS {
+    let events = run_events();
+    let mut text = String::with_capacity(events * 80);
+    for i in 0..events {
         let kind = ["view", "click", "purchase"][rng.random_range(0..3)];
         text.push_str(&format!(
             "{{\"user\":\"u{:06}\",\"ts\":{},\"type\":\"{kind}\",\"dwell_ms\":{:.1}}}\n",
@@ -241,13 +268,13 @@ fn throughput_with_checkpoints() {
             },
         )
         .unwrap_or_else(|e| panic!("{e:#}"));
-        assert_eq!(summary.events_in, RUN_EVENTS as u64);
+        assert_eq!(summary.events_in, events as u64);
         summary
     };
     let (mut plain, mut with) = (vec![], vec![]);
     let mut committed = 0;
     let mut snapshot_ms = 0.0;
-    for round in 0..REPEATS {
+    for round in 0..repeats() {
         plain.push(run(false, round).elapsed);
         let summary = run(true, round);
         committed = summary.checkpoints_committed;
@@ -255,10 +282,11 @@ fn throughput_with_checkpoints() {
         with.push(summary.elapsed);
     }
     let (plain, with) = (median(plain), median(with));
-    let rate = |d: Duration| RUN_EVENTS as f64 / d.as_secs_f64() / 1e6;
+    let rate = |d: Duration| events as f64 / d.as_secs_f64() / 1e6;
     println!(
-        "dataflow, 1 worker, {RUN_EVENTS} events / {RUN_KEYS} keys: no checkpoints {:.2} M events/s | checkpoint every 500 ms {:.2} M events/s = {:.3}x ({committed} checkpoints in the last run, {snapshot_ms:.0} ms encoding+writing)",
+        "dataflow, 1 worker, {events} events / {RUN_KEYS} keys: no checkpoints {:.2} M events/s | checkpoint every {} {:.2} M events/s = {:.3}x ({committed} checkpoints in the last run, {snapshot_ms:.0} ms encoding+writing)",
         rate(plain),
+        interval(),
         rate(with),
         plain.as_secs_f64() / with.as_secs_f64()
     );
