@@ -18,14 +18,11 @@ mod score_common;
 
 use std::time::Instant;
 
-use ort::session::Session;
-use ort::value::TensorRef;
-
-use score_common::{feature_names, models, rows, session_options, setup, BATCH_ROWS};
+use score_common::{feature_names, models, rows, session_options, setup, RawOrt, BATCH_ROWS};
 use weir_features::row::FeatureRow;
 use weir_score::models::ModelSet;
 use weir_score::pool::{InferenceThread, Job};
-use weir_score::{ModelManifest, ModelSession};
+use weir_score::ModelSession;
 
 const BATCHES: usize = 64;
 /// Batches queued to the inference thread (the job default `[model] max_in_flight`).
@@ -47,59 +44,12 @@ fn main() {
         .iter()
         .map(|b| b.iter().flat_map(|r| r.values.iter().copied()).collect())
         .collect();
-    let env = weir_score::onnx_environment().expect("ONNX Runtime (set WEIR_ORT_LIB)");
     for (label, dir) in models() {
-        let manifest = ModelManifest::load(&dir).expect("manifest");
-        let width = manifest.features.len();
-        let steps: Vec<(f64, f64, f64, f64, f64)> = manifest
-            .features
-            .iter()
-            .map(|f| {
-                let (lo, hi) = f.clip.map_or((f64::NEG_INFINITY, f64::INFINITY), |c| {
-                    (
-                        c.min.unwrap_or(f64::NEG_INFINITY),
-                        c.max.unwrap_or(f64::INFINITY),
-                    )
-                });
-                let (mean, std) = f.scale.map_or((0.0, 1.0), |s| (s.mean, s.std));
-                (f.default, lo, hi, mean, std)
-            })
-            .collect();
-        let mut raw = Session::builder(&env)
-            .and_then(|b| Ok(b.with_intra_threads(1)?))
-            .and_then(|b| Ok(b.with_inter_threads(1)?))
-            .and_then(|b| Ok(b.with_intra_op_spinning(false)?))
-            .and_then(|mut b| b.commit_from_file(dir.join("model.onnx")))
-            .expect("raw session");
-        let (input, output, column) = (
-            manifest.input.name.clone(),
-            manifest.output.name.clone(),
-            manifest.output.column,
-        );
-        let mut buffer = Vec::with_capacity(BATCH_ROWS * width);
+        let mut raw = RawOrt::load(&dir);
         let mut raw_pass = || {
             let mut sum = 0.0f32;
             for v in &values {
-                buffer.clear();
-                for (i, &x) in v.iter().enumerate() {
-                    let (default, lo, hi, mean, std) = steps[i % width];
-                    let x = if x.is_nan() { default } else { x };
-                    buffer.push(((x.clamp(lo, hi) - mean) / std) as f32);
-                }
-                let tensor = TensorRef::from_array_view(([BATCH_ROWS, width], buffer.as_slice()))
-                    .expect("tensor");
-                let out = raw
-                    .run(ort::inputs![input.as_str() => tensor])
-                    .expect("run");
-                let (shape, data) = out[output.as_str()]
-                    .try_extract_tensor::<f32>()
-                    .expect("f32 output");
-                let stride = if shape.len() == 2 {
-                    shape[1] as usize
-                } else {
-                    1
-                };
-                sum += data.iter().skip(column).step_by(stride).sum::<f32>();
+                sum += raw.score(v);
             }
             std::hint::black_box(sum);
         };

@@ -25,10 +25,8 @@ mod score_common;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use ort::session::Session;
-use ort::value::TensorRef;
 
-use score_common::{feature_names, models, rows, session_options, setup, BATCH_ROWS};
+use score_common::{feature_names, models, rows, session_options, setup, RawOrt, BATCH_ROWS};
 use weir_features::row::FeatureRow;
 use weir_score::models::ModelSet;
 use weir_score::pool::{InferenceThread, Job};
@@ -48,7 +46,6 @@ fn bench(c: &mut Criterion) {
         let Ok(manifest) = ModelManifest::load(&dir) else {
             panic!("cannot read {}", dir.display());
         };
-        let width = manifest.features.len();
         let preprocessor = Preprocessor::new(&manifest.features);
         let inputs: Vec<Vec<f32>> = values
             .iter()
@@ -61,59 +58,12 @@ fn bench(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("score/{label}"));
         group.throughput(Throughput::Elements((BATCHES * BATCH_ROWS) as u64));
 
-        let env = weir_score::onnx_environment().expect("ONNX Runtime (set WEIR_ORT_LIB)");
-        let mut raw = Session::builder(&env)
-            .and_then(|b| Ok(b.with_intra_threads(1)?))
-            .and_then(|b| Ok(b.with_inter_threads(1)?))
-            .and_then(|b| Ok(b.with_intra_op_spinning(false)?))
-            .and_then(|mut b| b.commit_from_file(dir.join("model.onnx")))
-            .expect("raw session");
-        let (input, output, column) = (
-            manifest.input.name.clone(),
-            manifest.output.name.clone(),
-            manifest.output.column,
-        );
-        let steps: Vec<(f64, f64, f64, f64, f64)> = manifest
-            .features
-            .iter()
-            .map(|f| {
-                let (lo, hi) = f.clip.map_or((f64::NEG_INFINITY, f64::INFINITY), |c| {
-                    (
-                        c.min.unwrap_or(f64::NEG_INFINITY),
-                        c.max.unwrap_or(f64::INFINITY),
-                    )
-                });
-                let (mean, std) = f.scale.map_or((0.0, 1.0), |s| (s.mean, s.std));
-                (f.default, lo, hi, mean, std)
-            })
-            .collect();
-        let mut run_raw = |x: &[f32]| -> f32 {
-            let tensor = TensorRef::from_array_view(([BATCH_ROWS, width], x)).expect("tensor");
-            let out = raw
-                .run(ort::inputs![input.as_str() => tensor])
-                .expect("run");
-            let (shape, data) = out[output.as_str()]
-                .try_extract_tensor::<f32>()
-                .expect("f32 output");
-            let stride = if shape.len() == 2 {
-                shape[1] as usize
-            } else {
-                1
-            };
-            data.iter().skip(column).step_by(stride).sum::<f32>()
-        };
-        let mut buffer = Vec::with_capacity(BATCH_ROWS * width);
+        let mut raw = RawOrt::load(&dir);
         group.bench_function("raw_ort", |b| {
             b.iter(|| {
                 let mut sum = 0.0f32;
                 for v in &values {
-                    buffer.clear();
-                    for (i, &x) in v.iter().enumerate() {
-                        let (default, lo, hi, mean, std) = steps[i % width];
-                        let x = if x.is_nan() { default } else { x };
-                        buffer.push(((x.clamp(lo, hi) - mean) / std) as f32);
-                    }
-                    sum += run_raw(&buffer);
+                    sum += raw.score(v);
                 }
                 black_box(sum)
             })
@@ -122,7 +72,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let mut sum = 0.0f32;
                 for x in &inputs {
-                    sum += run_raw(x);
+                    sum += raw.score_prebuilt(x);
                 }
                 black_box(sum)
             })

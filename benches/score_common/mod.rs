@@ -119,3 +119,87 @@ pub fn setup(model_dir: &Path) -> InferenceSetup {
         counters: Arc::new(ScoreCounters::default()),
     }
 }
+
+/// The raw ONNX Runtime baseline of the scoring benchmarks: a plain `ort` session (1 intra-op
+/// thread, no spinning) and the hand-written f64 → f32 conversion a caller without Weir writes
+/// (missing → default, clip, scale, read from the manifest).
+pub struct RawOrt {
+    session: ort::session::Session,
+    /// Per feature: (default, clip low, clip high, mean, std).
+    steps: Vec<(f64, f64, f64, f64, f64)>,
+    input: String,
+    output: String,
+    column: usize,
+    buffer: Vec<f32>,
+}
+
+impl RawOrt {
+    /// The baseline for the model in `dir`.
+    pub fn load(dir: &Path) -> RawOrt {
+        let manifest = weir_score::ModelManifest::load(dir).expect("manifest");
+        let env = weir_score::onnx_environment().expect("ONNX Runtime (set WEIR_ORT_LIB)");
+        let session = ort::session::Session::builder(&env)
+            .and_then(|b| Ok(b.with_intra_threads(1)?))
+            .and_then(|b| Ok(b.with_inter_threads(1)?))
+            .and_then(|b| Ok(b.with_intra_op_spinning(false)?))
+            .and_then(|mut b| b.commit_from_file(dir.join("model.onnx")))
+            .expect("raw session");
+        let steps = manifest
+            .features
+            .iter()
+            .map(|f| {
+                let (lo, hi) = f.clip.map_or((f64::NEG_INFINITY, f64::INFINITY), |c| {
+                    (
+                        c.min.unwrap_or(f64::NEG_INFINITY),
+                        c.max.unwrap_or(f64::INFINITY),
+                    )
+                });
+                let (mean, std) = f.scale.map_or((0.0, 1.0), |s| (s.mean, s.std));
+                (f.default, lo, hi, mean, std)
+            })
+            .collect();
+        RawOrt {
+            session,
+            steps,
+            input: manifest.input.name.clone(),
+            output: manifest.output.name.clone(),
+            column: manifest.output.column,
+            buffer: Vec::with_capacity(BATCH_ROWS * manifest.features.len()),
+        }
+    }
+
+    /// Converts one batch of `BATCH_ROWS` rows and scores it; returns the sum of the scores.
+    pub fn score(&mut self, values: &[f64]) -> f32 {
+        let width = self.steps.len();
+        self.buffer.clear();
+        for (i, &x) in values.iter().enumerate() {
+            let (default, lo, hi, mean, std) = self.steps[i % width];
+            let x = if x.is_nan() { default } else { x };
+            self.buffer.push(((x.clamp(lo, hi) - mean) / std) as f32);
+        }
+        let buffer = std::mem::take(&mut self.buffer);
+        let sum = self.score_prebuilt(&buffer);
+        self.buffer = buffer;
+        sum
+    }
+
+    /// Scores one batch of already converted `f32` inputs; returns the sum of the scores.
+    pub fn score_prebuilt(&mut self, x: &[f32]) -> f32 {
+        let width = self.steps.len();
+        let tensor =
+            ort::value::TensorRef::from_array_view(([BATCH_ROWS, width], x)).expect("tensor");
+        let out = self
+            .session
+            .run(ort::inputs![self.input.as_str() => tensor])
+            .expect("run");
+        let (shape, data) = out[self.output.as_str()]
+            .try_extract_tensor::<f32>()
+            .expect("f32 output");
+        let stride = if shape.len() == 2 {
+            shape[1] as usize
+        } else {
+            1
+        };
+        data.iter().skip(self.column).step_by(stride).sum::<f32>()
+    }
+}
