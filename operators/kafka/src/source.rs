@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
@@ -88,7 +88,11 @@ struct SourceContext;
 
 impl ClientContext for SourceContext {
     fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        let end_of_partition = matches!(
+            error,
+            KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
+        );
+        if !end_of_partition {
             tracing::warn!(%error, reason, "librdkafka consumer error (it retries)");
         }
     }
