@@ -138,28 +138,40 @@ fn send(
     }
 }
 
-/// Waits until every queued record is acknowledged (or failed); counts what is left over.
-/// At the end of the input, records still unacknowledged count as delivery failures.
-fn flush(producer: &Producer_, metrics: &JobMetrics, topic: &str, end_of_input: bool) -> bool {
-    match producer.flush(Duration::from_secs(120)) {
-        Ok(()) => true,
-        Err(error) => {
-            let pending = producer.in_flight_count().max(0) as u64;
-            if end_of_input {
-                JobMetrics::add(&metrics.delivery_failures, pending);
-                tracing::error!(%error, pending, topic, "flush at end of input failed");
-            } else {
-                tracing::error!(%error, pending, topic, "flush before a checkpoint failed; retrying");
+/// One sink instance's producer and where it writes.
+struct Delivery {
+    producer: Producer_,
+    config: KafkaSinkConfig,
+}
+
+impl Delivery {
+    fn send(&self, record: BaseRecord<'_, [u8], [u8], Box<u64>>) {
+        send(&self.producer, record, &self.config.metrics);
+    }
+
+    /// Waits until every queued record is acknowledged (or failed). At the end of the input,
+    /// records still unacknowledged count as delivery failures.
+    fn flush(&self, end_of_input: bool) -> bool {
+        let topic = &self.config.topic;
+        match self.producer.flush(Duration::from_secs(120)) {
+            Ok(()) => true,
+            Err(error) => {
+                let pending = self.producer.in_flight_count().max(0) as u64;
+                if end_of_input {
+                    JobMetrics::add(&self.config.metrics.delivery_failures, pending);
+                    tracing::error!(%error, pending, topic, "flush at end of input failed");
+                } else {
+                    tracing::error!(%error, pending, topic, "flush before a checkpoint failed; retrying");
+                }
+                false
             }
-            false
         }
     }
 }
 
 /// The score sink's writer on one instance.
 struct ScoreWriter {
-    producer: Producer_,
-    config: KafkaSinkConfig,
+    out: Delivery,
     feature_names: Arc<[String]>,
     source_topic: String,
 }
@@ -191,29 +203,25 @@ impl SinkWriter<ScoredRow> for ScoreWriter {
                     key: "weir.inference_ts",
                     value: Some(inference_ts.as_str()),
                 });
-            let record =
-                BaseRecord::with_opaque_to(&self.config.topic, Box::new(scored.row.fired_at_ns))
-                    .key(scored.row.key.as_bytes())
-                    .payload(payload.as_slice())
-                    .headers(headers);
-            send(&self.producer, record, &self.config.metrics);
+            let record = BaseRecord::with_opaque_to(
+                &self.out.config.topic,
+                Box::new(scored.row.fired_at_ns),
+            )
+            .key(scored.row.key.as_bytes())
+            .payload(payload.as_slice())
+            .headers(headers);
+            self.out.send(record);
         }
     }
 
     fn flush(&mut self, end_of_input: bool) -> bool {
-        flush(
-            &self.producer,
-            &self.config.metrics,
-            &self.config.topic,
-            end_of_input,
-        )
+        self.out.flush(end_of_input)
     }
 }
 
 /// The dead-letter sink's writer on one instance.
 struct DeadLetterWriter {
-    producer: Producer_,
-    config: KafkaSinkConfig,
+    out: Delivery,
 }
 
 impl SinkWriter<DeadLetter> for DeadLetterWriter {
@@ -247,23 +255,18 @@ impl SinkWriter<DeadLetter> for DeadLetterWriter {
                     key: "weir.dlq.timestamp",
                     value: Some(timestamp.as_str()),
                 });
-            let mut record = BaseRecord::with_opaque_to(&self.config.topic, Box::new(0u64))
+            let mut record = BaseRecord::with_opaque_to(&self.out.config.topic, Box::new(0u64))
                 .payload(letter.raw.as_slice())
                 .headers(headers);
             if let Some(key) = letter.key.as_deref() {
                 record = record.key(key);
             }
-            send(&self.producer, record, &self.config.metrics);
+            self.out.send(record);
         }
     }
 
     fn flush(&mut self, end_of_input: bool) -> bool {
-        flush(
-            &self.producer,
-            &self.config.metrics,
-            &self.config.topic,
-            end_of_input,
-        )
+        self.out.flush(end_of_input)
     }
 }
 
@@ -297,8 +300,7 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredRow>> {
         };
         let epochs = config.epochs;
         let writer = producer.map(|producer| ScoreWriter {
-            producer,
-            config,
+            out: Delivery { producer, config },
             feature_names,
             source_topic,
         });
@@ -326,7 +328,9 @@ impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter
             placement.worker_of(d.position.partition.unsigned_abs() as usize % parallelism) as u64
         };
         let epochs = config.epochs;
-        let writer = producer.map(|producer| DeadLetterWriter { producer, config });
+        let writer = producer.map(|producer| DeadLetterWriter {
+            out: Delivery { producer, config },
+        });
         Ok(epoch_sink(
             self,
             Exchange::new(route),
