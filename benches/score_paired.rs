@@ -18,10 +18,12 @@ mod score_common;
 
 use std::time::Instant;
 
-use score_common::{feature_names, models, rows, session_options, setup, RawOrt, BATCH_ROWS};
+use score_common::{
+    feature_names, models, rows, session_options, setup, through_thread, RawOrt, BATCH_ROWS,
+};
 use weir_features::row::FeatureRow;
 use weir_score::models::ModelSet;
-use weir_score::pool::{InferenceThread, Job};
+use weir_score::pool::InferenceThread;
 use weir_score::ModelSession;
 
 const BATCHES: usize = 64;
@@ -80,26 +82,7 @@ fn main() {
         };
         let thread = InferenceThread::spawn(setup(&dir), 0, IN_FLIGHT, || {}).expect("thread");
         let thread_pass = |input: Vec<Vec<FeatureRow>>| {
-            let (mut sent, mut received) = (0u64, 0u64);
-            let mut pending = input.into_iter();
-            let mut next = pending.next();
-            while let Some(rows) = next.take() {
-                match thread.submit(Job { id: sent, rows }) {
-                    Ok(()) => {
-                        sent += 1;
-                        next = pending.next();
-                    }
-                    Err((job, _)) => {
-                        next = Some(job.rows);
-                        thread.recv_result().expect("result");
-                        received += 1;
-                    }
-                }
-            }
-            while received < sent {
-                thread.recv_result().expect("result");
-                received += 1;
-            }
+            std::hint::black_box(through_thread(&thread, input));
         };
         let rows_per_pass = (BATCHES * BATCH_ROWS) as f64;
         const PATHS: [&str; 4] = ["raw_ort", "weir_session", "weir_models", "weir_thread"];

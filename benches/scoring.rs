@@ -26,10 +26,12 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
-use score_common::{feature_names, models, rows, session_options, setup, RawOrt, BATCH_ROWS};
+use score_common::{
+    feature_names, models, rows, session_options, setup, through_thread, RawOrt, BATCH_ROWS,
+};
 use weir_features::row::FeatureRow;
 use weir_score::models::ModelSet;
-use weir_score::pool::{InferenceThread, Job};
+use weir_score::pool::InferenceThread;
 use weir_score::preprocess::Preprocessor;
 use weir_score::{ModelManifest, ModelSession};
 
@@ -121,31 +123,7 @@ fn bench(c: &mut Criterion) {
         group.bench_function("weir_thread", |b| {
             b.iter_batched(
                 || batches.clone(),
-                |batches| {
-                    let (mut sent, mut received, mut scored) = (0u64, 0u64, 0usize);
-                    let mut pending = batches.into_iter();
-                    let mut next = pending.next();
-                    while let Some(rows) = next.take() {
-                        match thread.submit(Job { id: sent, rows }) {
-                            Ok(()) => {
-                                sent += 1;
-                                next = pending.next();
-                            }
-                            Err((job, _)) => {
-                                next = Some(job.rows);
-                                let done = thread.recv_result().expect("result");
-                                scored += done.outcome.scored.len();
-                                received += 1;
-                            }
-                        }
-                    }
-                    while received < sent {
-                        let done = thread.recv_result().expect("result");
-                        scored += done.outcome.scored.len();
-                        received += 1;
-                    }
-                    black_box(scored)
-                },
+                |batches| black_box(through_thread(&thread, batches)),
                 BatchSize::LargeInput,
             )
         });

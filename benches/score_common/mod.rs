@@ -12,7 +12,7 @@ use weir_features::row::FeatureRow;
 use weir_features::vocab::{Key, KeyGroup, SourcePosition};
 use weir_operators::metrics::JobMetrics;
 use weir_score::models::ScoreCounters;
-use weir_score::pool::InferenceSetup;
+use weir_score::pool::{InferenceSetup, InferenceThread, Job};
 use weir_score::registry::ModelSource;
 use weir_score::SessionOptions;
 
@@ -202,4 +202,30 @@ impl RawOrt {
         };
         data.iter().skip(self.column).step_by(stride).sum::<f32>()
     }
+}
+
+/// Sends `batches` through an inference thread, keeping its bounded queue full, and waits for
+/// every result; returns the number of scored rows.
+pub fn through_thread(thread: &InferenceThread, batches: Vec<Vec<FeatureRow>>) -> usize {
+    let (mut sent, mut received, mut scored) = (0u64, 0u64, 0usize);
+    let mut pending = batches.into_iter();
+    let mut next = pending.next();
+    while let Some(rows) = next.take() {
+        match thread.submit(Job { id: sent, rows }) {
+            Ok(()) => {
+                sent += 1;
+                next = pending.next();
+            }
+            Err((job, _)) => {
+                next = Some(job.rows);
+                scored += thread.recv_result().expect("result").outcome.scored.len();
+                received += 1;
+            }
+        }
+    }
+    while received < sent {
+        scored += thread.recv_result().expect("result").outcome.scored.len();
+        received += 1;
+    }
+    scored
 }
