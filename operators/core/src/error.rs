@@ -1,5 +1,6 @@
 //! Errors of building the dataflow's operators (the one error type of `weir-operators`):
-//! restoring state from a checkpoint that cannot be read or does not fit the job.
+//! restoring state from a checkpoint that cannot be read or does not fit the job, or starting
+//! a window instance's snapshot writer thread.
 
 use std::path::PathBuf;
 
@@ -18,6 +19,9 @@ pub enum OperatorError {
         /// Why it does not fit.
         detail: String,
     },
+    /// The snapshot writer thread of a window instance could not be started.
+    #[error("cannot start a window instance's snapshot writer thread: {0}")]
+    WriterThread(std::io::Error),
 }
 
 /// Result of operator construction.

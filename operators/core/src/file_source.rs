@@ -14,13 +14,13 @@ use timely::dataflow::Scope;
 use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
-use weir_features::vocab::{SourcePosition, Tick, Watermark};
+use weir_features::vocab::{SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 
 use crate::clock::unix_ms;
 use crate::epochs::EpochClock;
 use crate::placement::Placement;
-use crate::source::{RawRecord, RecordDecoder, SourceStreams};
+use crate::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
 use crate::source_operator::{build_source, SourceReader};
 
 /// Configuration of the file source stage.
@@ -221,19 +221,7 @@ impl SourceReader for FileReader {
     }
 
     fn positions(&self) -> BTreeMap<i32, SourceOffset> {
-        self.files
-            .iter()
-            .map(|f| {
-                let watermark = self
-                    .watermarks
-                    .partition_watermark(f.partition)
-                    .unwrap_or(Watermark::MIN);
-                let offset = SourceOffset {
-                    next_offset: f.next_line,
-                    watermark,
-                };
-                (f.partition, offset)
-            })
-            .collect()
+        let next = self.files.iter().map(|f| (f.partition, f.next_line));
+        resume_positions(&self.watermarks, next)
     }
 }

@@ -12,6 +12,12 @@ use weir_features::record::Event;
 use weir_features::vocab::{EventTime, KeyGroup, SourcePosition, Tick};
 use weir_features::watermark::WatermarkReport;
 
+use std::collections::BTreeMap;
+
+use weir_checkpoint::SourceOffset;
+use weir_features::vocab::Watermark;
+use weir_features::watermark::PartitionWatermarks;
+
 use crate::epochs::CheckpointStream;
 use crate::metrics::JobMetrics;
 
@@ -91,4 +97,25 @@ impl RecordDecoder {
             }
         }
     }
+}
+
+/// Resume positions of a source instance: each partition's next offset with the partition's
+/// watermark (what [`crate::source_operator::SourceReader::positions`] returns).
+pub fn resume_positions(
+    watermarks: &PartitionWatermarks,
+    next_offsets: impl IntoIterator<Item = (i32, i64)>,
+) -> BTreeMap<i32, SourceOffset> {
+    next_offsets
+        .into_iter()
+        .map(|(partition, next_offset)| {
+            let watermark = watermarks
+                .partition_watermark(partition)
+                .unwrap_or(Watermark::MIN);
+            let position = SourceOffset {
+                next_offset,
+                watermark,
+            };
+            (partition, position)
+        })
+        .collect()
 }

@@ -108,11 +108,10 @@ pub fn build_source<'scope, R: SourceReader>(
                     if epoch > current {
                         reports_out.activate().session(&caps[2]).give(report);
                     }
-                    let part = CheckpointPart::Offsets {
-                        source: reader.source_name().to_owned(),
-                        partitions: reader.positions(),
-                    };
-                    parts_out.activate().session(&caps[3]).give(part);
+                    parts_out
+                        .activate()
+                        .session(&caps[3])
+                        .give(offsets_part(reader));
                 }
                 caps.iter_mut().for_each(|c| c.downgrade(&tick));
             }
@@ -144,11 +143,10 @@ pub fn build_source<'scope, R: SourceReader>(
                 };
                 reports_out.activate().session(&caps[2]).give(report);
                 if epochs.enabled() {
-                    let part = CheckpointPart::Offsets {
-                        source: reader.source_name().to_owned(),
-                        partitions: reader.positions(),
-                    };
-                    parts_out.activate().session(&caps[3]).give(part);
+                    parts_out
+                        .activate()
+                        .session(&caps[3])
+                        .give(offsets_part(reader));
                 }
                 tracing::info!(
                     instance = reader.instance(),
@@ -170,5 +168,13 @@ pub fn build_source<'scope, R: SourceReader>(
         dead_letters,
         reports,
         checkpoint,
+    }
+}
+
+/// The reader's resume positions as a checkpoint part.
+fn offsets_part(reader: &impl SourceReader) -> CheckpointPart {
+    CheckpointPart::Offsets {
+        source: reader.source_name().to_owned(),
+        partitions: reader.positions(),
     }
 }

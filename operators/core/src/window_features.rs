@@ -28,7 +28,7 @@ use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
 use weir_features::schema::RecordSchema;
-use weir_features::vocab::{Epoch, KeyGroup, Tick};
+use weir_features::vocab::{KeyGroup, Tick};
 use weir_features::watermark::{WatermarkCombiner, WatermarkReport};
 use weir_features::window_state::Applied;
 
@@ -151,10 +151,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let mut writer = match (range, &config.checkpoints.store) {
             (Some(range), Some(store)) if clock.enabled() => Some(
                 SnapshotWriter::start(store.clone(), range, config.metrics.clone(), activator)
-                    .map_err(|e| OperatorError::Restore {
-                        path: store.snapshot_location(Epoch(0), WINDOW_OPERATOR, range),
-                        detail: format!("cannot start the snapshot writer thread: {e}"),
-                    })?,
+                    .map_err(OperatorError::WriterThread)?,
             ),
             _ => None,
         };
@@ -313,18 +310,14 @@ fn restore_state(config: &WindowConfig, instance: usize) -> Result<KeyedFeatures
         groups,
     );
     for (file, _) in files {
-        let snapshot = store.read_snapshot(manifest.epoch, &file.operator, file.range)?;
-        let mut part = KeyedFeatures::decode(&config.features, &snapshot.payload).map_err(|e| {
-            OperatorError::Restore {
-                path: store.snapshot_location(manifest.epoch, &file.operator, file.range),
-                detail: e.to_string(),
-            }
-        })?;
-        part.retain_keys(&keep);
-        state.absorb(part).map_err(|e| OperatorError::Restore {
+        let unfit = |e: weir_features::FeatureError| OperatorError::Restore {
             path: store.snapshot_location(manifest.epoch, &file.operator, file.range),
             detail: e.to_string(),
-        })?;
+        };
+        let snapshot = store.read_snapshot(manifest.epoch, &file.operator, file.range)?;
+        let mut part = KeyedFeatures::decode(&config.features, &snapshot.payload).map_err(unfit)?;
+        part.retain_keys(&keep);
+        state.absorb(part).map_err(unfit)?;
     }
     tracing::info!(
         epoch = manifest.epoch.0,

@@ -21,13 +21,13 @@ use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::decode::JsonDecoder;
 use weir_features::record::Event;
-use weir_features::vocab::{SourcePosition, Tick, Watermark};
+use weir_features::vocab::{SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 use weir_operators::clock::unix_ms;
 use weir_operators::epochs::EpochClock;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
-use weir_operators::source::{RawRecord, RecordDecoder, SourceStreams};
+use weir_operators::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
 use weir_operators::source_operator::{build_source, SourceReader};
 
 use crate::admin::partition_count;
@@ -184,20 +184,8 @@ impl SourceReader for Reader {
     }
 
     fn positions(&self) -> BTreeMap<i32, SourceOffset> {
-        self.next_offsets
-            .iter()
-            .map(|(&partition, &next_offset)| {
-                let watermark = self
-                    .watermarks
-                    .partition_watermark(partition)
-                    .unwrap_or(Watermark::MIN);
-                let position = SourceOffset {
-                    next_offset,
-                    watermark,
-                };
-                (partition, position)
-            })
-            .collect()
+        let next = self.next_offsets.iter().map(|(&p, &offset)| (p, offset));
+        resume_positions(&self.watermarks, next)
     }
 }
 
