@@ -56,6 +56,18 @@ fn lookback(spec: &WindowSpec, every: i64) -> i64 {
     spec.aligned().map_or(every, |aligned| aligned.slide)
 }
 
+/// The smallest multiple of `every` at or after `from`.
+fn first_point_from(from: EventTime, every: i64) -> EventTime {
+    let rounded_up = if from.rem_euclid(every) == 0 {
+        0
+    } else {
+        every
+    };
+    from.div_euclid(every)
+        .saturating_mul(every)
+        .saturating_add(rounded_up)
+}
+
 /// Multiples of `every` in `[end, end + lookback)` and in `(after, through]`, ascending.
 fn points(
     end: EventTime,
@@ -64,14 +76,7 @@ fn points(
     after: EventTime,
     through: EventTime,
 ) -> impl Iterator<Item = EventTime> {
-    let from = end.max(after.saturating_add(1));
-    let first = from.div_euclid(every).saturating_mul(every).saturating_add(
-        if from.rem_euclid(every) == 0 {
-            0
-        } else {
-            every
-        },
-    );
+    let first = first_point_from(end.max(after.saturating_add(1)), every);
     let limit = end.saturating_add(lookback);
     (0..)
         .map(move |i: i64| first.saturating_add(i.saturating_mul(every)))
@@ -108,6 +113,12 @@ impl Schedule {
             return;
         }
         let after = self.through;
+        if first_point_from(after.saturating_add(1), self.every) > watermark {
+            // No schedule point passed: nothing is due, and the closed windows are not
+            // scanned (pruning waits for the next point).
+            self.through = watermark;
+            return;
+        }
         let mut due: Vec<(EventTime, Key)> = Vec::new();
         for (group, windows) in job.groups().iter().zip(closed.iter()) {
             let lookback = lookback(&group.spec, self.every);
