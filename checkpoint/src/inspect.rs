@@ -75,15 +75,20 @@ pub fn inspect<S: SnapshotStore + ?Sized>(store: &S) -> Result<Vec<EpochSummary>
 }
 
 impl EpochSummary {
-    /// One line for `weir checkpoints list`: epoch, created, size, files, status.
+    /// One line for `weir checkpoints list`: epoch, created, bytes and files in the epoch's
+    /// directory, the full state size the manifest lists (with older epochs' files), status.
     pub fn line(&self) -> String {
         let created = self
             .manifest
             .as_ref()
             .map_or_else(|| "-".to_owned(), |m| created(m.created_unix_ms));
+        let state = self
+            .manifest
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |m| format!("{} B", m.total_size()));
         format!(
-            "{:>10}  {:<24}  {:>12} B  {:>5} files  {}",
-            self.epoch.0, created, self.bytes, self.files, self.status
+            "{:>10}  {:<24}  {:>12} B  {:>5} files  state {:>14}  {}",
+            self.epoch.0, created, self.bytes, self.files, state, self.status
         )
     }
 }
@@ -126,14 +131,22 @@ impl fmt::Display for EpochSummary {
         }
         writeln!(
             f,
-            "  snapshot files: {} ({} bytes)",
+            "  snapshot files: {} ({} bytes); written by this epoch: {} ({} bytes)",
             m.files.len(),
-            m.total_size()
+            m.total_size(),
+            m.written_here().count(),
+            m.written_here().map(|e| e.size).sum::<u64>()
         )?;
         for file in &m.files {
+            let stored = file.file_epoch(m.epoch);
+            let origin = if stored == m.epoch {
+                String::new()
+            } else {
+                format!("  (kept from epoch {})", stored.0)
+            };
             writeln!(
                 f,
-                "    {}/{}  {} B  xxh3 {:016x}",
+                "    {}/{}  {} B  xxh3 {:016x}{origin}",
                 file.operator,
                 file.range.file_name(),
                 file.size,

@@ -15,6 +15,10 @@
 //! ckpt/<epoch>/<operator>/kg-<lo>-<hi>   snapshot of key groups lo..hi (half-open), see format
 //! ckpt/<epoch>/MANIFEST                  written last; its atomic rename commits the epoch
 //! ```
+//!
+//! Checkpoints are incremental: an operator writes only the key-group shards that changed
+//! since its last snapshot, and the manifest lists the older files for the others
+//! ([`SnapshotEntry::stored_in`]).
 
 mod durable;
 pub mod error;
@@ -23,7 +27,6 @@ pub mod inspect;
 mod local;
 pub mod manifest;
 pub mod range;
-pub mod sections;
 pub mod store;
 
 pub use error::{CheckpointError, Result};
@@ -31,5 +34,5 @@ pub use inspect::{inspect, EpochStatus, EpochSummary};
 pub use local::LocalDirStore;
 pub use manifest::{Manifest, SnapshotEntry, SourceOffset};
 pub use range::KeyGroupRange;
-pub use store::{Pruned, SnapshotStore, StoredFile};
+pub use store::{Pruned, SnapshotStore, StoredFile, MANIFEST_FILE};
 pub use weir_features::vocab::{Epoch, Watermark};

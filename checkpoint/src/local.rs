@@ -11,10 +11,8 @@ use crate::error::{CheckpointError, Result};
 use crate::format::{self, Snapshot};
 use crate::manifest::{self, Manifest, SnapshotEntry};
 use crate::range::KeyGroupRange;
-use crate::store::{check_operator_name, SnapshotStore, StoredFile};
+use crate::store::{check_operator_name, SnapshotStore, StoredFile, MANIFEST_FILE};
 
-/// Name of the commit file of an epoch.
-pub const MANIFEST_FILE: &str = "MANIFEST";
 
 /// A [`SnapshotStore`] on a directory: `<root>/<epoch>/<operator>/kg-<lo>-<hi>` and
 /// `<root>/<epoch>/MANIFEST`. Safe to share between threads and processes as long as each
@@ -67,6 +65,7 @@ impl SnapshotStore for LocalDirStore {
             range,
             size: bytes.len() as u64,
             xxh3,
+            stored_in: Some(epoch),
         })
     }
 
@@ -89,11 +88,15 @@ impl SnapshotStore for LocalDirStore {
         manifest.validate()?;
         let epoch = manifest.epoch;
         for entry in &manifest.files {
-            let path = self.snapshot_location(epoch, &entry.operator, entry.range);
+            let stored = entry.file_epoch(epoch);
+            let path = self.snapshot_location(stored, &entry.operator, entry.range);
             let size = match fs::metadata(&path) {
                 Ok(meta) => meta.len(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(CheckpointError::SnapshotMissing { epoch, path })
+                    return Err(CheckpointError::SnapshotMissing {
+                        epoch: stored,
+                        path,
+                    })
                 }
                 Err(e) => return Err(CheckpointError::io("stat", path, e)),
             };
@@ -174,6 +177,19 @@ impl SnapshotStore for LocalDirStore {
             Err(e) => return Err(CheckpointError::io("delete", dir, e)),
         }
         sync_dir(&self.root)
+    }
+
+    fn delete_file(&self, epoch: Epoch, name: &str) -> Result<()> {
+        let path = self.epoch_dir(epoch).join(name);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(CheckpointError::io("delete", path, e)),
+        }
+        match path.parent() {
+            Some(dir) => sync_dir(dir),
+            None => Ok(()),
+        }
     }
 
     fn snapshot_location(&self, epoch: Epoch, operator: &str, range: KeyGroupRange) -> PathBuf {

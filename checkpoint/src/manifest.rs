@@ -1,9 +1,13 @@
 //! The MANIFEST of an epoch: everything a restore needs besides the snapshot files, and the
 //! list of those files with sizes and checksums. Writing it (atomically, last) commits the epoch.
 //!
-//! On disk it is JSON: `{"format_version": 1, "body_xxh3": "<hex>", "body": {...}}`, where
+//! Checkpoints are incremental: a file listed by epoch `E` may have been written by an earlier
+//! epoch (its shard did not change since), named by [`SnapshotEntry::stored_in`]. Retention
+//! ([`crate::SnapshotStore::prune`]) keeps every file a kept manifest lists.
+//!
+//! On disk it is JSON: `{"format_version": 2, "body_xxh3": "<hex>", "body": {...}}`, where
 //! the checksum covers the exact bytes of `body`. [`decode`] dispatches on `format_version`
-//! (the migration hook for older manifests).
+//! (the migration hook for older manifests; version 1 had no `stored_in`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,7 +22,7 @@ use crate::error::{CheckpointError, Result};
 use crate::range::{self, KeyGroupRange};
 
 /// Manifest format version this build writes (and the newest it reads).
-pub const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_VERSION: u32 = 2;
 
 /// Where one source partition resumes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +44,16 @@ pub struct SnapshotEntry {
     pub size: u64,
     /// xxh3_64 of the payload.
     pub xxh3: u64,
+    /// The epoch whose directory holds the file (`None`, as in format 1: the manifest's own).
+    #[serde(default)]
+    pub stored_in: Option<Epoch>,
+}
+
+impl SnapshotEntry {
+    /// The epoch whose directory holds the file, for a manifest of epoch `listed_by`.
+    pub fn file_epoch(&self, listed_by: Epoch) -> Epoch {
+        self.stored_in.unwrap_or(listed_by)
+    }
 }
 
 /// The committed description of one checkpoint epoch.
@@ -88,9 +102,16 @@ impl Manifest {
         }
     }
 
-    /// Total bytes of the listed snapshot files.
+    /// Total bytes of the listed snapshot files (the state's full size).
     pub fn total_size(&self) -> u64 {
         self.files.iter().map(|f| f.size).sum()
+    }
+
+    /// The listed files written by this epoch itself (the rest are kept from earlier epochs).
+    pub fn written_here(&self) -> impl Iterator<Item = &SnapshotEntry> {
+        self.files
+            .iter()
+            .filter(|f| f.file_epoch(self.epoch) == self.epoch)
     }
 
     /// Checks that the manifest is self-consistent: `G > 0`, operator names are valid, each
@@ -106,6 +127,14 @@ impl Manifest {
         let mut by_operator: BTreeMap<&str, Vec<KeyGroupRange>> = BTreeMap::new();
         for file in &self.files {
             crate::store::check_operator_name(&file.operator)?;
+            if file.file_epoch(self.epoch) > self.epoch {
+                return Err(invalid(format!(
+                    "{}/{} is said to be stored by the later epoch {}",
+                    file.operator,
+                    file.range.file_name(),
+                    file.file_epoch(self.epoch).0
+                )));
+            }
             by_operator
                 .entry(&file.operator)
                 .or_default()
@@ -222,7 +251,7 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
         });
     }
     match envelope.format_version {
-        1 => serde_json::from_slice(body).map_err(parse_error),
+        1 | 2 => serde_json::from_slice(body).map_err(parse_error),
         version => Err(CheckpointError::UnsupportedVersion {
             path: path.into(),
             version,

@@ -3,6 +3,7 @@
 //! are written once here on top of them, so an object-store backend only has to provide
 //! durable puts, gets, listings and deletes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use weir_features::vocab::Epoch;
@@ -11,6 +12,9 @@ use crate::error::{CheckpointError, Result};
 use crate::format::Snapshot;
 use crate::manifest::{Manifest, SnapshotEntry};
 use crate::range::KeyGroupRange;
+
+/// Name of the commit file of an epoch.
+pub const MANIFEST_FILE: &str = "MANIFEST";
 
 /// A file found in an epoch, committed or not (for listings of uncommitted epochs).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +32,9 @@ pub struct Pruned {
     pub kept: Vec<Epoch>,
     /// Epochs deleted (committed or not), oldest first.
     pub deleted: Vec<Epoch>,
+    /// Epochs no longer restorable (MANIFEST deleted) whose directories still hold files that
+    /// kept epochs list (incremental checkpoints), oldest first.
+    pub retired: Vec<Epoch>,
 }
 
 /// A checkpoint store laid out as `<epoch>/<operator>/kg-<lo>-<hi>` plus `<epoch>/MANIFEST`.
@@ -64,6 +71,9 @@ pub trait SnapshotStore: Send + Sync {
     /// Deletes `epoch` (its MANIFEST first, so a crash midway leaves it uncommitted).
     fn delete_epoch(&self, epoch: Epoch) -> Result<()>;
 
+    /// Deletes one file of `epoch` (a [`StoredFile::name`]); a missing file is not an error.
+    fn delete_file(&self, epoch: Epoch, name: &str) -> Result<()>;
+
     /// Where a snapshot lives, for messages.
     fn snapshot_location(&self, epoch: Epoch, operator: &str, range: KeyGroupRange) -> PathBuf;
 
@@ -73,8 +83,9 @@ pub trait SnapshotStore: Send + Sync {
         let manifest = self.read_manifest(epoch)?;
         manifest.validate()?;
         for entry in &manifest.files {
-            let snapshot = self.read_snapshot(epoch, &entry.operator, entry.range)?;
-            let path = || self.snapshot_location(epoch, &entry.operator, entry.range);
+            let stored = entry.file_epoch(epoch);
+            let snapshot = self.read_snapshot(stored, &entry.operator, entry.range)?;
+            let path = || self.snapshot_location(stored, &entry.operator, entry.range);
             if snapshot.file_size != entry.size {
                 return Err(CheckpointError::SizeMismatch {
                     path: path(),
@@ -119,40 +130,59 @@ pub trait SnapshotStore: Send + Sync {
         Ok(None)
     }
 
-    /// Retention: keeps the newest `keep_last` committed epochs (at least 1) and deletes older
+    /// Retention: keeps the newest `keep_last` committed epochs (at least 1) and removes older
     /// epochs, plus uncommitted leftovers older than the newest commit. Uncommitted epochs newer
-    /// than the newest commit may still be in progress and are kept. An epoch counts as
-    /// committed when its MANIFEST verifies (its files are not re-read here).
+    /// than the newest commit may still be in progress and are kept. An older epoch holding
+    /// files that a kept epoch lists is *retired*: its MANIFEST goes first (it is no longer a
+    /// restore point), then every file no kept epoch lists. An epoch counts as committed when
+    /// its MANIFEST verifies (its files are not re-read here).
     fn prune(&self, keep_last: usize) -> Result<Pruned> {
         let epochs = self.list_epochs()?;
         let mut committed = Vec::new();
         for &epoch in &epochs {
             match self.read_manifest(epoch) {
-                Ok(_) => committed.push(epoch),
+                Ok(manifest) => committed.push(manifest),
                 Err(CheckpointError::Io { op, path, source }) => {
                     return Err(CheckpointError::Io { op, path, source })
                 }
                 Err(_) => {}
             }
         }
-        let kept: Vec<Epoch> = committed
-            .iter()
-            .rev()
-            .take(keep_last.max(1))
-            .rev()
-            .copied()
-            .collect();
-        let Some(&newest) = kept.last() else {
+        let kept = &committed[committed.len().saturating_sub(keep_last.max(1))..];
+        let Some(newest) = kept.last().map(|m| m.epoch) else {
             return Ok(Pruned::default());
         };
-        let mut deleted = Vec::new();
-        for epoch in epochs {
-            if epoch < newest && !kept.contains(&epoch) {
-                self.delete_epoch(epoch)?;
-                deleted.push(epoch);
+        let mut listed: BTreeMap<Epoch, BTreeSet<String>> = BTreeMap::new();
+        for manifest in kept {
+            for file in &manifest.files {
+                listed
+                    .entry(file.file_epoch(manifest.epoch))
+                    .or_default()
+                    .insert(format!("{}/{}", file.operator, file.range.file_name()));
             }
         }
-        Ok(Pruned { kept, deleted })
+        let mut pruned = Pruned {
+            kept: kept.iter().map(|m| m.epoch).collect(),
+            ..Pruned::default()
+        };
+        for epoch in epochs {
+            if epoch >= newest || pruned.kept.contains(&epoch) {
+                continue;
+            }
+            let Some(names) = listed.get(&epoch) else {
+                self.delete_epoch(epoch)?;
+                pruned.deleted.push(epoch);
+                continue;
+            };
+            self.delete_file(epoch, MANIFEST_FILE)?;
+            for file in self.stored_files(epoch)? {
+                if !names.contains(&file.name) {
+                    self.delete_file(epoch, &file.name)?;
+                }
+            }
+            pruned.retired.push(epoch);
+        }
+        Ok(pruned)
     }
 }
 

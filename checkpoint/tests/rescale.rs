@@ -13,6 +13,7 @@ fn stored(old_p: usize, g: u32) -> Vec<SnapshotEntry> {
             range: KeyGroupRange::of_instance(i, old_p, g),
             size: 0,
             xxh3: 0,
+            stored_in: None,
         })
         .filter(|e| !e.range.is_empty())
         .collect()
