@@ -13,7 +13,6 @@ use crate::manifest::{self, Manifest, SnapshotEntry};
 use crate::range::KeyGroupRange;
 use crate::store::{check_operator_name, SnapshotStore, StoredFile, MANIFEST_FILE};
 
-
 /// A [`SnapshotStore`] on a directory: `<root>/<epoch>/<operator>/kg-<lo>-<hi>` and
 /// `<root>/<epoch>/MANIFEST`. Safe to share between threads and processes as long as each
 /// (epoch, operator, range) has one writer and each epoch one committer.

@@ -74,8 +74,14 @@ fn an_epoch_lists_unchanged_shards_from_earlier_epochs() -> anyhow::Result<()> {
     let second = commit(&store, 2, &[1], Some(&first))?;
     let third = commit(&store, 3, &[2], Some(&second))?;
     assert_eq!(second.written_here().count(), 1);
-    assert_eq!(store.stored_files(Epoch(3))?.len(), 2, "MANIFEST + one shard");
-    let latest = store.latest_valid()?.ok_or_else(|| anyhow::anyhow!("none"))?;
+    assert_eq!(
+        store.stored_files(Epoch(3))?.len(),
+        2,
+        "MANIFEST + one shard"
+    );
+    let latest = store
+        .latest_valid()?
+        .ok_or_else(|| anyhow::anyhow!("none"))?;
     assert_eq!(latest, third);
     assert_eq!(
         restored(&store, &latest)?,
@@ -98,7 +104,11 @@ fn retention_keeps_files_that_kept_epochs_list() -> anyhow::Result<()> {
     let third = commit(&store, 3, &[1, 2], Some(&second))?;
     let pruned = store.prune(1)?;
     assert_eq!(pruned.kept, [Epoch(3)]);
-    assert_eq!(pruned.deleted, [Epoch(2)], "epoch 2's only file was rewritten by 3");
+    assert_eq!(
+        pruned.deleted,
+        [Epoch(2)],
+        "epoch 2's only file was rewritten by 3"
+    );
     assert_eq!(pruned.retired, [Epoch(1)]);
     let left: Vec<String> = store
         .stored_files(Epoch(1))?
@@ -125,8 +135,7 @@ fn retention_keeps_files_that_kept_epochs_list() -> anyhow::Result<()> {
 }
 
 #[test]
-fn corruption_of_a_new_file_falls_back_and_of_a_shared_file_falls_further() -> anyhow::Result<()>
-{
+fn corruption_of_a_new_file_falls_back_and_of_a_shared_file_falls_further() -> anyhow::Result<()> {
     let (_dir, store) = store()?;
     let first = commit(&store, 1, &[], None)?;
     let second = commit(&store, 2, &[1], Some(&first))?;
@@ -167,7 +176,10 @@ fn a_manifest_cannot_list_missing_or_later_files() -> anyhow::Result<()> {
     }
     assert!(matches!(
         store.commit_manifest(&second),
-        Err(CheckpointError::SnapshotMissing { epoch: Epoch(1), .. })
+        Err(CheckpointError::SnapshotMissing {
+            epoch: Epoch(1),
+            ..
+        })
     ));
     Ok(())
 }

@@ -20,6 +20,10 @@ use crate::window::WindowSpec;
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct ClosedWindows {
     by_key: HashMap<Key, BTreeMap<EventTime, FeatureRow>, FastHash>,
+    /// Horizon of the last [`ClosedWindows::prune`] (not persisted: a restored state prunes
+    /// once more).
+    #[serde(skip)]
+    pruned_through: Option<EventTime>,
 }
 
 impl ClosedWindows {
@@ -83,17 +87,29 @@ impl ClosedWindows {
     }
 
     /// Keeps, per key, every window ending at or after `horizon` plus (when
-    /// `keep_latest_before` is set) the latest one before it; drops keys left empty.
-    pub fn prune(&mut self, horizon: EventTime, keep_latest_before: bool) {
+    /// `keep_latest_before` is set) the latest one before it; drops keys left empty. Returns
+    /// whether anything was dropped. Does nothing when `horizon` did not move since the last
+    /// call: a window recorded since then with an end before it (a late revision) is never
+    /// looked up and goes at the next horizon, so the scan over every key runs once per
+    /// horizon instead of once per tick.
+    pub fn prune(&mut self, horizon: EventTime, keep_latest_before: bool) -> bool {
+        if self.pruned_through == Some(horizon) {
+            return false;
+        }
+        self.pruned_through = Some(horizon);
+        let mut dropped = false;
         self.by_key.retain(|_, windows| {
             let latest_before = windows
                 .range(..horizon)
                 .next_back()
                 .map(|(end, _)| *end)
                 .filter(|_| keep_latest_before);
+            let before = windows.len();
             windows.retain(|end, _| *end >= horizon || Some(*end) == latest_before);
+            dropped |= windows.len() != before;
             !windows.is_empty()
         });
+        dropped
     }
 
     /// Number of recorded windows.

@@ -179,6 +179,9 @@ pub struct KeyedFeatures {
     closed: Vec<ClosedWindows>,
     empty: Vec<Vec<f64>>,
     schedule: Option<Schedule>,
+    /// Changed since the last [`KeyedFeatures::take_changed`] (not persisted).
+    #[serde(skip)]
+    changed: bool,
 }
 
 impl KeyedFeatures {
@@ -212,7 +215,21 @@ impl KeyedFeatures {
             closed,
             empty,
             schedule,
+            changed: true,
         }
+    }
+
+    /// Whether the state changed since the last call (records applied, windows fired or
+    /// dropped, keys expired or restored); clears the flag. A new state counts as changed. An
+    /// incremental checkpoint re-writes a shard only when this is true: a state that did not
+    /// change restores to the same outputs from its older snapshot.
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
+    }
+
+    /// Marks the state changed (its last snapshot was lost, so the next one must be written).
+    pub fn mark_changed(&mut self) {
+        self.changed = true;
     }
 
     /// Open (key, window) slots over all windows.
@@ -242,6 +259,7 @@ impl KeyedFeatures {
         if let late @ Applied::Late { .. } = state.apply(&group.features, event, watermark) {
             return late;
         }
+        self.changed = true;
         for (group, state) in groups {
             state.apply(&group.features, event, watermark);
         }
@@ -250,7 +268,13 @@ impl KeyedFeatures {
 
     /// Fires every window the watermark passed and emits the rows of the job's trigger: one
     /// assembled row per primary firing, or the rows of every schedule point passed.
-    pub fn fire(&mut self, job: &JobFeatures, watermark: Watermark, emit: impl FnMut(FeatureRow)) {
+    pub fn fire(
+        &mut self,
+        job: &JobFeatures,
+        watermark: Watermark,
+        mut emit: impl FnMut(FeatureRow),
+    ) {
+        let mut changed = false;
         if let Some(schedule) = &mut self.schedule {
             for ((group, state), closed) in job
                 .groups
@@ -258,20 +282,22 @@ impl KeyedFeatures {
                 .zip(&mut self.states)
                 .zip(&mut self.closed)
             {
-                state.fire(&group.features, watermark, |row| closed.record(row));
+                changed |= state.fire(&group.features, watermark, |row| closed.record(row));
             }
-            schedule.emit_through(job, &mut self.closed, &self.empty, watermark.0, emit);
+            changed |= schedule.emit_through(job, &mut self.closed, &self.empty, watermark.0, emit);
+            self.changed |= changed;
             return;
         }
         self.fire_secondaries(job, |state, features, closed| {
-            state.fire(features, watermark, |row| closed.record(row))
+            changed |= state.fire(features, watermark, |row| closed.record(row));
         });
         let mut primary_rows = Vec::new();
         if let (Some(group), Some(state)) = (job.groups.first(), self.states.first_mut()) {
-            state.fire(&group.features, watermark, |row| primary_rows.push(row));
+            changed |= state.fire(&group.features, watermark, |row| primary_rows.push(row));
         }
-        self.assemble(job, primary_rows, emit);
-        self.prune(job, watermark);
+        self.assemble(job, primary_rows, &mut emit);
+        changed |= self.prune(job, watermark);
+        self.changed |= changed;
     }
 
     /// Closes windows of keys quiet for `ttl_ms` (see [`KeyedWindows::expire`]). Under the
@@ -295,21 +321,23 @@ impl KeyedFeatures {
                 expired = expired
                     .max(state.expire(&group.features, now_ms, ttl_ms, |row| closed.record(row)));
             }
+            self.changed |= expired > 0;
             return expired;
         }
+        let mut expired = 0;
         self.fire_secondaries(job, |state, features, closed| {
-            state.expire(features, now_ms, ttl_ms, |row| closed.record(row));
+            expired = expired.max(state.expire(features, now_ms, ttl_ms, |row| closed.record(row)));
         });
         let mut primary_rows = Vec::new();
-        let mut expired = 0;
         if let (Some(group), Some(state)) = (job.groups.first(), self.states.first_mut()) {
-            expired = state.expire(&group.features, now_ms, ttl_ms, |row| {
+            expired = expired.max(state.expire(&group.features, now_ms, ttl_ms, |row| {
                 primary_rows.push(row)
-            });
+            }));
         }
         for row in &primary_rows {
             self.closed.iter_mut().for_each(|c| c.remove_key(&row.key));
         }
+        self.changed |= expired > 0;
         self.assemble(job, primary_rows, emit);
         expired
     }
@@ -353,8 +381,10 @@ impl KeyedFeatures {
         }
     }
 
-    /// Drops closed secondary windows no future primary row can ask for.
-    fn prune(&mut self, job: &JobFeatures, watermark: Watermark) {
+    /// Drops closed secondary windows no future primary row can ask for; returns whether any
+    /// was dropped.
+    fn prune(&mut self, job: &JobFeatures, watermark: Watermark) -> bool {
+        let mut dropped = false;
         for (group, closed) in job.groups.iter().zip(self.closed.iter_mut()).skip(1) {
             let horizon = match group.spec.aligned() {
                 Some(aligned) => aligned
@@ -362,8 +392,9 @@ impl KeyedFeatures {
                     .saturating_sub(aligned.slide),
                 None => watermark.0,
             };
-            closed.prune(horizon, true);
+            dropped |= closed.prune(horizon, true);
         }
+        dropped
     }
 }
 
@@ -383,6 +414,7 @@ pub const STATE_VERSION: u32 = 1;
 impl KeyedFeatures {
     /// Keeps only the keys `keep` accepts (restore at a new parallelism).
     pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
+        self.changed = true;
         self.states.iter_mut().for_each(|s| s.retain_keys(keep));
         self.closed.iter_mut().for_each(|c| c.retain_keys(keep));
     }
@@ -397,6 +429,7 @@ impl KeyedFeatures {
                 self.states.len()
             )));
         }
+        self.changed = true;
         for (mine, theirs) in self.states.iter_mut().zip(other.states) {
             mine.absorb(theirs);
         }

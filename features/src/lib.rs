@@ -28,6 +28,7 @@ pub mod schedule;
 pub mod schema;
 mod sessions;
 mod slot;
+pub mod state_shards;
 pub mod vocab;
 pub mod watermark;
 pub mod window;

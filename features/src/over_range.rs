@@ -54,14 +54,16 @@ impl OverRange {
     }
 
     /// Emits the row of every pending event with `ts <= watermark` (by key, then time), then
-    /// drops events no later row can include (`ts <= watermark - lateness - range`).
+    /// drops events no later row can include (`ts <= watermark - lateness - range`). Returns
+    /// whether the state changed.
     pub fn fire(
         &mut self,
         features: &FeatureSet,
         watermark: Watermark,
         lateness: i64,
         emit: &mut dyn FnMut(FeatureRow),
-    ) {
+    ) -> bool {
+        let mut changed = false;
         if self.pending > 0 {
             let mut keys: Vec<&Key> = self.keys.keys().collect();
             keys.sort_unstable();
@@ -73,6 +75,7 @@ impl OverRange {
                     .filter(|(_, (_, pending))| *pending);
                 due.extend(ready.map(|(&(ts, seq), _)| (key.clone(), ts, seq)));
             }
+            changed = !due.is_empty();
             for (key, ts, seq) in due {
                 self.emit_row(features, &key, ts, seq, false, emit);
             }
@@ -87,9 +90,11 @@ impl OverRange {
                     break;
                 }
                 entry.remove();
+                changed = true;
             }
         }
         self.keys.retain(|_, b| !b.is_empty());
+        changed
     }
 
     /// Emits the rows of every pending event of `keys` now (closed by timeout) and drops them.

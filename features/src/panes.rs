@@ -123,13 +123,16 @@ impl PaneWindows {
             .take_while(move |&e| e <= last)
     }
 
+    /// Returns whether the state changed (a window emitted, a dirty pane cleared, state
+    /// dropped): a shard whose state did not change need not be snapshotted again.
     pub fn fire(
         &mut self,
         features: &FeatureSet,
         watermark: Watermark,
         allowed_lateness: i64,
         emit: &mut dyn FnMut(FeatureRow),
-    ) {
+    ) -> bool {
+        let mut changed = self.dirty_from.is_some();
         let mut due: Vec<(EventTime, Key)> = Vec::new();
         // Re-emissions: windows already fired whose panes changed.
         if let (Some(from), Some(fired)) = (self.dirty_from.take(), self.fired_end) {
@@ -153,6 +156,7 @@ impl PaneWindows {
                 due.extend(keys.keys().map(|k| (end, k.clone())));
             }
             self.fired_end = Some(end);
+            changed = true;
         }
         due.sort_unstable();
         due.dedup();
@@ -164,7 +168,8 @@ impl PaneWindows {
                 emit(slot.row(features, &key, self.bounds(end), revision, false));
             }
         }
-        self.drop_through(watermark.0.saturating_sub(allowed_lateness));
+        let dropped = self.drop_through(watermark.0.saturating_sub(allowed_lateness));
+        changed || dropped
     }
 
     fn bounds(&self, end: EventTime) -> WindowBounds {
@@ -185,20 +190,25 @@ impl PaneWindows {
         Some(slot)
     }
 
-    /// Drops windows and panes that no record can reach any more (`end <= horizon`).
-    fn drop_through(&mut self, horizon: EventTime) {
+    /// Drops windows and panes that no record can reach any more (`end <= horizon`); returns
+    /// whether anything was dropped.
+    fn drop_through(&mut self, horizon: EventTime) -> bool {
+        let mut dropped = false;
         while let Some(entry) = self.emitted.first_entry() {
             if *entry.key() > horizon {
                 break;
             }
             entry.remove();
+            dropped = true;
         }
         while let Some(entry) = self.panes.first_entry() {
             if self.geom.last_end(*entry.key()) > horizon {
                 break;
             }
             entry.remove();
+            dropped = true;
         }
+        dropped
     }
 
     /// Force-closes every window of `keys`: emits each window not yet emitted or changed since

@@ -100,7 +100,9 @@ impl Schedule {
 
     /// Emits the rows of every schedule point in `(through, watermark]`, given every window
     /// closed by `watermark` in `closed` (one per window group of `job`), then drops the
-    /// closed windows no later schedule point can use.
+    /// closed windows no later schedule point can use. Returns whether a row was emitted or a
+    /// window dropped; moving `through` alone is not a change worth a snapshot (a restored
+    /// older `through` re-evaluates points that emitted nothing from the same windows).
     pub fn emit_through(
         &mut self,
         job: &JobFeatures,
@@ -108,16 +110,16 @@ impl Schedule {
         empty: &[Vec<f64>],
         watermark: EventTime,
         mut emit: impl FnMut(FeatureRow),
-    ) {
+    ) -> bool {
         if watermark <= self.through {
-            return;
+            return false;
         }
         let after = self.through;
         if first_point_from(after.saturating_add(1), self.every) > watermark {
             // No schedule point passed: nothing is due, and the closed windows are not
             // scanned (pruning waits for the next point).
             self.through = watermark;
-            return;
+            return false;
         }
         let mut due: Vec<(EventTime, Key)> = Vec::new();
         for (group, windows) in job.groups().iter().zip(closed.iter()) {
@@ -135,19 +137,22 @@ impl Schedule {
         }
         due.sort_unstable();
         due.dedup();
+        let mut changed = false;
         for (at, key) in due {
             if let Some(row) = self.row(job, closed, empty, &key, at) {
                 emit(row);
+                changed = true;
             }
         }
         self.through = watermark;
         for (group, windows) in job.groups().iter().zip(closed.iter_mut()) {
             let lookback = lookback(&group.spec, self.every);
-            windows.prune(
+            changed |= windows.prune(
                 self.through.saturating_sub(lookback).saturating_add(1),
                 false,
             );
         }
+        changed
     }
 
     /// The row of `key` at schedule point `at`; `None` if none of its windows had records.

@@ -144,20 +144,23 @@ impl SessionWindows {
         }
     }
 
+    /// Returns whether the state changed (any timer came due).
     pub fn fire(
         &mut self,
         features: &FeatureSet,
         watermark: Watermark,
         allowed_lateness: i64,
         emit: &mut dyn FnMut(FeatureRow),
-    ) {
+    ) -> bool {
         let horizon = watermark.0.saturating_sub(allowed_lateness);
         let mut rows = Vec::new();
+        let mut changed = false;
         while let Some((time, key)) = self.timers.first().cloned() {
             if time > watermark.0 {
                 break;
             }
             self.timers.pop_first();
+            changed = true;
             let Some(state) = self.keys.get_mut(&key).filter(|s| s.timer == time) else {
                 continue;
             };
@@ -194,6 +197,7 @@ impl SessionWindows {
         }
         rows.sort_by(|a, b| (a.window_end, &a.key).cmp(&(b.window_end, &b.key)));
         rows.into_iter().for_each(emit);
+        changed
     }
 
     /// Force-closes every session of `keys` (emitting those not yet emitted or changed since,

@@ -128,13 +128,14 @@ impl KeyedWindows {
     }
 
     /// Emits every window with `end <= watermark` that has unemitted changes (earliest end
-    /// first, then by key), then drops the state no record can reach any more.
+    /// first, then by key), then drops the state no record can reach any more. Returns whether
+    /// the state changed (see [`crate::keyed_features::KeyedFeatures::take_changed`]).
     pub fn fire(
         &mut self,
         features: &FeatureSet,
         watermark: Watermark,
         mut emit: impl FnMut(FeatureRow),
-    ) {
+    ) -> bool {
         let lateness = self.allowed_lateness;
         match &mut self.kind {
             Kind::Panes(p) => p.fire(features, watermark, lateness, &mut emit),

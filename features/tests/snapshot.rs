@@ -4,13 +4,9 @@
 
 mod common;
 
-use common::{event, user_ts_x_schema};
-use std::collections::BTreeMap;
-
 use anyhow::Result;
-use rand::{Rng, SeedableRng};
+use common::{snapshot_events as events, snapshot_job as job};
 
-use weir_features::feature::FeatureSpec;
 use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
@@ -19,54 +15,6 @@ use weir_features::vocab::{KeyGroup, Watermark};
 use weir_features::window::WindowSpec;
 
 const GROUPS: u32 = 16;
-
-fn job(primary: WindowSpec, trigger: Trigger) -> Result<JobFeatures> {
-    let schema = user_ts_x_schema()?;
-    let specs: Vec<FeatureSpec> = toml::from_str::<BTreeMap<String, Vec<FeatureSpec>>>(
-        r#"
-        [[f]]
-        name = "n"
-        agg = "count"
-        [[f]]
-        name = "x_sum"
-        agg = "sum"
-        field = "x"
-        [[f]]
-        name = "x_last"
-        agg = "last"
-        field = "x"
-        [[f]]
-        name = "x_max_sess"
-        agg = "max"
-        field = "x"
-        window = "sess"
-        "#,
-    )?
-    .remove("f")
-    .unwrap_or_default();
-    let named = BTreeMap::from([(
-        "sess".to_owned(),
-        WindowSpec::Session {
-            gap: 20_000,
-            max_length: 120_000,
-        },
-    )]);
-    Ok(JobFeatures::compile(&specs, &schema, &primary, &named)?.with_trigger(trigger)?)
-}
-
-fn events(seed: u64) -> Result<Vec<Event>> {
-    let schema = user_ts_x_schema()?;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut clock = 0i64;
-    Ok((0..3_000)
-        .map(|i| {
-            clock += rng.random_range(0..400);
-            let ts = clock - rng.random_range(0..3) * 1_000;
-            let key = format!("k{}", rng.random_range(0..40));
-            event(&schema, &key, ts, f64::from(rng.random_range(0..100)), i)
-        })
-        .collect())
-}
 
 /// Applies `events` with a watermark trailing by 5 s, firing after each event.
 fn feed(

@@ -58,6 +58,8 @@ pub struct RunSummary {
     pub snapshot_bytes: u64,
     /// Time this process's window instances spent encoding and writing snapshots.
     pub snapshot_time: Duration,
+    /// Part of it the window workers spent encoding changed shards (the dataflow's pause).
+    pub snapshot_pause: Duration,
     /// Window close → score acknowledged latency, median, µs.
     pub latency_p50_us: Option<u64>,
     /// Window close → score acknowledged latency, 99th percentile, µs.
@@ -123,10 +125,11 @@ impl RunSummary {
             },
             if self.checkpoints_committed > 0 || self.snapshot_bytes > 0 {
                 format!(
-                    "\ncheckpoints:     {} committed ({:.1} MB of snapshots, {:.0} ms encoding and writing)",
+                    "\ncheckpoints:     {} committed ({:.1} MB of changed shards written, {:.0} ms encoding and writing, of which {:.0} ms paused the workers)",
                     self.checkpoints_committed,
                     self.snapshot_bytes as f64 / 1e6,
-                    self.snapshot_time.as_secs_f64() * 1e3
+                    self.snapshot_time.as_secs_f64() * 1e3,
+                    self.snapshot_pause.as_secs_f64() * 1e3
                 )
             } else {
                 String::new()
@@ -246,6 +249,7 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
         checkpoints_committed: JobMetrics::get(&m.checkpoints_committed),
         snapshot_bytes: JobMetrics::get(&m.snapshot_bytes),
         snapshot_time: Duration::from_micros(JobMetrics::get(&m.snapshot_us)),
+        snapshot_pause: Duration::from_micros(JobMetrics::get(&m.snapshot_pause_us)),
         latency_p50_us: m.latency_quantile_us(0.5),
         latency_p99_us: m.latency_quantile_us(0.99),
         elapsed,

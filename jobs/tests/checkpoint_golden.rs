@@ -17,7 +17,8 @@
 //! dead-letter topics must hold the same set of (partition, offset, reason). Each restarted
 //! run must have restored from a checkpoint and resumed its partitions there, so the test
 //! cannot pass by starting over. Before the last restart of (b) the newest checkpoint's
-//! snapshot is corrupted: that run must skip it (with a log line) and restore the previous one.
+//! checkpoint is corrupted (a snapshot file it wrote, or its MANIFEST when it wrote none): that
+//! run must skip it (with a log line) and restore the previous one.
 //!
 //! Run: `cargo test -p weir --test checkpoint_golden` (starts its own broker with
 //! scripts/broker.sh on a free port; needs tansu installed by scripts/setup.sh).
@@ -303,7 +304,10 @@ fn group_offsets(topic: &str, group: &str) -> Result<i64> {
         .sum())
 }
 
-/// Flips one byte in the middle of a window snapshot of the newest committed epoch.
+/// Flips one byte in the middle of a file of the newest committed epoch: a window snapshot it
+/// wrote itself, or — when it wrote none because the state did not change since the previous
+/// epoch (incremental checkpoints list the older files) — its MANIFEST. A snapshot file shared
+/// with older epochs is not chosen: it would invalidate them too.
 fn corrupt_newest(dir: &Path) -> Result<u64> {
     let store = LocalDirStore::open(dir)?;
     let epoch = store
@@ -317,8 +321,11 @@ fn corrupt_newest(dir: &Path) -> Result<u64> {
         "no older checkpoint to fall back to"
     );
     let manifest = store.read_manifest(epoch)?;
-    let file = manifest.files.first().context("a manifest without files")?;
-    let path = store.snapshot_location(epoch, &file.operator, file.range);
+    let path = match manifest.written_here().next() {
+        Some(file) => store.snapshot_location(epoch, &file.operator, file.range),
+        None => store.manifest_path(epoch),
+    };
+    eprintln!("corrupting {}", path.display());
     let mut bytes = fs::read(&path)?;
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x5a;

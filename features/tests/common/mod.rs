@@ -1,9 +1,17 @@
 //! Shared builders of the feature-engine tests that use the small `{user, ts, x}` schema.
 
+#![allow(dead_code)]
+
 use std::collections::BTreeMap;
 
 use anyhow::Result;
+use rand::{Rng, SeedableRng};
 use smallvec::smallvec;
+
+use weir_features::feature::FeatureSpec;
+use weir_features::keyed_features::JobFeatures;
+use weir_features::schedule::Trigger;
+use weir_features::window::WindowSpec;
 
 use weir_features::record::{Event, Value, Values};
 use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
@@ -39,4 +47,55 @@ pub fn event(schema: &RecordSchema, key: &str, ts: i64, x: f64, offset: i64) -> 
             offset,
         },
     }
+}
+
+/// The snapshot tests' job: count, sum and last of `x` over `primary`, plus the max of `x`
+/// over a session window (gap 20 s, at most 2 min), emitted by `trigger`.
+pub fn snapshot_job(primary: WindowSpec, trigger: Trigger) -> Result<JobFeatures> {
+    let schema = user_ts_x_schema()?;
+    let specs: Vec<FeatureSpec> = toml::from_str::<BTreeMap<String, Vec<FeatureSpec>>>(
+        r#"
+        [[f]]
+        name = "n"
+        agg = "count"
+        [[f]]
+        name = "x_sum"
+        agg = "sum"
+        field = "x"
+        [[f]]
+        name = "x_last"
+        agg = "last"
+        field = "x"
+        [[f]]
+        name = "x_max_sess"
+        agg = "max"
+        field = "x"
+        window = "sess"
+        "#,
+    )?
+    .remove("f")
+    .unwrap_or_default();
+    let named = BTreeMap::from([(
+        "sess".to_owned(),
+        WindowSpec::Session {
+            gap: 20_000,
+            max_length: 120_000,
+        },
+    )]);
+    Ok(JobFeatures::compile(&specs, &schema, &primary, &named)?.with_trigger(trigger)?)
+}
+
+/// 3 000 seeded events of 40 keys, 0-400 ms apart, up to 2 s out of order.
+pub fn snapshot_events(seed: u64) -> Result<Vec<Event>> {
+    let schema = user_ts_x_schema()?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut clock = 0i64;
+    Ok((0..3_000)
+        .map(|i| {
+            clock += rng.random_range(0..400);
+            let ts = clock - rng.random_range(0..3) * 1_000;
+            let key = format!("k{}", rng.random_range(0..40));
+            event(&schema, &key, ts, f64::from(rng.random_range(0..100)), i)
+        })
+        .collect())
 }

@@ -32,12 +32,15 @@ pub struct JobMetrics {
     pub dead_letters_delivered: AtomicU64,
     /// Records the sinks failed to deliver (a non-zero value fails the run).
     pub delivery_failures: AtomicU64,
-    /// Snapshot files written by window instances.
+    /// Snapshot files written by window instances (one per changed state shard per epoch).
     pub snapshots_written: AtomicU64,
     /// Bytes of those files.
     pub snapshot_bytes: AtomicU64,
     /// Time spent encoding and writing them, in microseconds.
     pub snapshot_us: AtomicU64,
+    /// Part of that time the window workers spent encoding (the dataflow's pause), in
+    /// microseconds.
+    pub snapshot_pause_us: AtomicU64,
     /// Score instances of this process at their in-flight bound right now: while it is
     /// non-zero the sources of this process stop reading (backpressure).
     pub score_backlog: AtomicU64,
@@ -74,10 +77,18 @@ const REASONS: [DeadLetterReason; 6] = [
 ];
 
 impl JobMetrics {
-    /// Counts one snapshot file of `bytes` that took `took` to encode and write.
-    pub fn checkpoint_written(&self, bytes: u64, took: std::time::Duration) {
-        Self::add(&self.snapshots_written, 1);
+    /// Counts one instance's snapshot of an epoch: `files` files of `bytes` in all, encoded on
+    /// the worker in `pause`, encoded and written in `took`.
+    pub fn checkpoint_written(
+        &self,
+        files: u64,
+        bytes: u64,
+        pause: std::time::Duration,
+        took: std::time::Duration,
+    ) {
+        Self::add(&self.snapshots_written, files);
         Self::add(&self.snapshot_bytes, bytes);
+        Self::add(&self.snapshot_pause_us, pause.as_micros() as u64);
         Self::add(&self.snapshot_us, took.as_micros() as u64);
     }
 

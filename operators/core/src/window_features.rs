@@ -4,11 +4,14 @@
 //! combined watermark, and every window the watermark passed fires one feature row per key.
 //! Records behind the watermark by more than the allowed lateness become `late` dead letters.
 //!
-//! Checkpoints (DESIGN.md §5): after the last record of an epoch tick `E` is applied (and
-//! before any record of a later tick), an instance encodes its whole state; its writer thread
-//! ([`crate::snapshot_writer`]) writes it as the snapshot `window/kg-<lo>-<hi>` of its key-group
-//! range while the dataflow goes on, and the file's entry goes to the committer at `E`. On restore an instance reads every snapshot file of the manifest that overlaps its
-//! (possibly different) range and keeps its own keys, so a rescale is a restore.
+//! State is kept in key-group shards ([`StateShards`]). Checkpoints (DESIGN.md §5, incremental):
+//! after the last record of an epoch tick `E` is applied (and before any record of a later
+//! tick), an instance encodes the shards that changed since their last snapshot; its writer
+//! thread ([`crate::snapshot_writer`]) writes each as `window/kg-<lo>-<hi>` while the dataflow
+//! goes on, and the entries of all its shards (new files, and older files for unchanged shards)
+//! go to the committer at `E`. On restore an instance reads every snapshot file of the manifest
+//! that overlaps its (possibly different) range and keeps its own keys, so a rescale is a
+//! restore; its first snapshot after a restore writes every shard.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,11 +27,12 @@ use weir_checkpoint::range::overlapping;
 use weir_checkpoint::KeyGroupRange;
 use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
 use weir_features::encode::event_json;
-use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
+use weir_features::keyed_features::JobFeatures;
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
 use weir_features::schema::RecordSchema;
-use weir_features::vocab::{KeyGroup, Tick};
+use weir_features::state_shards::StateShards;
+use weir_features::vocab::Tick;
 use weir_features::watermark::{WatermarkCombiner, WatermarkReport};
 use weir_features::window_state::Applied;
 
@@ -111,12 +115,19 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let instance = config
             .placement
             .instance_on(self.scope().index(), config.parallelism);
-        let range =
-            instance.map(|i| KeyGroupRange::of_instance(i, config.parallelism, config.key_groups));
-        let mut state = match instance {
-            Some(instance) => restore_state(&config, instance)?,
-            None => KeyedFeatures::new(&config.features, config.allowed_lateness_ms),
-        };
+        let range = instance
+            .map(|i| KeyGroupRange::of_instance(i, config.parallelism, config.key_groups))
+            .unwrap_or(KeyGroupRange { lo: 0, hi: 0 });
+        let mut state = StateShards::new(
+            &config.features,
+            config.allowed_lateness_ms,
+            range.lo,
+            range.hi,
+            config.key_groups,
+        );
+        if let Some(instance) = instance {
+            restore_state(&config, instance, &mut state)?;
+        }
         let worker = self.scope().worker();
         let mut builder = OperatorBuilder::new("WindowFeatures".to_owned(), self.scope());
         let (key_groups, parallelism, placement) =
@@ -148,10 +159,15 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
 
         let activator = worker.sync_activator_for(builder.operator_info().address.to_vec());
         let clock = config.checkpoints.clock;
-        let mut writer = match (range, &config.checkpoints.store) {
-            (Some(range), Some(store)) if clock.enabled() => Some(
-                SnapshotWriter::start(store.clone(), range, config.metrics.clone(), activator)
-                    .map_err(OperatorError::WriterThread)?,
+        let mut writer = match &config.checkpoints.store {
+            Some(store) if clock.enabled() && !state.is_empty() => Some(
+                SnapshotWriter::start(
+                    store.clone(),
+                    state.len(),
+                    config.metrics.clone(),
+                    activator,
+                )
+                .map_err(OperatorError::WriterThread)?,
             ),
             _ => None,
         };
@@ -228,19 +244,24 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     }
                     if let Some(writer) = writer.as_mut().filter(|_| clock.is_epoch(tick)) {
                         let started = std::time::Instant::now();
-                        match state.encode() {
-                            Ok(bytes) => {
-                                let encode_us = started.elapsed().as_micros() as u64;
-                                writer.submit(tick, ready.parts_cap, bytes, encode_us);
+                        match state.changed_snapshots() {
+                            Ok(changed) => {
+                                writer.submit(tick, ready.parts_cap, changed, started.elapsed());
                             }
-                            Err(error) => tracing::error!(epoch = tick, %error, "cannot encode the window state; the epoch will not be committed"),
+                            Err(error) => {
+                                tracing::error!(epoch = tick, %error, "cannot encode the window state; the epoch will not be committed");
+                                state.mark_all_changed();
+                            }
                         }
                     }
                 }
                 if let Some(writer) = writer.as_mut() {
-                    writer.collect(|capability, part| {
+                    let all_written = writer.collect(|capability, part| {
                         parts_out.activate().session(capability).give(part);
                     });
+                    if !all_written {
+                        state.mark_all_changed();
+                    }
                 }
             }
         });
@@ -289,19 +310,15 @@ fn late_letter(config: &WindowConfig, event: &Event, watermark: i64) -> DeadLett
     }
 }
 
-/// This instance's state at start: empty, or its keys from every overlapping snapshot file
-/// of the checkpoint to restore.
-fn restore_state(config: &WindowConfig, instance: usize) -> Result<KeyedFeatures> {
-    let mut state = KeyedFeatures::new(&config.features, config.allowed_lateness_ms);
+/// Loads this instance's keys from every snapshot file of the checkpoint to restore that
+/// overlaps its key-group range.
+fn restore_state(config: &WindowConfig, instance: usize, state: &mut StateShards) -> Result<()> {
     let (Some(manifest), Some(store)) = (&config.checkpoints.restore, &config.checkpoints.store)
     else {
-        return Ok(state);
+        return Ok(());
     };
     let (groups, parallelism) = (config.key_groups, config.parallelism);
     let range = KeyGroupRange::of_instance(instance, parallelism, groups);
-    let keep = move |key: &weir_features::vocab::Key| {
-        range.contains(KeyGroup::of(key.as_bytes(), groups).0)
-    };
     let files = overlapping(
         &manifest.files,
         WINDOW_OPERATOR,
@@ -310,14 +327,19 @@ fn restore_state(config: &WindowConfig, instance: usize) -> Result<KeyedFeatures
         groups,
     );
     for (file, _) in files {
-        let unfit = |e: weir_features::FeatureError| OperatorError::Restore {
-            path: store.snapshot_location(manifest.epoch, &file.operator, file.range),
-            detail: e.to_string(),
-        };
-        let snapshot = store.read_snapshot(manifest.epoch, &file.operator, file.range)?;
-        let mut part = KeyedFeatures::decode(&config.features, &snapshot.payload).map_err(unfit)?;
-        part.retain_keys(&keep);
-        state.absorb(part).map_err(unfit)?;
+        let stored = file.file_epoch(manifest.epoch);
+        let snapshot = store.read_snapshot(stored, &file.operator, file.range)?;
+        state
+            .restore(
+                &config.features,
+                file.range.lo,
+                file.range.hi,
+                &snapshot.payload,
+            )
+            .map_err(|e| OperatorError::Restore {
+                path: store.snapshot_location(stored, &file.operator, file.range),
+                detail: e.to_string(),
+            })?;
     }
     tracing::info!(
         epoch = manifest.epoch.0,
@@ -326,5 +348,5 @@ fn restore_state(config: &WindowConfig, instance: usize) -> Result<KeyedFeatures
         open_slots = state.open_slots(),
         "window state restored"
     );
-    Ok(state)
+    Ok(())
 }

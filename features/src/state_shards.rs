@@ -1,0 +1,212 @@
+//! Key-group shards of one window instance's state (DESIGN.md §5, incremental checkpoints).
+//! Pipeline position: inside the window operator, which owns the key groups `lo..hi`; the batch
+//! `weir features` command uses [`KeyedFeatures`] directly.
+//!
+//! The instance's range is cut at multiples of a *shard width* `ceil(G / SHARDS)` key groups,
+//! the same cuts for every parallelism, and each piece keeps its own [`KeyedFeatures`]. Records
+//! go to the shard of their key group; firing and expiry run shard by shard (every shard sees
+//! the same watermark, so the rows are those of one undivided state). At a checkpoint only the
+//! shards that changed since their last snapshot are encoded and written; the others are still
+//! described by their older files. A restore at another parallelism re-splits stored shards by
+//! key group.
+
+use crate::error::Result;
+use crate::keyed_features::{JobFeatures, KeyedFeatures};
+use crate::record::Event;
+use crate::row::FeatureRow;
+use crate::vocab::{Key, KeyGroup, Watermark};
+use crate::window_state::Applied;
+
+/// Number of shards the key groups of a job are cut into (fewer when `G` is smaller).
+pub const SHARDS: u32 = 128;
+
+/// One shard: the state of key groups `lo..hi`.
+#[derive(Debug)]
+struct Shard {
+    lo: u32,
+    hi: u32,
+    state: KeyedFeatures,
+}
+
+/// The encoded state of one shard that changed since its last snapshot.
+#[derive(Debug)]
+pub struct ShardSnapshot {
+    /// Position of the shard in [`StateShards::ranges`].
+    pub index: usize,
+    /// First key group (inclusive).
+    pub lo: u32,
+    /// End key group (exclusive).
+    pub hi: u32,
+    /// [`KeyedFeatures::encode`] of the shard.
+    pub bytes: Vec<u8>,
+}
+
+/// The window state of the key groups `lo..hi` of a job with `G` key groups, in shards.
+#[derive(Debug)]
+pub struct StateShards {
+    key_groups: u32,
+    width: u32,
+    first_chunk: u32,
+    shards: Vec<Shard>,
+}
+
+/// Key groups per shard for a job with `key_groups` groups.
+pub fn shard_width(key_groups: u32) -> u32 {
+    key_groups.div_ceil(SHARDS).max(1)
+}
+
+impl StateShards {
+    /// Empty state for the key groups `lo..hi` (empty when `lo >= hi`).
+    pub fn new(
+        job: &JobFeatures,
+        allowed_lateness_ms: i64,
+        lo: u32,
+        hi: u32,
+        key_groups: u32,
+    ) -> Self {
+        let width = shard_width(key_groups);
+        let mut shards = Vec::new();
+        let mut at = lo;
+        while at < hi {
+            let end = ((at / width + 1) * width).min(hi);
+            shards.push(Shard {
+                lo: at,
+                hi: end,
+                state: KeyedFeatures::new(job, allowed_lateness_ms),
+            });
+            at = end;
+        }
+        StateShards {
+            key_groups,
+            width,
+            first_chunk: lo / width,
+            shards,
+        }
+    }
+
+    /// The key-group range of every shard, in order.
+    pub fn ranges(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.shards.iter().map(|s| (s.lo, s.hi))
+    }
+
+    /// Number of shards.
+    pub fn len(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// True when the instance owns no key group.
+    pub fn is_empty(&self) -> bool {
+        self.shards.is_empty()
+    }
+
+    /// Open (key, window) slots over all shards.
+    pub fn open_slots(&self) -> usize {
+        self.shards.iter().map(|s| s.state.open_slots()).sum()
+    }
+
+    /// Closed windows kept for as-of lookups, over all shards.
+    pub fn closed_windows(&self) -> usize {
+        self.shards.iter().map(|s| s.state.closed_windows()).sum()
+    }
+
+    /// See [`KeyedFeatures::set_processing_time`].
+    pub fn set_processing_time(&mut self, now_ms: i64) {
+        self.shards
+            .iter_mut()
+            .for_each(|s| s.state.set_processing_time(now_ms));
+    }
+
+    /// Applies one record to its key group's shard. Records are routed to the instance that
+    /// owns their key group; one from outside the range (a routing bug) is kept in the nearest
+    /// shard rather than lost.
+    #[inline]
+    pub fn apply(&mut self, job: &JobFeatures, event: &Event, watermark: Watermark) -> Applied {
+        let chunk = (event.key_group.0 / self.width).saturating_sub(self.first_chunk) as usize;
+        debug_assert!(
+            chunk < self.shards.len(),
+            "key group {} routed to an instance without it",
+            event.key_group.0
+        );
+        let last = self.shards.len().saturating_sub(1);
+        match self.shards.get_mut(chunk.min(last)) {
+            Some(shard) => shard.state.apply(job, event, watermark),
+            None => Applied::Updated,
+        }
+    }
+
+    /// Fires every shard (see [`KeyedFeatures::fire`]).
+    pub fn fire(
+        &mut self,
+        job: &JobFeatures,
+        watermark: Watermark,
+        mut emit: impl FnMut(FeatureRow),
+    ) {
+        for shard in &mut self.shards {
+            shard.state.fire(job, watermark, &mut emit);
+        }
+    }
+
+    /// Expires quiet keys in every shard (see [`KeyedFeatures::expire`]); returns the number
+    /// of keys expired.
+    pub fn expire(
+        &mut self,
+        job: &JobFeatures,
+        now_ms: i64,
+        ttl_ms: i64,
+        mut emit: impl FnMut(FeatureRow),
+    ) -> usize {
+        self.shards
+            .iter_mut()
+            .map(|s| s.state.expire(job, now_ms, ttl_ms, &mut emit))
+            .sum()
+    }
+
+    /// Encodes every shard that changed since its last snapshot (all of them the first time
+    /// and after [`StateShards::mark_all_changed`]), and marks them unchanged.
+    pub fn changed_snapshots(&mut self) -> Result<Vec<ShardSnapshot>> {
+        let mut out = Vec::new();
+        for (index, shard) in self.shards.iter_mut().enumerate() {
+            if shard.state.take_changed() {
+                out.push(ShardSnapshot {
+                    index,
+                    lo: shard.lo,
+                    hi: shard.hi,
+                    bytes: shard.state.encode()?,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Makes the next [`StateShards::changed_snapshots`] encode every shard (the previous
+    /// snapshots were not all written).
+    pub fn mark_all_changed(&mut self) {
+        self.shards.iter_mut().for_each(|s| s.state.mark_changed());
+    }
+
+    /// Loads a stored snapshot of the key groups `lo..hi` (encoded by
+    /// [`KeyedFeatures::encode`]): its keys in this instance's range join their shards, the
+    /// others are dropped (they belong to other instances after a rescale).
+    pub fn restore(&mut self, job: &JobFeatures, lo: u32, hi: u32, bytes: &[u8]) -> Result<()> {
+        let stored = KeyedFeatures::decode(job, bytes)?;
+        let key_groups = self.key_groups;
+        let mut targets = self.shards.iter_mut().filter(|s| s.lo < hi && lo < s.hi);
+        let (first, second) = (targets.next(), targets.next());
+        match (first, second) {
+            (Some(only), None) if only.lo <= lo && hi <= only.hi => only.state.absorb(stored),
+            (first, second) => {
+                for shard in first.into_iter().chain(second).chain(targets) {
+                    let mut part = stored.clone();
+                    let (from, to) = (shard.lo, shard.hi);
+                    let keep = move |key: &Key| {
+                        let kg = KeyGroup::of(key.as_bytes(), key_groups).0;
+                        from <= kg && kg < to
+                    };
+                    part.retain_keys(&keep);
+                    shard.state.absorb(part)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
