@@ -5,10 +5,12 @@
 //! printed.
 //!
 //! 1. **1 M keys**: the window state of 1 000 000 keys (one open 1-hour tumbling window each,
-//!    the 8 clickstream features) — encode + durable write of its snapshot
-//!    (`KeyedFeatures::encode` + `LocalDirStore::write_snapshot`, fsync + rename) against a
-//!    plain `fs::write` + `fsync` of the same number of bytes; restore (read, checksum, decode)
-//!    against a plain `fs::read`; and a rescale restore (decode, keep half the key groups).
+//!    the 8 clickstream features) in one instance's 4096 key-group shards, as the operator
+//!    keeps it — a full checkpoint (encode every shard on the worker, then write them as one
+//!    bundle: `StateShards::changed_snapshots` + `LocalDirStore::write_bundle`, fsync + rename)
+//!    against a plain `fs::write` + `fsync` of the same number of bytes; restore (read,
+//!    checksum, decode every shard) against a plain `fs::read`; a rescale restore (instance 0
+//!    of 2); and incremental checkpoints after 10 … 10 000 updates of random keys.
 //!    Target: restore ≤ 5 s.
 //! 2. **Throughput with checkpoints**: the job's dataflow (file source, window features,
 //!    feature rows to a file; 1 worker) over 2 M events of 100 k keys, with no checkpoints vs a
@@ -28,10 +30,12 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 
-use weir_checkpoint::{KeyGroupRange, LocalDirStore, SnapshotStore};
+use weir_checkpoint::range::overlapping;
+use weir_checkpoint::{KeyGroupRange, LocalDirStore, Manifest, SnapshotStore};
 use weir_features::decode::JsonDecoder;
-use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
+use weir_features::keyed_features::JobFeatures;
 use weir_features::record::Event;
+use weir_features::state_shards::StateShards;
 use weir_features::vocab::{Epoch, KeyGroup, SourcePosition, Watermark};
 use weir_features::window::WindowSpec;
 
@@ -68,109 +72,194 @@ fn scratch(label: &str) -> PathBuf {
     dir
 }
 
-/// The state of `STATE_KEYS` keys with one event each in one window.
-fn million_keys() -> (JobFeatures, KeyedFeatures) {
+/// One event of key `u<i>` (7 digits) at `ts`.
+fn key_event(decoder: &JsonDecoder, i: usize, ts: i64, rng: &mut impl Rng) -> Event {
+    let payload = format!(
+        "{{\"user\":\"u{i:07}\",\"ts\":{ts},\"type\":\"view\",\"dwell_ms\":{:.1}}}",
+        rng.random_range(10.0..9000.0)
+    );
+    let decoded = decoder
+        .decode(payload.as_bytes())
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    Event {
+        key_group: KeyGroup::of(decoded.key.as_bytes(), G),
+        key: decoded.key,
+        ts: decoded.ts,
+        values: decoded.values,
+        position: SourcePosition {
+            partition: 0,
+            offset: i as i64,
+        },
+    }
+}
+
+const G: u32 = 4096;
+const T0: i64 = 1_767_225_600_000;
+
+/// The sharded state of one window instance owning every key group, holding `STATE_KEYS`
+/// keys with one event each in one window; and a decoder for more events.
+fn million_keys() -> (JobFeatures, StateShards, JsonDecoder) {
     let schema = common::schema();
     let job = JobFeatures::single(
         WindowSpec::Tumbling { size: 3_600_000 },
         common::features(&schema),
     );
     let decoder = JsonDecoder::new(schema);
-    let mut state = KeyedFeatures::new(&job, 0);
+    let mut state = StateShards::new(&job, 0, 0, G, G);
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     for i in 0..STATE_KEYS {
-        let payload = format!(
-            "{{\"user\":\"u{i:07}\",\"ts\":{},\"type\":\"view\",\"dwell_ms\":{:.1}}}",
-            1_767_225_600_000i64 + (i as i64 % 1_000_000),
-            rng.random_range(10.0..9000.0)
-        );
-        let decoded = decoder
-            .decode(payload.as_bytes())
-            .unwrap_or_else(|e| panic!("{e:?}"));
-        let event = Event {
-            key_group: KeyGroup::of(decoded.key.as_bytes(), 4096),
-            key: decoded.key,
-            ts: decoded.ts,
-            values: decoded.values,
-            position: SourcePosition {
-                partition: 0,
-                offset: i as i64,
-            },
-        };
+        let event = key_event(&decoder, i, T0 + (i as i64 % 1_000_000), &mut rng);
         state.apply(&job, &event, Watermark::MIN);
     }
-    (job, state)
+    (job, state, decoder)
+}
+
+/// What the window operator does at an epoch: encode the changed shards on the worker (the
+/// pause), then write each durably (its writer thread). Returns (pause, write, shards, bytes).
+fn checkpoint(
+    state: &mut StateShards,
+    store: &LocalDirStore,
+    epoch: Epoch,
+) -> (Duration, Duration, usize, usize) {
+    let (pause, changed) = time(|| state.changed_snapshots().unwrap_or_else(|e| panic!("{e}")));
+    let bytes = changed.iter().map(|s| s.bytes.len()).sum();
+    let sections: Vec<(KeyGroupRange, &[u8])> = changed
+        .iter()
+        .map(|s| (KeyGroupRange { lo: s.lo, hi: s.hi }, s.bytes.as_slice()))
+        .collect();
+    let (write, _) = time(|| {
+        if !sections.is_empty() {
+            store
+                .write_bundle(epoch, "window", KeyGroupRange { lo: 0, hi: G }, &sections)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    });
+    (pause, write, changed.len(), bytes)
+}
+
+/// Restores the instance `instance` of `parallelism` from the bundle of `epoch` (all shards).
+fn restore(
+    job: &JobFeatures,
+    store: &LocalDirStore,
+    manifest: &Manifest,
+    instance: usize,
+    parallelism: usize,
+) -> StateShards {
+    let mine = KeyGroupRange::of_instance(instance, parallelism, G);
+    let mut state = StateShards::new(job, 0, mine.lo, mine.hi, G);
+    let files = overlapping(&manifest.files, "window", instance, parallelism, G);
+    store
+        .for_each_snapshot(
+            manifest.epoch,
+            &mut files.iter().map(|(f, _)| *f),
+            &mut |entry, bytes| {
+                state
+                    .restore(job, entry.range.lo, entry.range.hi, bytes)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                Ok(())
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    state
+}
+
+/// A manifest listing the full bundle of `epoch` (what the committer would write).
+fn full_manifest(
+    store: &LocalDirStore,
+    epoch: Epoch,
+    state: &mut StateShards,
+) -> (Manifest, Duration, Duration, usize, usize) {
+    state.mark_all_changed();
+    let (pause, changed) = time(|| state.changed_snapshots().unwrap_or_else(|e| panic!("{e}")));
+    let bytes = changed.iter().map(|s| s.bytes.len()).sum();
+    let sections: Vec<(KeyGroupRange, &[u8])> = changed
+        .iter()
+        .map(|s| (KeyGroupRange { lo: s.lo, hi: s.hi }, s.bytes.as_slice()))
+        .collect();
+    let (write, files) = time(|| {
+        store
+            .write_bundle(epoch, "window", KeyGroupRange { lo: 0, hi: G }, &sections)
+            .unwrap_or_else(|e| panic!("{e}"))
+    });
+    let mut manifest = Manifest::new(epoch, G);
+    manifest.parallelism.insert("window".to_owned(), 1);
+    manifest.files = files;
+    (manifest, pause, write, changed.len(), bytes)
 }
 
 fn state_costs() {
-    let (job, state) = million_keys();
+    let (job, mut state, decoder) = million_keys();
     let dir = scratch("state");
     let store = LocalDirStore::open(dir.join("ckpt")).unwrap_or_else(|e| panic!("{e}"));
-    let range = KeyGroupRange::of_instance(0, 1, 4096);
-    let (mut encode, mut write, mut raw_write, mut restore, mut raw_read, mut rescale) =
+    let (mut pause, mut write, mut raw_write, mut restored, mut raw_read, mut rescale) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let mut size = 0;
-    for round in 0..REPEATS {
-        let (took, bytes) = time(|| state.encode().unwrap_or_else(|e| panic!("{e}")));
-        encode.push(took);
-        size = bytes.len();
+    let (mut size, mut files) = (0, 0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    for round in 0..repeats() {
         let epoch = Epoch(round as u64 + 1);
-        let (took, _) = time(|| {
-            store
-                .write_snapshot(epoch, "window", range, &bytes)
-                .unwrap_or_else(|e| panic!("{e}"))
-        });
-        write.push(took);
+        let (manifest, encoded, written, shards, bytes) = full_manifest(&store, epoch, &mut state);
+        (size, files) = (bytes, shards);
+        pause.push(encoded);
+        write.push(written);
         let raw = dir.join(format!("raw-{round}"));
+        let blob = vec![7u8; bytes];
         let (took, _) = time(|| {
             let mut file = std::fs::File::create(&raw).unwrap_or_else(|e| panic!("{e}"));
-            file.write_all(&bytes).unwrap_or_else(|e| panic!("{e}"));
+            file.write_all(&blob).unwrap_or_else(|e| panic!("{e}"));
             file.sync_all().unwrap_or_else(|e| panic!("{e}"));
         });
         raw_write.push(took);
         let (took, _) = time(|| std::fs::read(&raw).unwrap_or_else(|e| panic!("{e}")));
         raw_read.push(took);
-        let (took, restored) = time(|| {
-            let snapshot = store
-                .read_snapshot(epoch, "window", range)
-                .unwrap_or_else(|e| panic!("{e}"));
-            KeyedFeatures::decode(&job, &snapshot.payload).unwrap_or_else(|e| panic!("{e}"))
-        });
-        restore.push(took);
-        assert_eq!(restored.open_slots(), STATE_KEYS);
-        let (took, half) = time(|| {
-            let snapshot = store
-                .read_snapshot(epoch, "window", range)
-                .unwrap_or_else(|e| panic!("{e}"));
-            let mut half =
-                KeyedFeatures::decode(&job, &snapshot.payload).unwrap_or_else(|e| panic!("{e}"));
-            half.retain_keys(&|k| KeyGroup::of(k.as_bytes(), 4096).0 < 2048);
-            half
-        });
+        let (took, whole) = time(|| restore(&job, &store, &manifest, 0, 1));
+        restored.push(took);
+        assert_eq!(whole.open_slots(), STATE_KEYS);
+        let (took, half) = time(|| restore(&job, &store, &manifest, 0, 2));
         rescale.push(took);
         assert!(half.open_slots() < STATE_KEYS);
     }
     let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
-    let (encode, write, raw_write) = (median(encode), median(write), median(raw_write));
-    let (restore, raw_read, rescale) = (median(restore), median(raw_read), median(rescale));
+    let (pause, write, raw_write) = (median(pause), median(write), median(raw_write));
+    let (restored, raw_read, rescale) = (median(restored), median(raw_read), median(rescale));
     println!(
-        "state of {STATE_KEYS} keys: snapshot {:.1} MB",
+        "state of {STATE_KEYS} keys: full snapshot {:.1} MB, {files} shards in one bundle file",
         size as f64 / 1e6
     );
     println!(
-        "  checkpoint = encode {} + durable write {} = {} | raw write+fsync {} ({:.2}x)",
-        ms(encode),
+        "  full checkpoint = encode (worker pause) {} + durable writes {} = {} | raw write+fsync of one file {} ({:.2}x)",
+        ms(pause),
         ms(write),
-        ms(encode + write),
+        ms(pause + write),
         ms(raw_write),
-        (encode + write).as_secs_f64() / raw_write.as_secs_f64()
+        (pause + write).as_secs_f64() / raw_write.as_secs_f64()
     );
     println!(
-        "  restore (read, checksum, decode) {} | raw read {} | rescale restore (keep half) {}",
-        ms(restore),
+        "  restore (read, checksum, decode every shard) {} | raw read {} | rescale restore (instance 0 of 2) {}",
+        ms(restored),
         ms(raw_read),
         ms(rescale)
     );
+    // Incremental epochs: `updates` records of random keys after a full checkpoint.
+    for (n, updates) in [10usize, 100, 1_000, 10_000, 100_000]
+        .into_iter()
+        .enumerate()
+    {
+        state.mark_all_changed();
+        checkpoint(&mut state, &store, Epoch(100 + 2 * n as u64));
+        for u in 0..updates {
+            let key = rng.random_range(0..STATE_KEYS);
+            let event = key_event(&decoder, key, T0 + u as i64, &mut rng);
+            state.apply(&job, &event, Watermark::MIN);
+        }
+        let (encoded, written, shards, bytes) =
+            checkpoint(&mut state, &store, Epoch(101 + 2 * n as u64));
+        println!(
+            "  incremental after {updates} updates of random keys: {shards}/{files} shards, {:.1} MB, worker pause {}, writes {}",
+            bytes as f64 / 1e6,
+            ms(encoded),
+            ms(written)
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

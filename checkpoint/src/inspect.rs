@@ -144,13 +144,13 @@ impl fmt::Display for EpochSummary {
             } else {
                 format!("  (kept from epoch {})", stored.0)
             };
+            let place = file.section.map_or(String::new(), |s| {
+                format!(" in {} at {}", file.file_name(), s.offset)
+            });
             writeln!(
                 f,
-                "    {}/{}  {} B  xxh3 {:016x}{origin}",
-                file.operator,
-                file.range.file_name(),
-                file.size,
-                file.xxh3
+                "    {} {}{place}  {} B  xxh3 {:016x}{origin}",
+                file.operator, file.range, file.size, file.xxh3
             )?;
         }
         Ok(())

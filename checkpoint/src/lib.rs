@@ -17,9 +17,11 @@
 //! ```
 //!
 //! Checkpoints are incremental: an operator writes only the key-group shards that changed
-//! since its last snapshot, and the manifest lists the older files for the others
-//! ([`SnapshotEntry::stored_in`]).
+//! since its last snapshot, as sections of one bundle file per instance and epoch
+//! ([`SnapshotStore::write_bundle`]), and the manifest lists the older files' sections for the
+//! others ([`SnapshotEntry::stored_in`]).
 
+pub mod bundle;
 mod durable;
 pub mod error;
 pub mod format;
@@ -32,7 +34,7 @@ pub mod store;
 pub use error::{CheckpointError, Result};
 pub use inspect::{inspect, EpochStatus, EpochSummary};
 pub use local::LocalDirStore;
-pub use manifest::{Manifest, SnapshotEntry, SourceOffset};
+pub use manifest::{Manifest, Section, SnapshotEntry, SourceOffset};
 pub use range::KeyGroupRange;
 pub use store::{Pruned, SnapshotStore, StoredFile, MANIFEST_FILE};
 pub use weir_features::vocab::{Epoch, Watermark};

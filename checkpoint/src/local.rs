@@ -65,6 +65,7 @@ impl SnapshotStore for LocalDirStore {
             size: bytes.len() as u64,
             xxh3,
             stored_in: Some(epoch),
+            section: None,
         })
     }
 
@@ -88,7 +89,7 @@ impl SnapshotStore for LocalDirStore {
         let epoch = manifest.epoch;
         for entry in &manifest.files {
             let stored = entry.file_epoch(epoch);
-            let path = self.snapshot_location(stored, &entry.operator, entry.range);
+            let path = self.snapshot_location(stored, &entry.operator, entry.file_range());
             let size = match fs::metadata(&path) {
                 Ok(meta) => meta.len(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -99,10 +100,10 @@ impl SnapshotStore for LocalDirStore {
                 }
                 Err(e) => return Err(CheckpointError::io("stat", path, e)),
             };
-            if size != entry.size {
+            if size != entry.file_size() {
                 return Err(CheckpointError::SizeMismatch {
                     path,
-                    expected: entry.size,
+                    expected: entry.file_size(),
                     actual: size,
                 });
             }

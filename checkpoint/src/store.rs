@@ -49,6 +49,31 @@ pub trait SnapshotStore: Send + Sync {
         payload: &[u8],
     ) -> Result<SnapshotEntry>;
 
+    /// Durably stores `sections` (each a key-group range and its bytes) as one bundle file
+    /// `<operator>/kg-<lo>-<hi>` of `file` at `epoch` (one write, one fsync); returns one entry
+    /// per section for the manifest. See [`crate::bundle`].
+    fn write_bundle(
+        &self,
+        epoch: Epoch,
+        operator: &str,
+        file: KeyGroupRange,
+        sections: &[(KeyGroupRange, &[u8])],
+    ) -> Result<Vec<SnapshotEntry>> {
+        crate::bundle::write(self, epoch, operator, file, sections)
+    }
+
+    /// Reads and verifies every snapshot of `entries`, listed by the manifest of `listed_by`
+    /// (files of earlier epochs included), and hands each one's bytes to `each`; each file is
+    /// read once.
+    fn for_each_snapshot<'a>(
+        &self,
+        listed_by: Epoch,
+        entries: &mut dyn Iterator<Item = &'a SnapshotEntry>,
+        each: &mut dyn FnMut(&SnapshotEntry, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        crate::bundle::for_each(self, listed_by, entries, each)
+    }
+
     /// Reads and verifies (magic, version, length, checksum) one snapshot file.
     fn read_snapshot(&self, epoch: Epoch, operator: &str, range: KeyGroupRange)
         -> Result<Snapshot>;
@@ -82,25 +107,7 @@ pub trait SnapshotStore: Send + Sync {
     fn verify_epoch(&self, epoch: Epoch) -> Result<Manifest> {
         let manifest = self.read_manifest(epoch)?;
         manifest.validate()?;
-        for entry in &manifest.files {
-            let stored = entry.file_epoch(epoch);
-            let snapshot = self.read_snapshot(stored, &entry.operator, entry.range)?;
-            let path = || self.snapshot_location(stored, &entry.operator, entry.range);
-            if snapshot.file_size != entry.size {
-                return Err(CheckpointError::SizeMismatch {
-                    path: path(),
-                    expected: entry.size,
-                    actual: snapshot.file_size,
-                });
-            }
-            if snapshot.payload_xxh3 != entry.xxh3 {
-                return Err(CheckpointError::ChecksumMismatch {
-                    path: path(),
-                    expected: entry.xxh3,
-                    actual: snapshot.payload_xxh3,
-                });
-            }
-        }
+        self.for_each_snapshot(epoch, &mut manifest.files.iter(), &mut |_, _| Ok(()))?;
         Ok(manifest)
     }
 
@@ -158,7 +165,7 @@ pub trait SnapshotStore: Send + Sync {
                 listed
                     .entry(file.file_epoch(manifest.epoch))
                     .or_default()
-                    .insert(format!("{}/{}", file.operator, file.range.file_name()));
+                    .insert(file.file_name());
             }
         }
         let mut pruned = Pruned {

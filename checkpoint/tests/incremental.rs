@@ -1,15 +1,16 @@
-//! Incremental checkpoints in the store: manifests that list files of earlier epochs, their
-//! verification and restore, retention that keeps listed files alive, corruption of a shared
-//! or a new file.
+//! Incremental checkpoints in the store: each epoch writes its changed shards as one bundle
+//! file and lists the sections of earlier bundles for the others; verification and restore of
+//! such manifests, retention that keeps listed files alive, corruption of a shared or a new
+//! file, sections that do not fit their file.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::fs;
 
 use common::{store, G};
 use weir_checkpoint::{
-    inspect, CheckpointError, Epoch, KeyGroupRange, LocalDirStore, Manifest, SnapshotEntry,
-    SnapshotStore,
+    inspect, CheckpointError, Epoch, KeyGroupRange, LocalDirStore, Manifest, SnapshotStore,
 };
 
 /// Four window shards of `G / 4` key groups each.
@@ -24,8 +25,8 @@ fn payload(epoch: u64, shard: u32) -> Vec<u8> {
     format!("shard {shard} as of epoch {epoch}").into_bytes()
 }
 
-/// Commits `epoch`, writing the shards in `changed` and listing `previous`'s files for the
-/// others (all four shards on the first epoch).
+/// Commits `epoch`, writing the shards in `changed` as one bundle and listing `previous`'s
+/// entries for the others (all four shards on the first epoch).
 fn commit(
     store: &LocalDirStore,
     epoch: u64,
@@ -34,37 +35,46 @@ fn commit(
 ) -> anyhow::Result<Manifest> {
     let mut manifest = Manifest::new(Epoch(epoch), G);
     manifest.parallelism.insert("window".into(), 1);
-    for i in 0..4 {
-        let entry = match previous {
-            Some(previous) if !changed.contains(&i) => previous
-                .files
-                .iter()
-                .find(|f| f.range == shard(i))
-                .cloned()
-                .map(|f| SnapshotEntry {
-                    stored_in: Some(f.file_epoch(previous.epoch)),
-                    ..f
-                })
-                .ok_or_else(|| anyhow::anyhow!("shard {i} missing"))?,
-            _ => store.write_snapshot(Epoch(epoch), "window", shard(i), &payload(epoch, i))?,
-        };
-        manifest.files.push(entry);
+    let rewrite: Vec<u32> = match previous {
+        Some(_) => changed.to_vec(),
+        None => (0..4).collect(),
+    };
+    let payloads: Vec<Vec<u8>> = rewrite.iter().map(|&i| payload(epoch, i)).collect();
+    let sections: Vec<(KeyGroupRange, &[u8])> = rewrite
+        .iter()
+        .zip(&payloads)
+        .map(|(&i, p)| (shard(i), p.as_slice()))
+        .collect();
+    let mut written = store.write_bundle(Epoch(epoch), "window", whole(), &sections)?;
+    for i in (0..4).filter(|i| !rewrite.contains(i)) {
+        let kept = previous
+            .and_then(|p| p.files.iter().find(|f| f.range == shard(i)))
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("shard {i} missing"))?;
+        written.push(kept);
     }
+    written.sort_by_key(|f| f.range);
+    manifest.files = written;
     store.commit_manifest(&manifest)?;
     Ok(manifest)
 }
 
+fn whole() -> KeyGroupRange {
+    KeyGroupRange { lo: 0, hi: G }
+}
+
 /// The payload of every shard as restored from `manifest`.
 fn restored(store: &LocalDirStore, manifest: &Manifest) -> anyhow::Result<Vec<Vec<u8>>> {
-    manifest
-        .files
-        .iter()
-        .map(|f| {
-            let snapshot =
-                store.read_snapshot(f.file_epoch(manifest.epoch), &f.operator, f.range)?;
-            Ok(snapshot.payload)
-        })
-        .collect()
+    let mut out = BTreeMap::new();
+    store.for_each_snapshot(
+        manifest.epoch,
+        &mut manifest.files.iter(),
+        &mut |entry, bytes| {
+            out.insert(entry.range, bytes.to_vec());
+            Ok(())
+        },
+    )?;
+    Ok(out.into_values().collect())
 }
 
 #[test]
@@ -115,7 +125,7 @@ fn retention_keeps_files_that_kept_epochs_list() -> anyhow::Result<()> {
         .into_iter()
         .map(|f| f.name)
         .collect();
-    assert_eq!(left, ["window/kg-0-4", "window/kg-12-16"]);
+    assert_eq!(left, ["window/kg-0-16"], "the bundle with shards 0 and 3");
     assert!(matches!(
         store.read_manifest(Epoch(1)),
         Err(CheckpointError::NotCommitted { .. })
@@ -140,23 +150,23 @@ fn corruption_of_a_new_file_falls_back_and_of_a_shared_file_falls_further() -> a
     let first = commit(&store, 1, &[], None)?;
     let second = commit(&store, 2, &[1], Some(&first))?;
     commit(&store, 3, &[2], Some(&second))?;
-    let flip = |epoch: u64, range: KeyGroupRange| -> anyhow::Result<()> {
-        let path = store.snapshot_location(Epoch(epoch), "window", range);
+    let flip = |epoch: u64| -> anyhow::Result<()> {
+        let path = store.snapshot_location(Epoch(epoch), "window", whole());
         let mut bytes = fs::read(&path)?;
         let last = bytes.len() - 1;
         bytes[last] ^= 0x5a;
         Ok(fs::write(path, bytes)?)
     };
-    flip(3, shard(2))?;
+    flip(3)?;
     assert_eq!(store.latest_valid()?.map(|m| m.epoch), Some(Epoch(2)));
-    // Epoch 2 wrote shard 1 itself; epochs 2 and 3 share epoch 1's shard 0.
-    flip(1, shard(0))?;
+    // Epoch 2 wrote shard 1 itself; epochs 2 and 3 share epoch 1's bundle for shard 0.
+    flip(1)?;
     assert_eq!(store.latest_valid()?, None);
     Ok(())
 }
 
 #[test]
-fn a_manifest_cannot_list_missing_or_later_files() -> anyhow::Result<()> {
+fn a_manifest_cannot_list_missing_later_or_misplaced_sections() -> anyhow::Result<()> {
     let (_dir, store) = store()?;
     let first = commit(&store, 1, &[], None)?;
     let mut later = first.clone();
@@ -168,12 +178,20 @@ fn a_manifest_cannot_list_missing_or_later_files() -> anyhow::Result<()> {
         store.commit_manifest(&later),
         Err(CheckpointError::InvalidManifest { .. })
     ));
-    fs::remove_file(store.snapshot_location(Epoch(1), "window", shard(3)))?;
+    // A section pointing past the end of its bundle.
+    let mut misplaced = first.clone();
+    if let Some(section) = misplaced.files.last_mut().and_then(|f| f.section.as_mut()) {
+        section.offset += 1_000;
+    }
+    let err = store
+        .for_each_snapshot(Epoch(1), &mut misplaced.files.iter(), &mut |_, _| Ok(()))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("outside"), "{err}");
+    fs::remove_file(store.snapshot_location(Epoch(1), "window", whole()))?;
     let mut second = first.clone();
     second.epoch = Epoch(2);
-    for file in &mut second.files {
-        file.stored_in = Some(Epoch(1));
-    }
     assert!(matches!(
         store.commit_manifest(&second),
         Err(CheckpointError::SnapshotMissing {

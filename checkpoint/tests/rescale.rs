@@ -14,6 +14,7 @@ fn stored(old_p: usize, g: u32) -> Vec<SnapshotEntry> {
             size: 0,
             xxh3: 0,
             stored_in: None,
+            section: None,
         })
         .filter(|e| !e.range.is_empty())
         .collect()

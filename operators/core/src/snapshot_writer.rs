@@ -2,13 +2,17 @@
 //! capability for E until its files are durable"). At an epoch the window operator encodes the
 //! state shards that changed since their last snapshot ([`StateShards::changed_snapshots`]) on
 //! the worker — the only pause the dataflow sees, proportional to the changed state — and hands
-//! the bytes to this instance's writer thread. The thread writes and fsyncs one file per
-//! changed shard, lists the older files of the unchanged shards, and wakes the operator, which
-//! keeps the epoch's capability on its checkpoint stream until then, sends the entries to the
-//! committer and lets the capability go.
+//! the bytes to this instance's writer thread. The thread writes and fsyncs the changed shards
+//! as one bundle file `window/kg-<lo>-<hi>` (the instance's range), lists the older bundles'
+//! sections for the unchanged shards, and wakes the operator, which keeps the epoch's
+//! capability on its checkpoint stream until then, sends the entries to the committer and lets
+//! the capability go.
 //!
-//! A failed write fails its epoch (the manifest is not committed) and forgets the shard's
-//! file; the operator then marks every shard changed so the next epoch is complete again.
+//! A failed write fails its epoch (the manifest is not committed) and forgets the shards' files;
+//! the operator then marks every shard changed so the next epoch is complete again. The same
+//! happens when the files the instance still lists hold more than twice its live state (old
+//! bundles whose other sections were superseded): the next complete snapshot lets retention
+//! delete them.
 //!
 //! [`StateShards::changed_snapshots`]: weir_features::state_shards::StateShards::changed_snapshots
 
@@ -35,8 +39,17 @@ struct Job {
     encode: Duration,
 }
 
-/// What the thread reports for an epoch: every shard's entry, or `None` when the epoch failed.
-type Done = (Tick, Option<Vec<SnapshotEntry>>);
+/// What the thread reports for an epoch.
+struct Done {
+    tick: Tick,
+    /// Every shard's entry, or `None` when the epoch failed.
+    entries: Option<Vec<SnapshotEntry>>,
+    /// The listed files hold much more than the live state: write every shard next time.
+    compact: bool,
+}
+
+/// Listed files may hold this many times the live state before a complete snapshot.
+const MAX_SPACE_AMPLIFICATION: u64 = 2;
 
 /// One window instance's writer thread and the epochs it has not finished.
 pub(crate) struct SnapshotWriter {
@@ -46,9 +59,10 @@ pub(crate) struct SnapshotWriter {
 }
 
 impl SnapshotWriter {
-    /// Starts the writer thread of an instance with `shards` state shards.
+    /// Starts the writer thread of the instance owning `range`, with `shards` state shards.
     pub fn start(
         store: Arc<dyn SnapshotStore>,
+        range: KeyGroupRange,
         shards: usize,
         metrics: Arc<JobMetrics>,
         activator: SyncActivator,
@@ -56,12 +70,18 @@ impl SnapshotWriter {
         let (jobs, inbox) = channel::<Job>();
         let (outbox, done) = channel();
         std::thread::Builder::new()
-            .name("weir-snapshot".to_owned())
+            .name(format!("weir-snapshot-{}-{}", range.lo, range.hi))
             .spawn(move || {
                 let mut latest: Vec<Option<SnapshotEntry>> = vec![None; shards];
                 for job in inbox {
-                    let entries = write_changed(store.as_ref(), &mut latest, &job, &metrics);
-                    if outbox.send((job.tick, entries)).is_err() || activator.activate().is_err() {
+                    let entries = write_changed(store.as_ref(), range, &mut latest, &job, &metrics);
+                    let compact = entries.as_deref().is_some_and(amplified);
+                    let done = Done {
+                        tick: job.tick,
+                        entries,
+                        compact,
+                    };
+                    if outbox.send(done).is_err() || activator.activate().is_err() {
                         return;
                     }
                 }
@@ -100,62 +120,76 @@ impl SnapshotWriter {
     }
 
     /// Sends the entries of finished snapshots with their epochs' capabilities, then releases
-    /// those capabilities. Returns false when an epoch failed (the caller must make the next
-    /// snapshot complete).
+    /// those capabilities. Returns false when the next snapshot must be complete (an epoch
+    /// failed, or old files should be freed).
     pub fn collect(&mut self, mut emit: impl FnMut(&Capability<Tick>, CheckpointPart)) -> bool {
-        let mut all_written = true;
-        while let Ok((tick, entries)) = self.done.try_recv() {
-            let Some(capability) = self.pending.remove(&tick) else {
+        let mut incremental = true;
+        while let Ok(done) = self.done.try_recv() {
+            incremental &= !done.compact;
+            let Some(capability) = self.pending.remove(&done.tick) else {
                 continue;
             };
-            match entries {
+            match done.entries {
                 Some(entries) => entries
                     .into_iter()
                     .for_each(|e| emit(&capability, CheckpointPart::Snapshot(e))),
-                None => all_written = false,
+                None => incremental = false,
             }
         }
-        all_written
+        incremental
     }
 }
 
-/// Writes the changed shards of `job` and returns the entries of every shard (the new files
-/// and `latest`'s for the others), or `None` when a write failed or a shard has no file yet.
+/// Writes the changed shards of `job` as one bundle of `range` and returns the entries of
+/// every shard (the new sections and `latest`'s for the others), or `None` when the write
+/// failed or a shard has no file yet.
 fn write_changed(
     store: &dyn SnapshotStore,
+    range: KeyGroupRange,
     latest: &mut [Option<SnapshotEntry>],
     job: &Job,
     metrics: &JobMetrics,
 ) -> Option<Vec<SnapshotEntry>> {
     let started = Instant::now();
-    let (mut bytes, mut failed) = (0u64, false);
-    for shard in &job.changed {
-        let range = KeyGroupRange {
-            lo: shard.lo,
-            hi: shard.hi,
-        };
-        let written = store.write_snapshot(Epoch(job.tick), WINDOW_OPERATOR, range, &shard.bytes);
-        let slot = latest.get_mut(shard.index)?;
-        match written {
-            Ok(entry) => {
-                bytes += entry.size;
-                *slot = Some(entry);
+    let sections: Vec<(KeyGroupRange, &[u8])> = job
+        .changed
+        .iter()
+        .map(|s| (KeyGroupRange { lo: s.lo, hi: s.hi }, s.bytes.as_slice()))
+        .collect();
+    let mut bytes = 0;
+    if !sections.is_empty() {
+        match store.write_bundle(Epoch(job.tick), WINDOW_OPERATOR, range, &sections) {
+            Ok(entries) => {
+                bytes = entries.first().map_or(0, SnapshotEntry::file_size);
+                for (shard, entry) in job.changed.iter().zip(entries) {
+                    *latest.get_mut(shard.index)? = Some(entry);
+                }
             }
             Err(error) => {
                 tracing::error!(epoch = job.tick, %range, %error, "window snapshot failed; the epoch will not be committed");
-                *slot = None;
-                failed = true;
+                for shard in &job.changed {
+                    *latest.get_mut(shard.index)? = None;
+                }
+                return None;
             }
         }
     }
     metrics.checkpoint_written(
-        job.changed.len() as u64,
+        u64::from(!sections.is_empty()),
         bytes,
         job.encode,
         job.encode + started.elapsed(),
     );
-    if failed {
-        return None;
-    }
     latest.iter().cloned().collect()
+}
+
+/// Whether the distinct files `entries` point into hold more than
+/// [`MAX_SPACE_AMPLIFICATION`] times the bytes the entries use.
+fn amplified(entries: &[SnapshotEntry]) -> bool {
+    let live: u64 = entries.iter().map(|e| e.size).sum();
+    let files: BTreeMap<(Option<u64>, String), u64> = entries
+        .iter()
+        .map(|e| ((e.stored_in.map(|s| s.0), e.file_name()), e.file_size()))
+        .collect();
+    files.values().sum::<u64>() > MAX_SPACE_AMPLIFICATION * live.max(1)
 }

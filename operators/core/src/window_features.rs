@@ -7,9 +7,9 @@
 //! State is kept in key-group shards ([`StateShards`]). Checkpoints (DESIGN.md §5, incremental):
 //! after the last record of an epoch tick `E` is applied (and before any record of a later
 //! tick), an instance encodes the shards that changed since their last snapshot; its writer
-//! thread ([`crate::snapshot_writer`]) writes each as `window/kg-<lo>-<hi>` while the dataflow
-//! goes on, and the entries of all its shards (new files, and older files for unchanged shards)
-//! go to the committer at `E`. On restore an instance reads every snapshot file of the manifest
+//! thread ([`crate::snapshot_writer`]) writes them as one bundle `window/kg-<lo>-<hi>` while the
+//! dataflow goes on, and the entries of all its shards (new sections, and older bundles'
+//! sections for unchanged shards) go to the committer at `E`. On restore an instance reads every snapshot file of the manifest
 //! that overlaps its (possibly different) range and keeps its own keys, so a rescale is a
 //! restore; its first snapshot after a restore writes every shard.
 
@@ -163,6 +163,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             Some(store) if clock.enabled() && !state.is_empty() => Some(
                 SnapshotWriter::start(
                     store.clone(),
+                    range,
                     state.len(),
                     config.metrics.clone(),
                     activator,
@@ -256,10 +257,10 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     }
                 }
                 if let Some(writer) = writer.as_mut() {
-                    let all_written = writer.collect(|capability, part| {
+                    let incremental = writer.collect(|capability, part| {
                         parts_out.activate().session(capability).give(part);
                     });
-                    if !all_written {
+                    if !incremental {
                         state.mark_all_changed();
                     }
                 }
@@ -326,20 +327,24 @@ fn restore_state(config: &WindowConfig, instance: usize, state: &mut StateShards
         parallelism,
         groups,
     );
-    for (file, _) in files {
-        let stored = file.file_epoch(manifest.epoch);
-        let snapshot = store.read_snapshot(stored, &file.operator, file.range)?;
-        state
-            .restore(
-                &config.features,
-                file.range.lo,
-                file.range.hi,
-                &snapshot.payload,
-            )
-            .map_err(|e| OperatorError::Restore {
-                path: store.snapshot_location(stored, &file.operator, file.range),
-                detail: e.to_string(),
-            })?;
+    let mut unfit = None;
+    store.for_each_snapshot(
+        manifest.epoch,
+        &mut files.iter().map(|(file, _)| *file),
+        &mut |file, bytes| {
+            if let Err(e) = state.restore(&config.features, file.range.lo, file.range.hi, bytes) {
+                let stored = file.file_epoch(manifest.epoch);
+                let path = store.snapshot_location(stored, &file.operator, file.file_range());
+                unfit.get_or_insert(OperatorError::Restore {
+                    path,
+                    detail: format!("key groups {}: {e}", file.range),
+                });
+            }
+            Ok(())
+        },
+    )?;
+    if let Some(error) = unfit {
+        return Err(error);
     }
     tracing::info!(
         epoch = manifest.epoch.0,
