@@ -193,3 +193,42 @@ fn amplified(entries: &[SnapshotEntry]) -> bool {
         .collect();
     files.values().sum::<u64>() > MAX_SPACE_AMPLIFICATION * live.max(1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_checkpoint::Section;
+
+    fn entry(file_epoch: u64, lo: u32, size: u64, file_size: u64) -> SnapshotEntry {
+        SnapshotEntry {
+            operator: WINDOW_OPERATOR.to_owned(),
+            range: KeyGroupRange { lo, hi: lo + 1 },
+            size,
+            xxh3: 0,
+            stored_in: Some(Epoch(file_epoch)),
+            section: Some(Section {
+                file: KeyGroupRange { lo: 0, hi: 4 },
+                offset: 0,
+                file_size,
+            }),
+        }
+    }
+
+    #[test]
+    fn old_bundles_holding_mostly_superseded_sections_ask_for_a_complete_snapshot() {
+        // One full bundle of 4 x 100 bytes, still listed for every shard: no waste.
+        let fresh: Vec<_> = (0..4).map(|kg| entry(1, kg, 100, 428)).collect();
+        assert!(!amplified(&fresh));
+        // Two shards rewritten in their own bundles: 684 bytes of files for 400 live.
+        let mut moved = vec![entry(1, 0, 100, 428), entry(1, 3, 100, 428)];
+        moved.extend((1..3).map(|kg| entry(u64::from(kg) + 1, kg, 100, 128)));
+        assert!(!amplified(&moved));
+        // Three: the old file serves 100 of its 428 bytes, 812 bytes for 400 live.
+        let mut moved = vec![entry(1, 0, 100, 428)];
+        moved.extend((1..4).map(|kg| entry(u64::from(kg) + 1, kg, 100, 128)));
+        assert!(amplified(&moved));
+        // A huge old bundle for one small live shard.
+        let wasteful = vec![entry(1, 0, 10, 4_000), entry(2, 1, 10, 38)];
+        assert!(amplified(&wasteful));
+    }
+}
