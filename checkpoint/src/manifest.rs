@@ -232,7 +232,7 @@ impl Manifest {
 
     /// The manifest file's bytes (current format version).
     pub fn encode(&self) -> Result<Vec<u8>> {
-        let body = serde_json::to_string_pretty(self).map_err(|source| {
+        let body = serde_json::to_string(self).map_err(|source| {
             CheckpointError::InvalidManifest {
                 epoch: self.epoch,
                 detail: format!("cannot serialize: {source}"),
