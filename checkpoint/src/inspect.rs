@@ -17,6 +17,8 @@ pub enum EpochStatus {
     Valid,
     /// No MANIFEST: never committed (in progress, or a crash before the commit point).
     Uncommitted,
+    /// No MANIFEST any more (retention removed it), but later epochs list files stored here.
+    Retired,
     /// Committed but not restorable; the reason names the file and the problem.
     Invalid(String),
 }
@@ -26,6 +28,7 @@ impl fmt::Display for EpochStatus {
         match self {
             EpochStatus::Valid => f.write_str("valid"),
             EpochStatus::Uncommitted => f.write_str("uncommitted"),
+            EpochStatus::Retired => f.write_str("retired (holds files later epochs list)"),
             EpochStatus::Invalid(reason) => write!(f, "INVALID: {reason}"),
         }
     }
@@ -70,6 +73,16 @@ pub fn inspect<S: SnapshotStore + ?Sized>(store: &S) -> Result<Vec<EpochSummary>
             bytes: stored.iter().map(|f| f.size).sum(),
             manifest,
         });
+    }
+    let listed: std::collections::BTreeSet<Epoch> = out
+        .iter()
+        .filter_map(|s| s.manifest.as_ref())
+        .flat_map(|m| m.files.iter().map(|f| f.file_epoch(m.epoch)))
+        .collect();
+    for summary in &mut out {
+        if summary.status == EpochStatus::Uncommitted && listed.contains(&summary.epoch) {
+            summary.status = EpochStatus::Retired;
+        }
     }
     Ok(out)
 }

@@ -232,12 +232,11 @@ impl Manifest {
 
     /// The manifest file's bytes (current format version).
     pub fn encode(&self) -> Result<Vec<u8>> {
-        let body = serde_json::to_string(self).map_err(|source| {
-            CheckpointError::InvalidManifest {
+        let body =
+            serde_json::to_string(self).map_err(|source| CheckpointError::InvalidManifest {
                 epoch: self.epoch,
                 detail: format!("cannot serialize: {source}"),
-            }
-        })?;
+            })?;
         let envelope = Envelope {
             format_version: MANIFEST_VERSION,
             body_xxh3: format!("{:016x}", xxh3_64(body.as_bytes())),

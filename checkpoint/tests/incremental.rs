@@ -10,7 +10,8 @@ use std::fs;
 
 use common::{store, G};
 use weir_checkpoint::{
-    inspect, CheckpointError, Epoch, KeyGroupRange, LocalDirStore, Manifest, SnapshotStore,
+    inspect, CheckpointError, Epoch, EpochStatus, KeyGroupRange, LocalDirStore, Manifest,
+    SnapshotStore,
 };
 
 /// Four window shards of `G / 4` key groups each.
@@ -130,6 +131,8 @@ fn retention_keeps_files_that_kept_epochs_list() -> anyhow::Result<()> {
         store.read_manifest(Epoch(1)),
         Err(CheckpointError::NotCommitted { .. })
     ));
+    let statuses: Vec<EpochStatus> = inspect(&store)?.into_iter().map(|s| s.status).collect();
+    assert_eq!(statuses, [EpochStatus::Retired, EpochStatus::Valid]);
     assert_eq!(store.latest_valid()?, Some(third.clone()));
     assert_eq!(
         restored(&store, &third)?,
