@@ -1,10 +1,12 @@
 //! The shape every sink shares (DESIGN.md §5): write each batch as it arrives, and make the
 //! output durable before letting a checkpoint epoch pass. A sink instance holds a capability
-//! on its checkpoint stream at the oldest tick it has not flushed; when its input frontier
-//! moves past an epoch `E` it flushes (Kafka: waits for every acknowledgement; files: fsync)
-//! and only then lets the capability move on, so the committer cannot commit `E` while output
-//! of ticks `<= E` could still be lost. At the end of the input it flushes once more and
-//! releases the writer. Sinks differ only in their [`SinkWriter`].
+//! on its checkpoint stream at the oldest tick it has not made durable; when its input frontier
+//! moves past an epoch `E` it takes a [`SinkWriter::mark`] of everything written so far and lets
+//! the capability move on only once [`SinkWriter::durable_through`] that mark (Kafka: every
+//! record acknowledged — checked without blocking the worker, which keeps running its other
+//! operators and re-checks every millisecond; files: fsync), so the committer cannot commit `E`
+//! while output of ticks `<= E` could still be lost. At the end of the input it flushes once
+//! more (blocking) and releases the writer. Sinks differ only in their [`SinkWriter`].
 
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::ParallelizationContract;
@@ -19,11 +21,28 @@ use crate::epochs::{CheckpointPart, CheckpointStream, EpochClock};
 pub trait SinkWriter<D>: 'static {
     /// Writes (or queues for delivery) a batch, draining it.
     fn write(&mut self, batch: &mut Vec<D>);
-    /// Makes everything written so far durable; `false` when it could not (logged by the
-    /// writer; before an epoch the sink tries again at its next activation, at the end of the
-    /// input — `end_of_input` — the writer counts what is lost as delivery failures).
+    /// Makes everything written so far durable, blocking; `false` when it could not (logged
+    /// by the writer; at the end of the input — `end_of_input` — the writer counts what is
+    /// lost as delivery failures).
     fn flush(&mut self, end_of_input: bool) -> bool;
+
+    /// A position covering everything written so far (for [`SinkWriter::durable_through`]).
+    fn mark(&mut self) -> u64 {
+        0
+    }
+
+    /// Without blocking when the writer can: `Some(true)` once everything up to `mark` is
+    /// durable, `None` while it is still on its way, `Some(false)` when some of it was lost or
+    /// could not be made durable (the epoch must not pass). By default a blocking
+    /// [`SinkWriter::flush`].
+    fn durable_through(&mut self, mark: u64) -> Option<bool> {
+        let _ = mark;
+        Some(self.flush(false))
+    }
 }
+
+/// How often a sink waiting for its output to become durable checks again.
+const DURABILITY_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Runs `writer` (on workers that host a sink instance; `None` elsewhere) over `stream`.
 pub fn epoch_sink<'scope, D, P, W>(
@@ -38,11 +57,15 @@ where
     P: ParallelizationContract<Tick, Vec<D>>,
     W: SinkWriter<D>,
 {
+    let worker = stream.scope().worker().clone();
     stream.unary_frontier::<CapacityContainerBuilder<Vec<CheckpointPart>>, _, _, _>(
         pact,
         name,
-        move |capability, _info| {
+        move |capability, info| {
             let mut held = Some(capability);
+            // The tick the capability may move to once the mark is durable.
+            let mut waiting: Option<(Tick, u64)> = None;
+            let activator = worker.activator_for(info.address);
             move |(input, frontier), _output| {
                 input.for_each(|_time, batch| {
                     if let Some(writer) = writer.as_mut() {
@@ -60,11 +83,26 @@ where
                         held = None;
                     }
                     Some(next) if next > *capability.time() => {
-                        let passes_epoch = epochs.epochs_in(*capability.time(), next).next();
-                        let durable = passes_epoch.is_none()
-                            || writer.as_mut().is_none_or(|writer| writer.flush(false));
-                        if durable {
+                        let Some(writer) = writer.as_mut() else {
                             capability.downgrade(&next);
+                            return;
+                        };
+                        if waiting.is_none() {
+                            if epochs.epochs_in(*capability.time(), next).next().is_none() {
+                                capability.downgrade(&next);
+                                return;
+                            }
+                            waiting = Some((next, writer.mark()));
+                        }
+                        let Some((to, mark)) = waiting else {
+                            return;
+                        };
+                        // `Some(false)` (lost output) keeps the epoch from ever passing.
+                        if writer.durable_through(mark) == Some(true) {
+                            capability.downgrade(&to);
+                            waiting = None;
+                        } else {
+                            activator.activate_after(DURABILITY_POLL);
                         }
                     }
                     Some(_) => {}

@@ -1,10 +1,14 @@
 //! The Kafka sinks: score records (JSON payload keyed by entity, model name/version, score id
 //! and inference time also as headers) and dead letters (the original bytes as payload, the
 //! reason, error and source position as headers, as Kafka Connect's DLQ does). Delivery is
-//! at-least-once: every sink flushes before each checkpoint epoch passes and before the job
-//! ends ([`weir_operators::epoch_sink`]) and counts any failed delivery.
+//! at-least-once: before a checkpoint epoch passes, every record sent so far must be
+//! acknowledged (counted by the delivery callback and checked without blocking the worker);
+//! before the job ends the producer is flushed ([`weir_operators::epoch_sink`]). Any failed
+//! delivery is counted and keeps later epochs from being committed.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +62,10 @@ enum Kind {
 struct DeliveryContext {
     kind: Kind,
     metrics: Arc<JobMetrics>,
+    /// Records of this producer acknowledged or failed.
+    settled: AtomicU64,
+    /// Records of this producer that failed.
+    failed: AtomicU64,
 }
 
 impl ClientContext for DeliveryContext {}
@@ -67,6 +75,10 @@ impl ProducerContext for DeliveryContext {
     type DeliveryOpaque = Box<u64>;
 
     fn delivery(&self, result: &DeliveryResult<'_>, fired_at_ns: Box<u64>) {
+        if result.is_err() {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        self.settled.fetch_add(1, Ordering::Release);
         match (result, self.kind) {
             (Ok(_), Kind::Scores) => {
                 JobMetrics::add(&self.metrics.scores_delivered, 1);
@@ -108,6 +120,8 @@ fn instance_producer(
     .create_with_context(DeliveryContext {
         kind,
         metrics: config.metrics.clone(),
+        settled: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
     })
     .map(Some)
     .map_err(|source| KafkaEdgeError::Client {
@@ -116,15 +130,16 @@ fn instance_producer(
     })
 }
 
-/// Sends one record, waiting while librdkafka's queue is full (backpressure, not loss).
+/// Sends one record, waiting while librdkafka's queue is full (backpressure, not loss);
+/// returns whether it was queued.
 fn send(
     producer: &Producer_,
     mut record: BaseRecord<'_, [u8], [u8], Box<u64>>,
     metrics: &JobMetrics,
-) {
+) -> bool {
     loop {
         match producer.send(record) {
-            Ok(()) => return,
+            Ok(()) => return true,
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
                 record = returned;
                 std::thread::sleep(Duration::from_millis(1));
@@ -132,7 +147,7 @@ fn send(
             Err((error, _)) => {
                 JobMetrics::add(&metrics.delivery_failures, 1);
                 tracing::error!(%error, "a record could not be queued for delivery");
-                return;
+                return false;
             }
         }
     }
@@ -142,11 +157,48 @@ fn send(
 struct Delivery {
     producer: Producer_,
     config: KafkaSinkConfig,
+    /// Records queued for delivery so far.
+    sent: Cell<u64>,
+    /// Records that could not even be queued (lost, counted as delivery failures).
+    unqueued: Cell<u64>,
+    /// The loss has been logged.
+    loss_reported: Cell<bool>,
 }
 
 impl Delivery {
+    fn new(producer: Producer_, config: KafkaSinkConfig) -> Self {
+        Delivery {
+            producer,
+            config,
+            sent: Cell::new(0),
+            unqueued: Cell::new(0),
+            loss_reported: Cell::new(false),
+        }
+    }
+
     fn send(&self, record: BaseRecord<'_, [u8], [u8], Box<u64>>) {
-        send(&self.producer, record, &self.config.metrics);
+        let counter = if send(&self.producer, record, &self.config.metrics) {
+            &self.sent
+        } else {
+            &self.unqueued
+        };
+        counter.set(counter.get() + 1);
+    }
+
+    /// Whether the first `mark` records queued are acknowledged: `None` while some are on
+    /// their way, `Some(false)` once any record of this producer was lost.
+    fn durable_through(&self, mark: u64) -> Option<bool> {
+        let context = self.producer.context();
+        if self.unqueued.get() > 0 || context.failed.load(Ordering::Relaxed) > 0 {
+            if !self.loss_reported.replace(true) {
+                tracing::error!(
+                    topic = self.config.topic,
+                    "records were lost; no later checkpoint can be committed"
+                );
+            }
+            return Some(false);
+        }
+        (context.settled.load(Ordering::Acquire) >= mark).then_some(true)
     }
 
     /// Waits until every queued record is acknowledged (or failed). At the end of the input,
@@ -217,6 +269,14 @@ impl SinkWriter<ScoredRow> for ScoreWriter {
     fn flush(&mut self, end_of_input: bool) -> bool {
         self.out.flush(end_of_input)
     }
+
+    fn mark(&mut self) -> u64 {
+        self.out.sent.get()
+    }
+
+    fn durable_through(&mut self, mark: u64) -> Option<bool> {
+        self.out.durable_through(mark)
+    }
 }
 
 /// The dead-letter sink's writer on one instance.
@@ -268,6 +328,14 @@ impl SinkWriter<DeadLetter> for DeadLetterWriter {
     fn flush(&mut self, end_of_input: bool) -> bool {
         self.out.flush(end_of_input)
     }
+
+    fn mark(&mut self) -> u64 {
+        self.out.sent.get()
+    }
+
+    fn durable_through(&mut self, mark: u64) -> Option<bool> {
+        self.out.durable_through(mark)
+    }
 }
 
 /// Extension trait: `scores.kafka_score_sink(config, feature_names, source_topic)`.
@@ -300,7 +368,7 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredRow>> {
         };
         let epochs = config.epochs;
         let writer = producer.map(|producer| ScoreWriter {
-            out: Delivery { producer, config },
+            out: Delivery::new(producer, config),
             feature_names,
             source_topic,
         });
@@ -329,7 +397,7 @@ impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter
         };
         let epochs = config.epochs;
         let writer = producer.map(|producer| DeadLetterWriter {
-            out: Delivery { producer, config },
+            out: Delivery::new(producer, config),
         });
         Ok(epoch_sink(
             self,
