@@ -35,7 +35,7 @@ use weir_checkpoint::{KeyGroupRange, LocalDirStore, Manifest, SnapshotStore};
 use weir_features::decode::JsonDecoder;
 use weir_features::keyed_features::JobFeatures;
 use weir_features::record::Event;
-use weir_features::state_shards::StateShards;
+use weir_features::state_shards::{ShardSnapshot, StateShards};
 use weir_features::vocab::{Epoch, KeyGroup, SourcePosition, Watermark};
 use weir_features::window::WindowSpec;
 
@@ -114,6 +114,14 @@ fn million_keys() -> (JobFeatures, StateShards, JsonDecoder) {
     (job, state, decoder)
 }
 
+/// The bundle sections of encoded shards.
+fn sections(changed: &[ShardSnapshot]) -> Vec<(KeyGroupRange, &[u8])> {
+    changed
+        .iter()
+        .map(|s| (KeyGroupRange { lo: s.lo, hi: s.hi }, s.bytes.as_slice()))
+        .collect()
+}
+
 /// What the window operator does at an epoch: encode the changed shards on the worker (the
 /// pause), then write each durably (its writer thread). Returns (pause, write, shards, bytes).
 fn checkpoint(
@@ -123,10 +131,7 @@ fn checkpoint(
 ) -> (Duration, Duration, usize, usize) {
     let (pause, changed) = time(|| state.changed_snapshots().unwrap_or_else(|e| panic!("{e}")));
     let bytes = changed.iter().map(|s| s.bytes.len()).sum();
-    let sections: Vec<(KeyGroupRange, &[u8])> = changed
-        .iter()
-        .map(|s| (KeyGroupRange { lo: s.lo, hi: s.hi }, s.bytes.as_slice()))
-        .collect();
+    let sections = sections(&changed);
     let (write, _) = time(|| {
         if !sections.is_empty() {
             store
@@ -172,10 +177,7 @@ fn full_manifest(
     state.mark_all_changed();
     let (pause, changed) = time(|| state.changed_snapshots().unwrap_or_else(|e| panic!("{e}")));
     let bytes = changed.iter().map(|s| s.bytes.len()).sum();
-    let sections: Vec<(KeyGroupRange, &[u8])> = changed
-        .iter()
-        .map(|s| (KeyGroupRange { lo: s.lo, hi: s.hi }, s.bytes.as_slice()))
-        .collect();
+    let sections = sections(&changed);
     let (write, files) = time(|| {
         store
             .write_bundle(epoch, "window", KeyGroupRange { lo: 0, hi: G }, &sections)

@@ -5,7 +5,7 @@
 mod common;
 
 use anyhow::Result;
-use common::{snapshot_events as events, snapshot_job as job};
+use common::{snapshot_events as events, snapshot_job as job, snapshot_window_kinds};
 
 use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
 use weir_features::record::Event;
@@ -74,18 +74,7 @@ fn check(job: &JobFeatures, seed: u64, split_into: u32) -> Result<()> {
 
 #[test]
 fn restored_and_rescaled_state_continues_exactly() -> Result<()> {
-    let kinds = [
-        WindowSpec::Tumbling { size: 60_000 },
-        WindowSpec::Hopping {
-            size: 90_000,
-            slide: 30_000,
-        },
-        WindowSpec::Session {
-            gap: 10_000,
-            max_length: 60_000,
-        },
-    ];
-    for primary in kinds {
+    for primary in snapshot_window_kinds() {
         for trigger in [Trigger::Close, Trigger::Schedule { every: 30_000 }] {
             let job = job(primary.clone(), trigger)?;
             for (seed, parts) in [(1, 1), (2, 2), (3, 3)] {

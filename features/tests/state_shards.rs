@@ -7,8 +7,8 @@ mod common;
 
 use anyhow::{bail, Result};
 
-use common::{event, snapshot_events, snapshot_job, user_ts_x_schema};
-use rand::{Rng, SeedableRng};
+use common::{seeded_events, snapshot_events, snapshot_job, snapshot_window_kinds};
+use rand::Rng;
 use weir_features::keyed_features::JobFeatures;
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
@@ -172,19 +172,13 @@ fn run_leg(
 /// and their shards change afterwards only by firing and dropping windows. Up to 2 s out of
 /// order.
 fn phased_events(seed: u64) -> Result<Vec<Event>> {
-    let schema = user_ts_x_schema()?;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut clock = 0i64;
-    Ok((0..3_000)
-        .map(|i| {
-            clock += rng.random_range(0..400);
-            let ts = clock - rng.random_range(0..3) * 1_000;
-            let key = format!("p{}k{}", i / 250, rng.random_range(0..8));
-            let mut e = event(&schema, &key, ts, f64::from(rng.random_range(0..100)), i);
-            e.key_group = KeyGroup::of(key.as_bytes(), G);
-            e
-        })
-        .collect())
+    let mut events = seeded_events(seed, |i, rng| {
+        format!("p{}k{}", i / 250, rng.random_range(0..8))
+    })?;
+    for e in &mut events {
+        e.key_group = KeyGroup::of(e.key.as_bytes(), G);
+    }
+    Ok(events)
 }
 
 fn check(job: &JobFeatures, seed: u64, parallelisms: [u32; 3]) -> Result<()> {
@@ -272,19 +266,8 @@ fn check(job: &JobFeatures, seed: u64, parallelisms: [u32; 3]) -> Result<()> {
 
 #[test]
 fn incremental_restores_continue_exactly() -> Result<()> {
-    let kinds = [
-        WindowSpec::Tumbling { size: 60_000 },
-        WindowSpec::Hopping {
-            size: 90_000,
-            slide: 30_000,
-        },
-        WindowSpec::Session {
-            gap: 10_000,
-            max_length: 60_000,
-        },
-        WindowSpec::OverRange { range: 30_000 },
-    ];
-    for primary in kinds {
+    let over_range = WindowSpec::OverRange { range: 30_000 };
+    for primary in snapshot_window_kinds().into_iter().chain([over_range]) {
         let over_range = matches!(primary, WindowSpec::OverRange { .. });
         for trigger in [Trigger::Close, Trigger::Schedule { every: 30_000 }] {
             if over_range && trigger != Trigger::Close {

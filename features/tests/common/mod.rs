@@ -87,6 +87,15 @@ pub fn snapshot_job(primary: WindowSpec, trigger: Trigger) -> Result<JobFeatures
 
 /// 3 000 seeded events of 40 keys, 0-400 ms apart, up to 2 s out of order.
 pub fn snapshot_events(seed: u64) -> Result<Vec<Event>> {
+    seeded_events(seed, |_, rng| format!("k{}", rng.random_range(0..40)))
+}
+
+/// 3 000 seeded events 0-400 ms apart, up to 2 s out of order; `key(i, rng)` names the key
+/// of the `i`-th.
+pub fn seeded_events(
+    seed: u64,
+    key: impl Fn(i64, &mut rand::rngs::StdRng) -> String,
+) -> Result<Vec<Event>> {
     let schema = user_ts_x_schema()?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut clock = 0i64;
@@ -94,8 +103,23 @@ pub fn snapshot_events(seed: u64) -> Result<Vec<Event>> {
         .map(|i| {
             clock += rng.random_range(0..400);
             let ts = clock - rng.random_range(0..3) * 1_000;
-            let key = format!("k{}", rng.random_range(0..40));
+            let key = key(i, &mut rng);
             event(&schema, &key, ts, f64::from(rng.random_range(0..100)), i)
         })
         .collect())
+}
+
+/// A tumbling, a hopping and a session window: the kinds the snapshot tests cover.
+pub fn snapshot_window_kinds() -> [WindowSpec; 3] {
+    [
+        WindowSpec::Tumbling { size: 60_000 },
+        WindowSpec::Hopping {
+            size: 90_000,
+            slide: 30_000,
+        },
+        WindowSpec::Session {
+            gap: 10_000,
+            max_length: 60_000,
+        },
+    ]
 }
