@@ -19,7 +19,6 @@ mod score_common;
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -27,34 +26,19 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::{Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 
-use score_common::{feature_names, models, rows, session_options, BATCH_ROWS, KEY_GROUPS};
+use score_common::{models, rows, score_config, BATCH_ROWS};
 use weir_features::row::FeatureRow;
 use weir_features::vocab::Tick;
-use weir_operators::metrics::JobMetrics;
-use weir_operators::placement::Placement;
 use weir_score::budget::{available_cores, InstanceCores};
-use weir_score::models::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
-use weir_score::registry::ModelSource;
 
 fn config() -> ScoreConfig {
     let (_, dir) = models().swap_remove(0);
-    ScoreConfig {
-        source: ModelSource::Dir(dir),
-        secondary: None,
-        job_features: feature_names(),
-        session: session_options(),
-        max_batch_delay: Duration::from_millis(1),
-        max_in_flight: 4,
-        cores: (available_cores() >= 2 && std::env::var("WEIR_BENCH_PIN").as_deref() != Ok("0"))
-            .then(|| vec![InstanceCores { cores: vec![1] }]),
-        parallelism: 1,
-        placement: Placement::new(1, 1),
-        key_groups: KEY_GROUPS,
-        source_name: "bench".into(),
-        metrics: Arc::new(JobMetrics::default()),
-        counters: Arc::new(ScoreCounters::default()),
-    }
+    let mut config = score_config(&dir);
+    config.cores = (available_cores() >= 2
+        && std::env::var("WEIR_BENCH_PIN").as_deref() != Ok("0"))
+    .then(|| vec![InstanceCores { cores: vec![1] }]);
+    config
 }
 
 struct Report {

@@ -5,10 +5,12 @@
 //!
 //! Same inputs and paths as `benches/scoring.rs` (64 batches of 256 seeded rows per pass;
 //! XGBoost, LightGBM, MLP): `raw_ort` (plain `ort` session fed by a hand-written f64 → f32
-//! conversion), `weir_session` (`ModelSession::score_batch`), `weir_models` (`ModelSet::score`
-//! on this thread: `FeatureRow`s in, `ScoredRow`s out), `weir_thread` (rows moved to an
-//! inference thread, scored into `ScoredRow`s by `ModelSet`, sent back; 4 batches queued,
-//! the job default `max_in_flight`).
+//! conversion), `weir_session` (`ModelSession::score_batch`), `weir_models` (the whole
+//! scoring path on this thread: `FeatureRow`s in, values gathered into a batch, `ModelSet::score`,
+//! `ScoredRow`s out), `weir_thread` (the operator's path without Timely, `Batcher`: values
+//! gathered on this thread, scored on the inference thread, `ScoredRow`s built back here;
+//! at most 4 batches in flight, the job default `max_in_flight`). Score records are dropped
+//! inside the timed pass; the input rows are cloned before it.
 //! Each round runs one pass of every path back to back, in a rotating order, and the report
 //! gives each path's median over rounds of `rows/s(path) / rows/s(raw_ort)` in that same
 //! round, so slow drifts of machine load cancel out. Criterion's `scoring` bench measures
@@ -19,16 +21,14 @@ mod score_common;
 use std::time::Instant;
 
 use score_common::{
-    feature_names, models, rows, session_options, setup, through_thread, RawOrt, BATCH_ROWS,
+    batcher, feature_names, model_set, models, one_thread, rows, session_options, through_batcher,
+    RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
-use weir_score::models::ModelSet;
-use weir_score::pool::InferenceThread;
+use weir_score::batch::ScoreBatch;
 use weir_score::ModelSession;
 
 const BATCHES: usize = 64;
-/// Batches queued to the inference thread (the job default `[model] max_in_flight`).
-const IN_FLIGHT: usize = 4;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -64,25 +64,14 @@ fn main() {
             }
             std::hint::black_box(&out);
         };
-        let s = setup(&dir);
-        let loaded =
-            ModelSession::load(&dir, &feature_names(), &session_options()).expect("session");
-        let mut set = ModelSet::new(
-            loaded,
-            None,
-            feature_names(),
-            "bench".into(),
-            s.metrics,
-            s.counters,
-        );
+        let (mut set, context) = model_set(&dir);
+        let mut batch = ScoreBatch::default();
         let mut models_pass = |input: Vec<Vec<FeatureRow>>| {
-            for rows in input {
-                std::hint::black_box(set.score(rows));
-            }
+            std::hint::black_box(one_thread(&mut set, &mut batch, &context, input));
         };
-        let thread = InferenceThread::spawn(setup(&dir), 0, IN_FLIGHT, || {}).expect("thread");
-        let thread_pass = |input: Vec<Vec<FeatureRow>>| {
-            std::hint::black_box(through_thread(&thread, input));
+        let mut batcher = batcher(&dir);
+        let mut thread_pass = |input: Vec<Vec<FeatureRow>>| {
+            std::hint::black_box(through_batcher(&mut batcher, input));
         };
         let rows_per_pass = (BATCHES * BATCH_ROWS) as f64;
         const PATHS: [&str; 4] = ["raw_ort", "weir_session", "weir_models", "weir_thread"];

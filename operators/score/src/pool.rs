@@ -2,8 +2,9 @@
 //!
 //! Each score instance owns one [`InferenceThread`]: a dedicated OS thread, pinned to its
 //! configured core (`crate::budget`), that owns the instance's [`ModelSet`] and every ONNX
-//! Runtime session in it. The Timely operator (`crate::operator`) sends it micro-batches
-//! over a bounded channel and gets results back over another; after each result the thread
+//! Runtime session in it. The Timely operator (`crate::batcher`) sends it micro-batches
+//! ([`ScoreBatch`]: contiguous values, no rows) over a bounded channel and gets them back,
+//! scored, over another; after each result the thread
 //! calls `wake` (the operator's `SyncActivator`), so the worker thread never blocks on
 //! inference. Between batches (and at least every `poll`) the thread asks the registry for
 //! its target version and hot-reloads: load, validate, warm beside the old session, then swap;
@@ -15,12 +16,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use weir_features::row::{FeatureRow, ModelTag};
+use weir_features::row::ModelTag;
 use weir_operators::metrics::JobMetrics;
 
+use crate::batch::ScoreBatch;
 use crate::budget::{pin_current_thread, InstanceCores};
 use crate::error::{Result, ScoreError};
-use crate::models::{tag_of, BatchOutcome, ModelSet, ScoreCounters, SecondaryModel};
+use crate::models::{tag_of, ModelSet, ScoreCounters, SecondaryModel};
 use crate::registry::{ModelSource, Registry, Target};
 use crate::session::{ModelSession, SessionOptions};
 
@@ -37,8 +39,6 @@ pub struct InferenceSetup {
     pub session: SessionOptions,
     /// Cores to pin to; `None` runs unpinned.
     pub cores: Option<InstanceCores>,
-    /// Source name, for dead letters.
-    pub source_name: String,
     /// Job counters.
     pub metrics: Arc<JobMetrics>,
     /// Scoring-stage counters.
@@ -50,17 +50,18 @@ pub struct InferenceSetup {
 pub struct Job {
     /// Caller's batch id.
     pub id: u64,
-    /// The rows.
-    pub rows: Vec<FeatureRow>,
+    /// The rows' values (the rows themselves stay with the caller); boxed, so the channel
+    /// moves a pointer and the caller reuses the box.
+    pub batch: Box<ScoreBatch>,
 }
 
-/// A scored batch.
+/// A scored batch: the [`Job`]'s batch, now with its scores.
 #[derive(Debug)]
 pub struct Done {
     /// The batch id of the [`Job`].
     pub id: u64,
-    /// Scored rows in input order, and dead letters.
-    pub outcome: BatchOutcome,
+    /// Values and scores; the caller reuses the box and its buffers for a later job.
+    pub batch: Box<ScoreBatch>,
 }
 
 /// Handle to one running inference thread; dropping it stops and joins the thread.
@@ -189,8 +190,6 @@ fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>)> {
         ModelSet::new(
             primary,
             secondary,
-            setup.job_features.clone(),
-            setup.source_name.clone(),
             setup.metrics.clone(),
             setup.counters.clone(),
         ),
@@ -312,15 +311,9 @@ fn serve(
                 Err(_) => return,
             },
         };
-        if let Some(job) = job {
-            let outcome = models.score(job.rows);
-            if results
-                .send(Done {
-                    id: job.id,
-                    outcome,
-                })
-                .is_err()
-            {
+        if let Some(Job { id, mut batch }) = job {
+            models.score(&mut batch);
+            if results.send(Done { id, batch }).is_err() {
                 return;
             }
             wake();
