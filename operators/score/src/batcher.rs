@@ -34,6 +34,20 @@ struct Pending<C> {
     opened: Instant,
 }
 
+impl<C> Pending<C> {
+    /// An empty batch for `max_rows` rows, reusing a spent one when there is one.
+    #[allow(clippy::vec_box)]
+    fn new(tick: Tick, caps: C, max_rows: usize, spare: &mut Vec<Box<ScoreBatch>>) -> Self {
+        Pending {
+            tick,
+            caps,
+            scored: Vec::with_capacity(max_rows),
+            batch: spare.pop().unwrap_or_default(),
+            opened: Instant::now(),
+        }
+    }
+}
+
 /// One score instance's batches; `C` is what a batch's results are emitted with (the
 /// operator's capabilities).
 pub struct Batcher<C> {
@@ -124,11 +138,10 @@ impl<C: Clone> Batcher<C> {
             self.ready.extend(self.open.take());
         }
         for row in rows.drain(..) {
-            let open = match self.open.take() {
-                Some(open) => open,
-                None => self.fresh(tick, caps.clone()),
-            };
-            let open = self.open.insert(open);
+            let (spare, max_rows) = (&mut self.spare, self.max_rows);
+            let open = self
+                .open
+                .get_or_insert_with(|| Pending::new(tick, caps.clone(), max_rows, spare));
             let canary = self
                 .canary_share
                 .map(|share| canary_bucket(&row.key, share));
@@ -137,17 +150,6 @@ impl<C: Clone> Batcher<C> {
             if open.scored.len() >= self.max_rows {
                 self.ready.extend(self.open.take());
             }
-        }
-    }
-
-    /// An empty batch from the spares.
-    fn fresh(&mut self, tick: Tick, caps: C) -> Pending<C> {
-        Pending {
-            tick,
-            caps,
-            scored: Vec::with_capacity(self.max_rows),
-            batch: self.spare.pop().unwrap_or_default(),
-            opened: Instant::now(),
         }
     }
 
@@ -220,12 +222,6 @@ impl<C: Clone> Batcher<C> {
             done.extend(self.records(result));
         }
         done
-    }
-
-    /// Waits for the next finished batch (benchmarks and tests; the operator never blocks).
-    pub fn wait_finished(&mut self) -> Option<(C, BatchOutcome)> {
-        let result = self.thread.recv_result()?;
-        self.records(result)
     }
 
     /// The score records of a returned batch; keeps its buffers for a later batch.

@@ -10,7 +10,7 @@
 //! its target version and hot-reloads: load, validate, warm beside the old session, then swap;
 //! on failure the old session keeps serving and the failure is logged and counted once.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -68,14 +68,17 @@ pub struct Done {
 pub struct InferenceThread {
     jobs: Option<SyncSender<Job>>,
     results: Receiver<Done>,
+    /// Jobs submitted and not yet taken by the thread.
+    queued: Arc<AtomicUsize>,
     handle: Option<JoinHandle<()>>,
     tag: ModelTag,
 }
 
 impl InferenceThread {
     /// Starts the thread, pins it, loads and warms its models, and returns once they serve
-    /// (or with the load error). `capacity` bounds the queued jobs; `wake` is called after
-    /// every result is sent.
+    /// (or with the load error). `capacity` bounds the queued jobs; `wake` is called after a
+    /// result is sent unless more than half of `capacity` jobs still wait behind it (see
+    /// [`Hand::wake_at`]).
     pub fn spawn(
         setup: InferenceSetup,
         instance: usize,
@@ -85,6 +88,13 @@ impl InferenceThread {
         let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(capacity.max(1));
         let (results_tx, results_rx) = mpsc::channel::<Done>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<ModelTag>>();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let hand = Hand {
+            jobs: jobs_rx,
+            results: results_tx,
+            queued: queued.clone(),
+            wake_at: capacity.max(1) / 2,
+        };
         let handle = std::thread::Builder::new()
             .name(format!("weir-score-{instance}"))
             .spawn(move || {
@@ -103,7 +113,7 @@ impl InferenceThread {
                     }
                 };
                 let _ = ready_tx.send(Ok(models.primary_tag().clone()));
-                serve(models, watcher, &setup, jobs_rx, results_tx, wake);
+                serve(models, watcher, &setup, hand, wake);
             })
             .map_err(|e| ScoreError::Thread(format!("cannot start inference thread: {e}")))?;
         let tag = match ready_rx.recv() {
@@ -122,6 +132,7 @@ impl InferenceThread {
         Ok(InferenceThread {
             jobs: Some(jobs_tx),
             results: results_rx,
+            queued,
             handle: Some(handle),
             tag,
         })
@@ -138,20 +149,20 @@ impl InferenceThread {
         let Some(jobs) = &self.jobs else {
             return Err((job, true));
         };
-        jobs.try_send(job).map_err(|e| match e {
-            TrySendError::Full(job) => (job, false),
-            TrySendError::Disconnected(job) => (job, true),
+        // Counted before it can be taken (the thread decrements when it takes it).
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        jobs.try_send(job).map_err(|e| {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            match e {
+                TrySendError::Full(job) => (job, false),
+                TrySendError::Disconnected(job) => (job, true),
+            }
         })
     }
 
     /// A finished batch, if one is waiting.
     pub fn try_result(&self) -> Option<Done> {
         self.results.try_recv().ok()
-    }
-
-    /// Waits for the next finished batch (tests and benchmarks; the operator never blocks).
-    pub fn recv_result(&self) -> Option<Done> {
-        self.results.recv().ok()
     }
 }
 
@@ -290,15 +301,35 @@ impl Watcher {
     }
 }
 
+/// The thread's ends of the hand-off.
+struct Hand {
+    jobs: Receiver<Job>,
+    results: mpsc::Sender<Done>,
+    /// Jobs submitted and not yet taken (shared with [`InferenceThread::submit`]).
+    queued: Arc<AtomicUsize>,
+    /// After a result the thread wakes the operator only when at most this many jobs wait
+    /// (half the queue): with more, the operator has work queued and gets this result with a
+    /// later one, at most half a queue of batches later; waking a parked thread costs the
+    /// inference thread a system call (and, on a VM, an interrupt), which at one wake per
+    /// batch took 10-20 % of its time (BENCHMARKS.md). The last result of a burst (nothing
+    /// queued) always wakes it.
+    wake_at: usize,
+}
+
 /// The thread's loop: score jobs in order, reload between them, stop when the operator goes.
 fn serve(
     mut models: ModelSet,
     mut watcher: Option<Watcher>,
     setup: &InferenceSetup,
-    jobs: Receiver<Job>,
-    results: mpsc::Sender<Done>,
+    hand: Hand,
     wake: impl Fn(),
 ) {
+    let Hand {
+        jobs,
+        results,
+        queued,
+        wake_at,
+    } = hand;
     loop {
         let job = match &watcher {
             Some(w) => match jobs.recv_timeout(w.due()) {
@@ -312,11 +343,14 @@ fn serve(
             },
         };
         if let Some(Job { id, mut batch }) = job {
+            queued.fetch_sub(1, Ordering::AcqRel);
             models.score(&mut batch);
             if results.send(Done { id, batch }).is_err() {
                 return;
             }
-            wake();
+            if queued.load(Ordering::Acquire) <= wake_at {
+                wake();
+            }
         }
         if let Some(w) = watcher.as_mut().filter(|w| w.due().is_zero()) {
             w.check(&mut models, setup);
