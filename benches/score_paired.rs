@@ -1,7 +1,8 @@
 //! Scoring throughput as paired ratios (issue #5): robust to a machine whose load drifts.
 //!
 //! Run: `cargo bench --bench score_paired` (plain `main`; results: BENCHMARKS.md).
-//! Optional: `WEIR_BENCH_ROUNDS=60` (default 40).
+//! Optional: `WEIR_BENCH_ROUNDS=60` (default 40); `WEIR_BENCH_PIN=1` pins the inference thread
+//! to core 1 and this thread to core 0 (as a job with `[model] cores` pins them).
 //!
 //! Same inputs and paths as `benches/scoring.rs` (64 batches of 256 seeded rows per pass;
 //! XGBoost, LightGBM, MLP): `raw_ort` (plain `ort` session fed by a hand-written f64 → f32
@@ -21,8 +22,8 @@ mod score_common;
 use std::time::Instant;
 
 use score_common::{
-    batcher, feature_names, model_set, models, one_thread, rows, session_options, through_batcher,
-    RawOrt, BATCH_ROWS,
+    batcher, feature_names, inference_core, model_set, models, one_thread, pin_like_a_worker, rows,
+    session_options, through_batcher, RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
 use weir_score::batch::ScoreBatch;
@@ -40,6 +41,9 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(40);
+    // Unpinned unless `WEIR_BENCH_PIN=1` (inference thread on core 1, this thread on core 0).
+    let core = inference_core(false);
+    pin_like_a_worker(core);
     let all = rows(BATCHES * BATCH_ROWS, 5);
     let batches: Vec<Vec<FeatureRow>> = all.chunks(BATCH_ROWS).map(<[_]>::to_vec).collect();
     let values: Vec<Vec<f64>> = batches
@@ -69,7 +73,7 @@ fn main() {
         let mut models_pass = |input: Vec<Vec<FeatureRow>>| {
             std::hint::black_box(one_thread(&mut set, &mut batch, &context, input));
         };
-        let mut batcher = batcher(&dir);
+        let mut batcher = batcher(&dir, core);
         let mut thread_pass = |input: Vec<Vec<FeatureRow>>| {
             std::hint::black_box(through_batcher(&mut batcher, input));
         };

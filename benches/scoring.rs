@@ -105,7 +105,7 @@ fn bench(c: &mut Criterion) {
             )
         });
 
-        let mut batcher = batcher(&dir);
+        let mut batcher = batcher(&dir, None);
         group.bench_function("weir_thread", |b| {
             b.iter_batched(
                 || batches.clone(),

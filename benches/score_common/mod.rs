@@ -16,6 +16,7 @@ use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
 use weir_score::batch::ScoreBatch;
 use weir_score::batcher::Batcher;
+use weir_score::budget::{available_cores, pin_current_thread, worker_core, InstanceCores};
 use weir_score::models::{ModelSet, ScoreCounters};
 use weir_score::operator::ScoreConfig;
 use weir_score::pool::{InferenceSetup, InferenceThread};
@@ -229,13 +230,51 @@ pub fn score_config(model_dir: &Path) -> ScoreConfig {
     }
 }
 
-/// The score operator's batcher without Timely: an inference thread for `model_dir` and the
-/// job's default limits (`max_in_flight` 4).
-pub fn batcher(model_dir: &Path) -> Batcher<()> {
-    let config = score_config(model_dir);
-    let thread = InferenceThread::spawn(config.inference_setup(0), 0, config.max_in_flight, || {})
+/// The inference thread's core when a benchmark pins threads: core 1 on a machine with two
+/// or more cores; `WEIR_BENCH_PIN=1` or `0` overrides the benchmark's `default`.
+pub fn inference_core(default: bool) -> Option<usize> {
+    let pin = match std::env::var("WEIR_BENCH_PIN").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => default,
+    };
+    (pin && available_cores() >= 2).then_some(1)
+}
+
+/// Pins the calling thread like a job's Timely worker (`jobs/src/pipeline.rs`, `pin_worker`):
+/// to a core the inference thread (on `inference_core`) does not use, when it is pinned.
+pub fn pin_like_a_worker(inference_core: Option<usize>) {
+    let pinned: Vec<usize> = inference_core.into_iter().collect();
+    if let Some(core) = worker_core(&pinned, available_cores(), 0) {
+        if !pin_current_thread(core) {
+            eprintln!("could not pin the benchmark thread to core {core}");
+        }
+    }
+}
+
+/// The score operator's batcher without Timely: an inference thread for `model_dir` (pinned
+/// to `core` if any) and the job's default limits (`max_in_flight` 4). Like the operator's
+/// `SyncActivator`, the thread's wake-up unparks the calling thread.
+pub fn batcher(model_dir: &Path, core: Option<usize>) -> Batcher<()> {
+    let mut config = score_config(model_dir);
+    config.cores = core.map(|core| vec![InstanceCores { cores: vec![core] }]);
+    let me = std::thread::current();
+    let wake = move || me.unpark();
+    let thread = InferenceThread::spawn(config.inference_setup(0), 0, config.max_in_flight, wake)
         .expect("inference thread");
     Batcher::new(thread, &config)
+}
+
+/// Takes finished batches from `batcher`, parking until the inference thread wakes this thread
+/// when there are none (as a Timely worker parks until an activation); returns their records.
+fn wait_finished(batcher: &mut Batcher<()>) -> usize {
+    loop {
+        let finished = batcher.finished();
+        if !finished.is_empty() {
+            return finished.iter().map(|(_, o)| o.scored.len()).sum();
+        }
+        std::thread::park_timeout(Duration::from_millis(1));
+    }
 }
 
 /// The operator's path without Timely: `batches` pushed into `batcher` (values gathered into
@@ -246,7 +285,7 @@ pub fn through_batcher(batcher: &mut Batcher<()>, batches: Vec<Vec<FeatureRow>>)
     let mut finished = Vec::new();
     for mut rows in batches {
         while !batcher.has_room() {
-            scored += batcher.wait_finished().map_or(0, |(_, o)| o.scored.len());
+            scored += wait_finished(batcher);
         }
         batcher.push(0, (), &mut rows);
         batcher.send(&mut finished);
@@ -254,7 +293,7 @@ pub fn through_batcher(batcher: &mut Batcher<()>, batches: Vec<Vec<FeatureRow>>)
     batcher.close_open(|_| true);
     batcher.send(&mut finished);
     while batcher.in_flight() > 0 {
-        scored += batcher.wait_finished().map_or(0, |(_, o)| o.scored.len());
+        scored += wait_finished(batcher);
     }
     scored + finished.iter().map(|(_, o)| o.scored.len()).sum::<usize>()
 }
