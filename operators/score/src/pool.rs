@@ -77,8 +77,7 @@ pub struct InferenceThread {
 impl InferenceThread {
     /// Starts the thread, pins it, loads and warms its models, and returns once they serve
     /// (or with the load error). `capacity` bounds the queued jobs; `wake` is called after a
-    /// result is sent unless more than half of `capacity` jobs still wait behind it (see
-    /// [`Hand::wake_at`]).
+    /// result is sent, unless enough work still waits behind it (see `Hand::must_wake`).
     pub fn spawn(
         setup: InferenceSetup,
         instance: usize,
@@ -307,13 +306,27 @@ struct Hand {
     results: mpsc::Sender<Done>,
     /// Jobs submitted and not yet taken (shared with [`InferenceThread::submit`]).
     queued: Arc<AtomicUsize>,
-    /// After a result the thread wakes the operator only when at most this many jobs wait
-    /// (half the queue): with more, the operator has work queued and gets this result with a
-    /// later one, at most half a queue of batches later; waking a parked thread costs the
-    /// inference thread a system call (and, on a VM, an interrupt), which at one wake per
-    /// batch took 10-20 % of its time (BENCHMARKS.md). The last result of a burst (nothing
-    /// queued) always wakes it.
+    /// Half the queue: see [`Hand::must_wake`].
     wake_at: usize,
+}
+
+/// Work queued behind a result that lets the thread skip waking the operator for it.
+const SLACK: Duration = Duration::from_micros(100);
+
+impl Hand {
+    /// Whether to wake the operator after a result, given how long the batch took.
+    ///
+    /// Waking a parked thread costs the inference thread a system call (on a VM, an
+    /// interrupt too): at one wake per batch that was 10-20 % of its time (BENCHMARKS.md). So
+    /// the wake is skipped when more than half the queue still waits *and* that work keeps
+    /// the thread busy for at least [`SLACK`] (estimated from this batch): the operator then
+    /// gets this result with the next one, soon enough to refill the queue before it runs
+    /// dry. With fast batches (less slack than a wake-up and the operator's own work take)
+    /// every result wakes it; so does the last one of a burst (nothing queued).
+    fn must_wake(&self, took: Duration) -> bool {
+        let waiting = self.queued.load(Ordering::Acquire);
+        waiting <= self.wake_at || took * (waiting as u32) < SLACK
+    }
 }
 
 /// The thread's loop: score jobs in order, reload between them, stop when the operator goes.
@@ -324,31 +337,27 @@ fn serve(
     hand: Hand,
     wake: impl Fn(),
 ) {
-    let Hand {
-        jobs,
-        results,
-        queued,
-        wake_at,
-    } = hand;
     loop {
         let job = match &watcher {
-            Some(w) => match jobs.recv_timeout(w.due()) {
+            Some(w) => match hand.jobs.recv_timeout(w.due()) {
                 Ok(job) => Some(job),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             },
-            None => match jobs.recv() {
+            None => match hand.jobs.recv() {
                 Ok(job) => Some(job),
                 Err(_) => return,
             },
         };
         if let Some(Job { id, mut batch }) = job {
-            queued.fetch_sub(1, Ordering::AcqRel);
+            hand.queued.fetch_sub(1, Ordering::AcqRel);
+            let start = Instant::now();
             models.score(&mut batch);
-            if results.send(Done { id, batch }).is_err() {
+            let took = start.elapsed();
+            if hand.results.send(Done { id, batch }).is_err() {
                 return;
             }
-            if queued.load(Ordering::Acquire) <= wake_at {
+            if hand.must_wake(took) {
                 wake();
             }
         }
