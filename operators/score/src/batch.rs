@@ -8,7 +8,7 @@
 //! it back; the operator turns rows and scores into score records (`crate::records`) and
 //! keeps the spent batch for a later one, so a steady stream allocates no batch buffers.
 
-use weir_features::row::ModelTag;
+use weir_features::row::{ModelTag, ScoredRow};
 
 /// One micro-batch's inputs and, once scored, its scores.
 #[derive(Debug, Default)]
@@ -21,6 +21,11 @@ pub struct ScoreBatch {
     pub canary: Vec<bool>,
     /// What the inference thread wrote.
     pub scores: BatchScores,
+    /// An empty vector for a later batch's score records, allocated by the inference thread.
+    /// The operator cannot reuse its records vectors (Timely keeps them); allocated on the
+    /// worker, one per batch, they made glibc grow and trim the worker's heap around every
+    /// batch (score_latency: 262 K page faults in 10 s, against 7 K; see BENCHMARKS.md).
+    pub spare_records: Vec<ScoredRow>,
 }
 
 impl ScoreBatch {

@@ -35,17 +35,29 @@ struct Pending<C> {
 }
 
 impl<C> Pending<C> {
-    /// An empty batch for `max_rows` rows, reusing a spent one when there is one.
-    #[allow(clippy::vec_box)]
-    fn new(tick: Tick, caps: C, max_rows: usize, spare: &mut Vec<Box<ScoreBatch>>) -> Self {
+    /// An empty batch for `max_rows` rows, reusing spare buffers when there are some.
+    fn new(tick: Tick, caps: C, max_rows: usize, spare: &mut Spares) -> Self {
         Pending {
             tick,
             caps,
-            scored: Vec::with_capacity(max_rows),
-            batch: spare.pop().unwrap_or_default(),
+            scored: spare
+                .records
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(max_rows)),
+            batch: spare.batches.pop().unwrap_or_default(),
             opened: Instant::now(),
         }
     }
+}
+
+/// Buffers for later batches.
+#[derive(Default)]
+struct Spares {
+    /// Spent batches (boxed as they travel, so the boxes are reused too).
+    #[allow(clippy::vec_box)]
+    batches: Vec<Box<ScoreBatch>>,
+    /// Empty records vectors the inference thread allocated (`ScoreBatch::spare_records`).
+    records: Vec<Vec<ScoredRow>>,
 }
 
 /// One score instance's batches; `C` is what a batch's results are emitted with (the
@@ -58,9 +70,7 @@ pub struct Batcher<C> {
     ready: VecDeque<Pending<C>>,
     /// Sent batches by id: what to emit their results with, and their records.
     in_flight: HashMap<u64, (C, Vec<ScoredRow>)>,
-    /// Spent batches, for later batches (boxed as they travel, so the boxes are reused too).
-    #[allow(clippy::vec_box)]
-    spare: Vec<Box<ScoreBatch>>,
+    spare: Spares,
     next_id: u64,
     max_rows: usize,
     max_delay: Duration,
@@ -91,7 +101,7 @@ impl<C: Clone> Batcher<C> {
             open: None,
             ready: VecDeque::new(),
             in_flight: HashMap::new(),
-            spare: Vec::new(),
+            spare: Spares::default(),
             next_id: 0,
             max_rows: config.session.max_batch_rows.max(1),
             max_delay: config.max_batch_delay,
@@ -231,7 +241,11 @@ impl<C: Clone> Batcher<C> {
         let mut dead = Vec::new();
         fill_scores(&mut scored, &batch, &self.context, &mut dead);
         batch.clear();
-        self.spare.push(batch);
+        let records = std::mem::take(&mut batch.spare_records);
+        if records.capacity() > 0 && self.spare.records.len() < self.max_in_flight {
+            self.spare.records.push(records);
+        }
+        self.spare.batches.push(batch);
         Some((caps, BatchOutcome { scored, dead }))
     }
 }

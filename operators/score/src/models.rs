@@ -162,6 +162,7 @@ impl ModelSet {
             rows,
             canary,
             scores,
+            ..
         } = batch;
         let rows = *rows;
         scores.clear();

@@ -354,6 +354,9 @@ fn serve(
             let start = Instant::now();
             models.score(&mut batch);
             let took = start.elapsed();
+            if batch.spare_records.capacity() == 0 {
+                batch.spare_records = Vec::with_capacity(setup.session.max_batch_rows);
+            }
             if hand.results.send(Done { id, batch }).is_err() {
                 return;
             }
