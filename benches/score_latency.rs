@@ -2,12 +2,13 @@
 //!
 //! Run: `cargo bench --bench score_latency` (plain `main`, no criterion; results: BENCHMARKS.md).
 //! Optional: `WEIR_BENCH_SECONDS=10` (default 5) per measurement; `WEIR_BENCH_PIN=0` leaves
-//! the inference thread and the worker unpinned.
+//! the inference thread unpinned.
 //!
 //! One Timely worker feeds seeded feature rows (8 features, ~10 % missing; XGBoost fixture)
 //! into `rows.score(config)` — the operator the job runs, with its inference thread pinned to
-//! core 1 and the worker to core 0 when the machine has two cores (as a job with
-//! `[model] cores` pins them) — one 1 ms tick at a time: a row's `fired_at` is
+//! core 1 when the machine has two cores (the worker is not pinned: on a shared machine a
+//! pinned worker cannot get away from other processes, see BENCHMARKS.md) — one 1 ms tick at
+//! a time: a row's `fired_at` is
 //! stamped when it is handed to the operator (the window operator's emission), and an
 //! `inspect` right after the operator records `emitted − fired_at` into an HDR histogram.
 //! 1. max rate: as many rows per tick as the operator takes, until the in-flight bound
@@ -27,7 +28,7 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::{Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 
-use score_common::{inference_core, models, pin_like_a_worker, rows, score_config, BATCH_ROWS};
+use score_common::{inference_core, models, rows, score_config, BATCH_ROWS};
 use weir_features::row::FeatureRow;
 use weir_features::vocab::Tick;
 use weir_score::budget::InstanceCores;
@@ -52,7 +53,6 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
     let report = timely::execute_directly(move |worker| {
-        pin_like_a_worker(inference_core(true));
         let base = Instant::now();
         let histogram = Rc::new(RefCell::new(
             Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram"),
