@@ -6,7 +6,9 @@
 //!
 //! One Timely worker feeds seeded feature rows (8 features, ~10 % missing; XGBoost fixture)
 //! into `rows.score(config)` — the operator the job runs, with its inference thread pinned to
-//! core 1 when the machine has two cores — one 1 ms tick at a time: a row's `fired_at` is
+//! core 1 when the machine has two cores (the worker is not pinned: on a shared machine a
+//! pinned worker cannot get away from other processes, see BENCHMARKS.md) — one 1 ms tick at
+//! a time: a row's `fired_at` is
 //! stamped when it is handed to the operator (the window operator's emission), and an
 //! `inspect` right after the operator records `emitted − fired_at` into an HDR histogram.
 //! 1. max rate: as many rows per tick as the operator takes, until the in-flight bound
@@ -19,7 +21,6 @@ mod score_common;
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -27,34 +28,17 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::{Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 
-use score_common::{feature_names, models, rows, session_options, BATCH_ROWS, KEY_GROUPS};
+use score_common::{inference_core, models, rows, score_config, BATCH_ROWS};
 use weir_features::row::FeatureRow;
 use weir_features::vocab::Tick;
-use weir_operators::metrics::JobMetrics;
-use weir_operators::placement::Placement;
-use weir_score::budget::{available_cores, InstanceCores};
-use weir_score::models::ScoreCounters;
+use weir_score::budget::InstanceCores;
 use weir_score::operator::{Score, ScoreConfig};
-use weir_score::registry::ModelSource;
 
 fn config() -> ScoreConfig {
     let (_, dir) = models().swap_remove(0);
-    ScoreConfig {
-        source: ModelSource::Dir(dir),
-        secondary: None,
-        job_features: feature_names(),
-        session: session_options(),
-        max_batch_delay: Duration::from_millis(1),
-        max_in_flight: 4,
-        cores: (available_cores() >= 2 && std::env::var("WEIR_BENCH_PIN").as_deref() != Ok("0"))
-            .then(|| vec![InstanceCores { cores: vec![1] }]),
-        parallelism: 1,
-        placement: Placement::new(1, 1),
-        key_groups: KEY_GROUPS,
-        source_name: "bench".into(),
-        metrics: Arc::new(JobMetrics::default()),
-        counters: Arc::new(ScoreCounters::default()),
-    }
+    let mut config = score_config(&dir);
+    config.cores = inference_core(true).map(|core| vec![InstanceCores { cores: vec![core] }]);
+    config
 }
 
 struct Report {

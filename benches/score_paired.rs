@@ -1,14 +1,17 @@
 //! Scoring throughput as paired ratios (issue #5): robust to a machine whose load drifts.
 //!
 //! Run: `cargo bench --bench score_paired` (plain `main`; results: BENCHMARKS.md).
-//! Optional: `WEIR_BENCH_ROUNDS=60` (default 40).
+//! Optional: `WEIR_BENCH_ROUNDS=60` (default 40); `WEIR_BENCH_PIN=1` pins the inference thread
+//! to core 1 and this thread to core 0 (as a job with `[model] cores` pins them).
 //!
 //! Same inputs and paths as `benches/scoring.rs` (64 batches of 256 seeded rows per pass;
 //! XGBoost, LightGBM, MLP): `raw_ort` (plain `ort` session fed by a hand-written f64 → f32
-//! conversion), `weir_session` (`ModelSession::score_batch`), `weir_models` (`ModelSet::score`
-//! on this thread: `FeatureRow`s in, `ScoredRow`s out), `weir_thread` (rows moved to an
-//! inference thread, scored into `ScoredRow`s by `ModelSet`, sent back; 4 batches queued,
-//! the job default `max_in_flight`).
+//! conversion), `weir_session` (`ModelSession::score_batch`), `weir_models` (the whole
+//! scoring path on this thread: `FeatureRow`s in, values gathered into a batch, `ModelSet::score`,
+//! `ScoredRow`s out), `weir_thread` (the operator's path without Timely, `Batcher`: values
+//! gathered on this thread, scored on the inference thread, `ScoredRow`s built back here;
+//! at most 4 batches in flight, the job default `max_in_flight`). Score records are dropped
+//! inside the timed pass; the input rows are cloned before it.
 //! Each round runs one pass of every path back to back, in a rotating order, and the report
 //! gives each path's median over rounds of `rows/s(path) / rows/s(raw_ort)` in that same
 //! round, so slow drifts of machine load cancel out. Criterion's `scoring` bench measures
@@ -19,16 +22,14 @@ mod score_common;
 use std::time::Instant;
 
 use score_common::{
-    feature_names, models, rows, session_options, setup, through_thread, RawOrt, BATCH_ROWS,
+    batcher, feature_names, inference_core, model_set, models, one_thread, pin_like_a_worker, rows,
+    session_options, through_batcher, RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
-use weir_score::models::ModelSet;
-use weir_score::pool::InferenceThread;
+use weir_score::batch::ScoreBatch;
 use weir_score::ModelSession;
 
 const BATCHES: usize = 64;
-/// Batches queued to the inference thread (the job default `[model] max_in_flight`).
-const IN_FLIGHT: usize = 4;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -40,6 +41,9 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(40);
+    // Unpinned unless `WEIR_BENCH_PIN=1` (inference thread on core 1, this thread on core 0).
+    let core = inference_core(false);
+    pin_like_a_worker(core);
     let all = rows(BATCHES * BATCH_ROWS, 5);
     let batches: Vec<Vec<FeatureRow>> = all.chunks(BATCH_ROWS).map(<[_]>::to_vec).collect();
     let values: Vec<Vec<f64>> = batches
@@ -64,25 +68,14 @@ fn main() {
             }
             std::hint::black_box(&out);
         };
-        let s = setup(&dir);
-        let loaded =
-            ModelSession::load(&dir, &feature_names(), &session_options()).expect("session");
-        let mut set = ModelSet::new(
-            loaded,
-            None,
-            feature_names(),
-            "bench".into(),
-            s.metrics,
-            s.counters,
-        );
+        let (mut set, context) = model_set(&dir);
+        let mut batch = ScoreBatch::default();
         let mut models_pass = |input: Vec<Vec<FeatureRow>>| {
-            for rows in input {
-                std::hint::black_box(set.score(rows));
-            }
+            std::hint::black_box(one_thread(&mut set, &mut batch, &context, input));
         };
-        let thread = InferenceThread::spawn(setup(&dir), 0, IN_FLIGHT, || {}).expect("thread");
-        let thread_pass = |input: Vec<Vec<FeatureRow>>| {
-            std::hint::black_box(through_thread(&thread, input));
+        let mut batcher = batcher(&dir, core);
+        let mut thread_pass = |input: Vec<Vec<FeatureRow>>| {
+            std::hint::black_box(through_batcher(&mut batcher, input));
         };
         let rows_per_pass = (BATCHES * BATCH_ROWS) as f64;
         const PATHS: [&str; 4] = ["raw_ort", "weir_session", "weir_models", "weir_thread"];

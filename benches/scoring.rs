@@ -12,11 +12,12 @@
 //!   output extraction only: an upper bound no real caller reaches);
 //! - `weir_session`: `ModelSession::score_batch` on the `f64` rows (defaults, clip/scale,
 //!   narrowing, inference, output column);
-//! - `weir_models`: `ModelSet::score` on the bench thread: `FeatureRow`s in, `ScoredRow`s
-//!   (model tag, score, inference time) out, no thread hand-off;
-//! - `weir_thread`: the score operator's path without Timely: `FeatureRow`s moved to the
-//!   instance's inference thread over its bounded channel (4 batches queued, the job
-//!   default), scored by `ModelSet` into `ScoredRow`s and sent back.
+//! - `weir_models`: the whole scoring path on the bench thread: `FeatureRow`s in, values
+//!   gathered into a `ScoreBatch`, `ModelSet::score`, `ScoredRow`s (model tag, score,
+//!   inference time) out, no thread hand-off;
+//! - `weir_thread`: the score operator's path without Timely (`Batcher`): values gathered on
+//!   the bench thread, scored by the instance's inference thread (at most 4 batches in
+//!   flight, the job default), `ScoredRow`s built back on the bench thread.
 //!
 //! Throughput is in rows; the ratio to `raw_ort` is the number that matters (target ≥ 0.9).
 
@@ -27,11 +28,11 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
 use score_common::{
-    feature_names, models, rows, session_options, setup, through_thread, RawOrt, BATCH_ROWS,
+    batcher, feature_names, model_set, models, one_thread, rows, session_options, through_batcher,
+    RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
-use weir_score::models::ModelSet;
-use weir_score::pool::InferenceThread;
+use weir_score::batch::ScoreBatch;
 use weir_score::preprocess::Preprocessor;
 use weir_score::{ModelManifest, ModelSession};
 
@@ -94,36 +95,21 @@ fn bench(c: &mut Criterion) {
             })
         });
 
-        let loaded =
-            ModelSession::load(&dir, &feature_names(), &session_options()).expect("session");
-        let s = setup(&dir);
-        let mut set = ModelSet::new(
-            loaded,
-            None,
-            feature_names(),
-            "bench".into(),
-            s.metrics,
-            s.counters,
-        );
+        let (mut set, context) = model_set(&dir);
+        let mut batch = ScoreBatch::default();
         group.bench_function("weir_models", |b| {
             b.iter_batched(
                 || batches.clone(),
-                |batches| {
-                    let mut scored = 0;
-                    for rows in batches {
-                        scored += set.score(rows).scored.len();
-                    }
-                    black_box(scored)
-                },
+                |batches| black_box(one_thread(&mut set, &mut batch, &context, batches)),
                 BatchSize::LargeInput,
             )
         });
 
-        let thread = InferenceThread::spawn(setup(&dir), 0, 4, || {}).expect("thread");
+        let mut batcher = batcher(&dir, None);
         group.bench_function("weir_thread", |b| {
             b.iter_batched(
                 || batches.clone(),
-                |batches| black_box(through_thread(&thread, batches)),
+                |batches| black_box(through_batcher(&mut batcher, batches)),
                 BatchSize::LargeInput,
             )
         });

@@ -1,20 +1,28 @@
-//! Shared input of the scoring benchmarks (`scoring`, `score_latency`): the committed models
-//! and seeded feature rows shaped like the clickstream job's (8 features, ~10 % missing).
+//! Shared input of the scoring benchmarks (`scoring`, `score_paired`, `score_latency`): the
+//! committed models, seeded feature rows shaped like the clickstream job's (8 features, ~10 %
+//! missing), the raw ONNX Runtime baseline and the Weir paths they are compared with.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 
 use weir_features::row::FeatureRow;
 use weir_features::vocab::{Key, KeyGroup, SourcePosition};
 use weir_operators::metrics::JobMetrics;
-use weir_score::models::ScoreCounters;
-use weir_score::pool::{InferenceSetup, InferenceThread, Job};
+use weir_operators::placement::Placement;
+use weir_score::batch::ScoreBatch;
+use weir_score::batcher::Batcher;
+use weir_score::budget::{available_cores, pin_current_thread, worker_core, InstanceCores};
+use weir_score::models::{ModelSet, ScoreCounters};
+use weir_score::operator::ScoreConfig;
+use weir_score::pool::{InferenceSetup, InferenceThread};
+use weir_score::records::{fill_scores, unscored, RecordContext};
 use weir_score::registry::ModelSource;
-use weir_score::SessionOptions;
+use weir_score::{ModelSession, SessionOptions};
 
 /// Rows per micro-batch.
 pub const BATCH_ROWS: usize = 256;
@@ -114,7 +122,6 @@ pub fn setup(model_dir: &Path) -> InferenceSetup {
         job_features: feature_names(),
         session: session_options(),
         cores: None,
-        source_name: "bench".into(),
         metrics: Arc::new(JobMetrics::default()),
         counters: Arc::new(ScoreCounters::default()),
     }
@@ -204,28 +211,133 @@ impl RawOrt {
     }
 }
 
-/// Sends `batches` through an inference thread, keeping its bounded queue full, and waits for
-/// every result; returns the number of scored rows.
-pub fn through_thread(thread: &InferenceThread, batches: Vec<Vec<FeatureRow>>) -> usize {
-    let (mut sent, mut received, mut scored) = (0u64, 0u64, 0usize);
-    let mut pending = batches.into_iter();
-    let mut next = pending.next();
-    while let Some(rows) = next.take() {
-        match thread.submit(Job { id: sent, rows }) {
-            Ok(()) => {
-                sent += 1;
-                next = pending.next();
-            }
-            Err((job, _)) => {
-                next = Some(job.rows);
-                scored += thread.recv_result().expect("result").outcome.scored.len();
-                received += 1;
-            }
+/// A score config for one instance on one worker, serving `model_dir` (no second version).
+pub fn score_config(model_dir: &Path) -> ScoreConfig {
+    ScoreConfig {
+        source: ModelSource::Dir(model_dir.to_path_buf()),
+        secondary: None,
+        job_features: feature_names(),
+        session: session_options(),
+        max_batch_delay: Duration::from_millis(1),
+        max_in_flight: 4,
+        cores: None,
+        parallelism: 1,
+        placement: Placement::new(1, 1),
+        key_groups: KEY_GROUPS,
+        source_name: "bench".into(),
+        metrics: Arc::new(JobMetrics::default()),
+        counters: Arc::new(ScoreCounters::default()),
+    }
+}
+
+/// The inference thread's core when a benchmark pins threads: core 1 on a machine with two
+/// or more cores; `WEIR_BENCH_PIN=1` or `0` overrides the benchmark's `default`.
+pub fn inference_core(default: bool) -> Option<usize> {
+    let pin = match std::env::var("WEIR_BENCH_PIN").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => default,
+    };
+    (pin && available_cores() >= 2).then_some(1)
+}
+
+/// Pins the calling thread like a job's Timely worker (`jobs/src/pipeline.rs`, `pin_worker`):
+/// to a core the inference thread (on `inference_core`) does not use, when it is pinned.
+pub fn pin_like_a_worker(inference_core: Option<usize>) {
+    let pinned: Vec<usize> = inference_core.into_iter().collect();
+    if let Some(core) = worker_core(&pinned, available_cores(), 0) {
+        if !pin_current_thread(core) {
+            eprintln!("could not pin the benchmark thread to core {core}");
         }
     }
-    while received < sent {
-        scored += thread.recv_result().expect("result").outcome.scored.len();
-        received += 1;
+}
+
+/// The score operator's batcher without Timely: an inference thread for `model_dir` (pinned
+/// to `core` if any) and the job's default limits (`max_in_flight` 4). Like the operator's
+/// `SyncActivator`, the thread's wake-up unparks the calling thread.
+pub fn batcher(model_dir: &Path, core: Option<usize>) -> Batcher<()> {
+    let mut config = score_config(model_dir);
+    config.cores = core.map(|core| vec![InstanceCores { cores: vec![core] }]);
+    let me = std::thread::current();
+    let wake = move || me.unpark();
+    let thread = InferenceThread::spawn(config.inference_setup(0), 0, config.max_in_flight, wake)
+        .expect("inference thread");
+    Batcher::new(thread, &config)
+}
+
+/// Takes finished batches from `batcher`, parking until the inference thread wakes this thread
+/// when there are none (as a Timely worker parks until an activation); returns their records.
+fn wait_finished(batcher: &mut Batcher<()>) -> usize {
+    loop {
+        let finished = batcher.finished();
+        if !finished.is_empty() {
+            return finished.iter().map(|(_, o)| o.scored.len()).sum();
+        }
+        std::thread::park_timeout(Duration::from_millis(1));
+    }
+}
+
+/// The operator's path without Timely: `batches` pushed into `batcher` (values gathered into
+/// its batches), sent to the inference thread while the in-flight bound allows, scored, and
+/// turned back into score records (dropped here); returns the number of score records.
+pub fn through_batcher(batcher: &mut Batcher<()>, batches: Vec<Vec<FeatureRow>>) -> usize {
+    let mut scored = 0;
+    let mut finished = Vec::new();
+    for mut rows in batches {
+        while !batcher.has_room() {
+            scored += wait_finished(batcher);
+        }
+        batcher.push(0, (), &mut rows);
+        batcher.send(&mut finished);
+    }
+    batcher.close_open(|_| true);
+    batcher.send(&mut finished);
+    while batcher.in_flight() > 0 {
+        scored += wait_finished(batcher);
+    }
+    scored + finished.iter().map(|(_, o)| o.scored.len()).sum::<usize>()
+}
+
+/// What the operator and its inference thread do, on one thread: each batch's values
+/// gathered into `batch` and its rows moved into records, scored by `set`, the records
+/// completed with the scores (and dropped here); returns the number of score records.
+pub fn one_thread(
+    set: &mut ModelSet,
+    batch: &mut ScoreBatch,
+    context: &RecordContext,
+    batches: Vec<Vec<FeatureRow>>,
+) -> usize {
+    let mut scored = 0;
+    for rows in batches {
+        batch.clear();
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            batch.push_row(&row.values, None);
+            records.push(unscored(row));
+        }
+        set.score(batch);
+        let mut dead = Vec::new();
+        fill_scores(&mut records, batch, context, &mut dead);
+        scored += records.len();
     }
     scored
+}
+
+/// A [`ModelSet`] serving `model_dir` on this thread, and the context its records need.
+pub fn model_set(model_dir: &Path) -> (ModelSet, RecordContext) {
+    let session =
+        ModelSession::load(model_dir, &feature_names(), &session_options()).expect("session");
+    let metrics = Arc::new(JobMetrics::default());
+    let set = ModelSet::new(
+        session,
+        None,
+        metrics.clone(),
+        Arc::new(ScoreCounters::default()),
+    );
+    let context = RecordContext {
+        job_features: feature_names(),
+        source_name: "bench".into(),
+        metrics,
+    };
+    (set, context)
 }

@@ -10,16 +10,21 @@
 //! | 3 | [`preprocess`] | defaults for missing values, scaling, into an `f32` buffer |
 //! | 4 | [`session`] | validate model vs manifest vs job, warm up, score batches |
 //! | 5 | [`registry`] | `models/<name>/<version>/`, `CONTROL`: which version to serve |
-//! | 6 | [`models`] | primary + shadow/canary versions, stable canary split by key |
-//! | 7 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
-//! | 8 | [`pool`] | one pinned inference thread per score instance, hot reload |
-//! | 9 | [`operator`] | the Timely operator: micro-batches, in-flight bound, capabilities |
+//! | 6 | [`batch`] | a micro-batch's contiguous values and scores, to the thread and back |
+//! | 7 | [`models`] | primary + shadow/canary versions, stable canary split by key |
+//! | 8 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
+//! | 9 | [`pool`] | one pinned inference thread per score instance, hot reload |
+//! | 10 | [`records`] | rows + scores → score records and dead letters |
+//! | 11 | [`batcher`] | micro-batches, in-flight bound, buffer reuse (no Timely) |
+//! | 12 | [`operator`] | the Timely operator: input, capabilities, wake-ups |
 //!
 //! Errors are one [`ScoreError`] enum; see `docs/MODEL_MANIFEST.md` for the model
 //! directory format.
 
 #![deny(missing_docs)]
 
+pub mod batch;
+pub mod batcher;
 pub mod budget;
 pub mod error;
 pub mod manifest;
@@ -27,6 +32,7 @@ pub mod models;
 pub mod operator;
 pub mod pool;
 pub mod preprocess;
+pub mod records;
 pub mod registry;
 pub mod runtime;
 pub mod session;

@@ -5,20 +5,21 @@
 //! optionally a second version as a **shadow** (scores every row too; its score travels in
 //! [`ScoredRow::shadow`]) or a **canary** (scores the rows whose key falls in its share, by
 //! [`canary_bucket`], a stable xxh3 hash of the key, so a key always sees the same version).
-//! Every score names the version that produced it. A failed batch turns each of its rows
-//! into a score record with an error and no score, plus a dead letter.
+//! Runs on the inference thread, on a [`ScoreBatch`]'s contiguous values: every version that
+//! scores part of the batch leaves a [`Verdict`] naming itself (and its error when it failed),
+//! from which the operator builds the score records and dead letters (`crate::records`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
-use weir_features::encode::unscored_row_json;
-use weir_features::row::{FeatureRow, ModelTag, ScoredRow, ShadowScore};
+use weir_features::row::ModelTag;
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 
-use crate::session::ModelSession;
+use crate::batch::{ScoreBatch, Verdict};
+use crate::error::Result;
+use crate::session::{BatchStats, ModelSession};
 
 /// Fixed seed of the canary split. Changing it moves keys between versions: never do.
 pub const CANARY_SEED: u64 = 0x5745_4952_4341_4e31; // "WEIRCAN1"
@@ -82,15 +83,6 @@ impl ScoreCounters {
     }
 }
 
-/// The scored rows of one batch, in input order, and the dead letters of failed rows.
-#[derive(Debug, Default)]
-pub struct BatchOutcome {
-    /// One record per input row, same order.
-    pub scored: Vec<ScoredRow>,
-    /// One dead letter per failed row.
-    pub dead: Vec<DeadLetter>,
-}
-
 /// A loaded model version with its tag.
 struct Loaded {
     session: ModelSession,
@@ -116,10 +108,9 @@ pub fn tag_of(session: &ModelSession) -> ModelTag {
 pub struct ModelSet {
     primary: Loaded,
     secondary: Option<(SecondaryRole, Loaded)>,
-    job_features: Vec<String>,
-    source_name: String,
     metrics: Arc<JobMetrics>,
     counters: Arc<ScoreCounters>,
+    /// Scratch: the values of one part of a canary batch.
     values: Vec<f64>,
     out: Vec<f32>,
 }
@@ -129,16 +120,12 @@ impl ModelSet {
     pub fn new(
         primary: ModelSession,
         secondary: Option<(SecondaryRole, ModelSession)>,
-        job_features: Vec<String>,
-        source_name: String,
         metrics: Arc<JobMetrics>,
         counters: Arc<ScoreCounters>,
     ) -> Self {
         ModelSet {
             primary: Loaded::new(primary),
             secondary: secondary.map(|(role, s)| (role, Loaded::new(s))),
-            job_features,
-            source_name,
             metrics,
             counters,
             values: Vec::new(),
@@ -157,181 +144,139 @@ impl ModelSet {
         old.session
     }
 
-    /// Scores one batch, consuming its rows.
-    pub fn score(&mut self, rows: Vec<FeatureRow>) -> BatchOutcome {
-        ScoreCounters::add(&self.counters.batches, 1);
-        let mut outcome = BatchOutcome {
-            scored: Vec::with_capacity(rows.len()),
-            dead: Vec::new(),
-        };
-        match self.secondary.as_ref().map(|(role, _)| *role) {
-            None => self.score_with(false, rows, &mut outcome),
-            Some(SecondaryRole::Shadow) => {
-                let shadows = self.shadow_scores(&rows);
-                self.score_with(false, rows, &mut outcome);
-                for (scored, shadow) in outcome.scored.iter_mut().zip(shadows) {
-                    scored.shadow = Some(Box::new(shadow));
-                }
-            }
-            Some(SecondaryRole::Canary { share }) => {
-                let (canary, primary): (Vec<_>, Vec<_>) = rows
-                    .into_iter()
-                    .enumerate()
-                    .partition(|(_, row)| canary_bucket(&row.key, share));
-                ScoreCounters::add(&self.counters.canary_rows, canary.len() as u64);
-                let order: Vec<usize> = primary.iter().chain(&canary).map(|(i, _)| *i).collect();
-                self.score_with(
-                    false,
-                    primary.into_iter().map(|(_, r)| r).collect(),
-                    &mut outcome,
-                );
-                self.score_with(
-                    true,
-                    canary.into_iter().map(|(_, r)| r).collect(),
-                    &mut outcome,
-                );
-                // Back to input order.
-                let mut slots: Vec<Option<ScoredRow>> = (0..order.len()).map(|_| None).collect();
-                for (scored, at) in outcome.scored.drain(..).zip(order) {
-                    slots[at] = Some(scored);
-                }
-                outcome.scored = slots.into_iter().flatten().collect();
-            }
+    /// The canary's share of keys, when the second version is a canary (the operator flags
+    /// each row with [`canary_bucket`] as it gathers the batch).
+    pub fn canary_share(secondary: Option<&SecondaryModel>) -> Option<f64> {
+        match secondary?.role {
+            SecondaryRole::Canary { share } => Some(share),
+            SecondaryRole::Shadow => None,
         }
-        outcome
     }
 
-    /// Scores `rows` with the primary (or the secondary) model into `outcome`.
-    fn score_with(&mut self, secondary: bool, rows: Vec<FeatureRow>, outcome: &mut BatchOutcome) {
-        if rows.is_empty() {
-            return;
+    /// Scores one batch: writes a score per row and a verdict per version into
+    /// `batch.scores` (cleared first); a version that fails marks its rows with the error.
+    pub fn score(&mut self, batch: &mut ScoreBatch) {
+        ScoreCounters::add(&self.counters.batches, 1);
+        let ScoreBatch {
+            values,
+            rows,
+            canary,
+            scores,
+            ..
+        } = batch;
+        let rows = *rows;
+        scores.clear();
+        let role = self.secondary.as_ref().map(|(role, _)| *role);
+        let canary_rows = canary.iter().filter(|c| **c).count();
+        if !matches!(role, Some(SecondaryRole::Canary { .. })) || canary_rows == 0 {
+            scores.primary = Some(self.run_primary(values, rows, &mut scores.values));
+        } else {
+            ScoreCounters::add(&self.counters.canary_rows, canary_rows as u64);
+            scores.values.clear();
+            scores.values.resize(rows, 0.0);
+            let split = [(false, rows - canary_rows), (true, canary_rows)];
+            for (secondary, n) in split.into_iter().filter(|(_, n)| *n > 0) {
+                let verdict = self.run_part(secondary, values, canary, n, &mut scores.values);
+                if secondary {
+                    scores.canary = Some(verdict);
+                } else {
+                    scores.primary = Some(verdict);
+                }
+            }
+            if scores.primary.is_none() {
+                // Every row went to the canary; the primary still names itself.
+                scores.primary = Some(Verdict {
+                    model: self.primary.tag.clone(),
+                    error: None,
+                    inference_ts_ms: unix_ms() as i64,
+                });
+            }
         }
+        if let (Some(SecondaryRole::Shadow), Some((_, shadow))) = (role, self.secondary.as_mut()) {
+            let result = shadow
+                .session
+                .score_batch(values, rows, &mut scores.shadow_values);
+            let error = result.err().map(|e| {
+                ScoreCounters::add(&self.counters.shadow_errors, rows as u64);
+                e.to_string()
+            });
+            scores.shadow = Some(Verdict {
+                model: shadow.tag.clone(),
+                error,
+                inference_ts_ms: unix_ms() as i64,
+            });
+        }
+    }
+
+    /// Scores all `rows` of `values` with the primary version into `out`.
+    fn run_primary(&mut self, values: &[f64], rows: usize, out: &mut Vec<f32>) -> Verdict {
+        let result = self.primary.session.score_batch(values, rows, out);
+        count(&self.metrics, &self.primary.tag, rows, result)
+    }
+
+    /// Scores the rows whose canary flag is `secondary` (`n` of them) with the canary (or
+    /// the primary) version, writing their scores into their slots of `out`.
+    fn run_part(
+        &mut self,
+        secondary: bool,
+        values: &[f64],
+        canary: &[bool],
+        n: usize,
+        out: &mut [f32],
+    ) -> Verdict {
         let model = match (&mut self.secondary, secondary) {
             (Some((_, loaded)), true) => loaded,
             _ => &mut self.primary,
         };
-        self.values.clear();
-        for row in &rows {
-            self.values.extend_from_slice(&row.values);
-        }
-        let result = model
-            .session
-            .score_batch(&self.values, rows.len(), &mut self.out);
-        let inference_ts_ms = unix_ms() as i64;
-        match result {
-            Ok(stats) => {
-                JobMetrics::add(&self.metrics.scores, rows.len() as u64);
-                JobMetrics::add(&self.metrics.defaults_used, stats.defaults_used as u64);
-                for (row, score) in rows.into_iter().zip(self.out.iter()) {
-                    outcome.scored.push(ScoredRow {
-                        row,
-                        model: model.tag.clone(),
-                        score: Some(f64::from(*score)),
-                        error: None,
-                        inference_ts_ms,
-                        shadow: None,
-                    });
-                }
+        let width = model.session.features().len();
+        let result = if values.len() == canary.len() * width {
+            self.values.clear();
+            for (row, _) in values
+                .chunks_exact(width.max(1))
+                .zip(canary)
+                .filter(|(_, c)| **c == secondary)
+            {
+                self.values.extend_from_slice(row);
             }
-            Err(error) => {
-                let error = error.to_string();
-                tracing::warn!(%error, rows = rows.len(), version = %model.tag.version, "inference failed; emitting error records");
-                JobMetrics::add(&self.metrics.inference_errors, rows.len() as u64);
-                for row in rows {
-                    self.metrics.dead_letter(DeadLetterReason::InferenceFailed);
-                    outcome.dead.push(DeadLetter {
-                        reason: DeadLetterReason::InferenceFailed,
-                        error: format!("model {} {}: {error}", model.tag.name, model.tag.version),
-                        topic: self.source_name.clone(),
-                        position: row.last,
-                        timestamp: Some(row.window_end),
-                        key: Some(row.key.as_bytes().to_vec()),
-                        raw: unscored_row_json(&row, &self.job_features),
-                    });
-                    outcome.scored.push(ScoredRow {
-                        row,
-                        model: model.tag.clone(),
-                        score: None,
-                        error: Some(error.clone()),
-                        inference_ts_ms,
-                        shadow: None,
-                    });
-                }
-            }
-        }
-    }
-
-    /// Shadow scores for `rows` (one per row; errors are counted, never dead-lettered).
-    fn shadow_scores(&mut self, rows: &[FeatureRow]) -> Vec<ShadowScore> {
-        let Some((_, shadow)) = self.secondary.as_mut() else {
-            return Vec::new();
+            model.session.score_batch(&self.values, n, &mut self.out)
+        } else {
+            // Not whole rows: the session reports the mismatch for the whole batch.
+            model
+                .session
+                .score_batch(values, canary.len(), &mut self.out)
         };
-        self.values.clear();
-        for row in rows {
-            self.values.extend_from_slice(&row.values);
-        }
-        match shadow
-            .session
-            .score_batch(&self.values, rows.len(), &mut self.out)
-        {
-            Ok(_) => self
-                .out
-                .iter()
-                .map(|s| ShadowScore {
-                    model: shadow.tag.clone(),
-                    score: Some(f64::from(*s)),
-                    error: None,
-                })
-                .collect(),
-            Err(error) => {
-                ScoreCounters::add(&self.counters.shadow_errors, rows.len() as u64);
-                let error = error.to_string();
-                rows.iter()
-                    .map(|_| ShadowScore {
-                        model: shadow.tag.clone(),
-                        score: None,
-                        error: Some(error.clone()),
-                    })
-                    .collect()
+        let verdict = count(&self.metrics, &model.tag, n, result);
+        if verdict.error.is_none() {
+            let slots = out.iter_mut().zip(canary).filter(|(_, c)| **c == secondary);
+            for ((slot, _), score) in slots.zip(&self.out) {
+                *slot = *score;
             }
         }
+        verdict
     }
 }
 
-/// Error records and dead letters for rows that could not reach a model at all (the
-/// instance's inference thread is gone).
-pub fn unscorable(
-    rows: Vec<FeatureRow>,
-    tag: &ModelTag,
-    error: &str,
-    job_features: &[String],
-    source_name: &str,
-    metrics: &JobMetrics,
-) -> BatchOutcome {
-    let mut outcome = BatchOutcome::default();
+/// The verdict of one session run over `rows` rows, counted in the job's metrics.
+fn count(metrics: &JobMetrics, tag: &ModelTag, rows: usize, result: Result<BatchStats>) -> Verdict {
     let inference_ts_ms = unix_ms() as i64;
-    JobMetrics::add(&metrics.inference_errors, rows.len() as u64);
-    for row in rows {
-        metrics.dead_letter(DeadLetterReason::InferenceFailed);
-        outcome.dead.push(DeadLetter {
-            reason: DeadLetterReason::InferenceFailed,
-            error: format!("model {} {}: {error}", tag.name, tag.version),
-            topic: source_name.to_owned(),
-            position: row.last,
-            timestamp: Some(row.window_end),
-            key: Some(row.key.as_bytes().to_vec()),
-            raw: unscored_row_json(&row, job_features),
-        });
-        outcome.scored.push(ScoredRow {
-            row,
-            model: tag.clone(),
-            score: None,
-            error: Some(error.to_owned()),
-            inference_ts_ms,
-            shadow: None,
-        });
+    let error = match result {
+        Ok(stats) => {
+            JobMetrics::add(&metrics.scores, rows as u64);
+            JobMetrics::add(&metrics.defaults_used, stats.defaults_used as u64);
+            None
+        }
+        Err(error) => {
+            let error = error.to_string();
+            tracing::warn!(%error, rows, version = %tag.version, "inference failed; emitting error records");
+            JobMetrics::add(&metrics.inference_errors, rows as u64);
+            Some(error)
+        }
+    };
+    Verdict {
+        model: tag.clone(),
+        error,
+        inference_ts_ms,
     }
-    outcome
 }
 
 #[cfg(test)]

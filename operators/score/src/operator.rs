@@ -1,7 +1,8 @@
 //! The scoring operator (DESIGN.md §6): feature rows are exchanged to the score instances,
 //! cut into micro-batches (at most `max_batch_rows` rows of one tick, sent when full, when
-//! the input frontier passes their tick, or after `max_batch_delay`), and scored off the
-//! worker thread by the instance's pinned inference thread (`crate::pool`). Results come
+//! the input frontier passes their tick, or after `max_batch_delay`; `crate::batcher`), and
+//! scored off the worker thread by the instance's pinned inference thread (`crate::pool`),
+//! which sees only the batch's contiguous feature values (`crate::batch`). Results come
 //! back over a channel and wake the operator through a `SyncActivator`; the operator holds a
 //! capability for each in-flight batch's tick and emits its rows at that tick, so nothing is
 //! emitted at a tick that already closed. At most `max_in_flight` batches are queued or
@@ -12,17 +13,15 @@
 //! batch never stops the job: each of its rows becomes a score record with an error and no
 //! score, plus a dead letter.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
-use timely::scheduling::{Activator, SyncActivator};
+use timely::scheduling::SyncActivator;
 
 use weir_features::dead_letter::DeadLetter;
 use weir_features::row::{FeatureRow, ScoredRow};
@@ -30,10 +29,11 @@ use weir_features::vocab::Tick;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::{instance_for_key_group, Placement};
 
+use crate::batcher::Batcher;
 use crate::budget::InstanceCores;
 use crate::error::Result;
-use crate::models::{unscorable, BatchOutcome, ScoreCounters, SecondaryModel};
-use crate::pool::{InferenceSetup, InferenceThread, Job};
+use crate::models::{ScoreCounters, SecondaryModel};
+use crate::pool::{InferenceSetup, InferenceThread};
 use crate::registry::ModelSource;
 use crate::session::SessionOptions;
 
@@ -82,7 +82,6 @@ impl ScoreConfig {
                 .cores
                 .as_ref()
                 .and_then(|plan| plan.get(instance).cloned()),
-            source_name: self.source_name.clone(),
             metrics: self.metrics.clone(),
             counters: self.counters.clone(),
         }
@@ -144,8 +143,8 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
         let (dead_out, dead_letters) = builder.new_output::<Vec<DeadLetter>>();
         let mut scores_out = OutputBuilder::<_, VecBuilder<ScoredRow>>::from(scores_out);
         let mut dead_out = OutputBuilder::<_, VecBuilder<DeadLetter>>::from(dead_out);
-        let mut state =
-            thread.map(|thread| Batcher::new(thread, &config, scope.activator_for(address)));
+        let activator = scope.activator_for(address);
+        let mut state = thread.map(|thread| Batcher::<Caps>::new(thread, &config));
         builder.build(move |capabilities| {
             drop(capabilities);
             move |frontiers| {
@@ -159,7 +158,7 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
                 if st.has_room() {
                     rows_in.for_each(|cap, rows| {
                         if let (Some(s), Some(d)) = (cap.retain_least(0), cap.retain_least(1)) {
-                            st.push(s, d, std::mem::take(rows));
+                            st.push(*s.time(), (s, d), rows);
                         }
                     });
                 }
@@ -176,7 +175,10 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
                     }
                 }
                 st.report_backlog();
-                st.schedule_timeout();
+                if let Some(delay) = st.open_deadline() {
+                    // Wakes the operator when the open batch's delay runs out.
+                    activator.activate_after(delay);
+                }
             }
         });
         Ok(ScoreStreams {
@@ -188,182 +190,3 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
 
 /// The capabilities a batch's results are emitted with (scores, dead letters).
 type Caps = (Capability<Tick>, Capability<Tick>);
-
-/// Rows of one tick waiting to be sent.
-struct Batch {
-    caps: Caps,
-    rows: Vec<FeatureRow>,
-    opened: Instant,
-}
-
-/// One score instance's batching, in-flight bookkeeping and inference thread.
-struct Batcher {
-    thread: InferenceThread,
-    /// The batch being filled (rows of one tick).
-    open: Option<Batch>,
-    /// Closed batches not yet sent (the in-flight bound was reached).
-    ready: VecDeque<Batch>,
-    /// Sent batches by id, with the capabilities their results are emitted at.
-    in_flight: HashMap<u64, Caps>,
-    next_id: u64,
-    max_rows: usize,
-    max_delay: Duration,
-    max_in_flight: usize,
-    activator: Activator,
-    job_features: Vec<String>,
-    source_name: String,
-    metrics: Arc<JobMetrics>,
-    counters: Arc<ScoreCounters>,
-    /// Whether this instance counts in `metrics.score_backlog` (it is at its bound).
-    backlogged: bool,
-}
-
-impl Drop for Batcher {
-    fn drop(&mut self) {
-        if self.backlogged {
-            self.metrics.score_backlog.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Batcher {
-    /// Tells this process's sources whether this instance is at its in-flight bound.
-    fn report_backlog(&mut self) {
-        let full = !self.has_room();
-        if full != self.backlogged {
-            self.backlogged = full;
-            if full {
-                self.metrics.score_backlog.fetch_add(1, Ordering::Relaxed);
-                JobMetrics::add(&self.metrics.backpressure_episodes, 1);
-            } else {
-                self.metrics.score_backlog.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn new(thread: InferenceThread, config: &ScoreConfig, activator: Activator) -> Self {
-        Batcher {
-            thread,
-            open: None,
-            ready: VecDeque::new(),
-            in_flight: HashMap::new(),
-            next_id: 0,
-            max_rows: config.session.max_batch_rows.max(1),
-            max_delay: config.max_batch_delay,
-            max_in_flight: config.max_in_flight.max(1),
-            activator,
-            job_features: config.job_features.clone(),
-            source_name: config.source_name.clone(),
-            metrics: config.metrics.clone(),
-            counters: config.counters.clone(),
-            backlogged: false,
-        }
-    }
-
-    /// Finished batches with the capabilities to emit them at (which are then released).
-    fn finished(&mut self) -> Vec<(Caps, BatchOutcome)> {
-        let mut done = Vec::new();
-        while let Some(result) = self.thread.try_result() {
-            if let Some(caps) = self.in_flight.remove(&result.id) {
-                done.push((caps, result.outcome));
-            }
-        }
-        done
-    }
-
-    /// Whether the operator may pull more input.
-    fn has_room(&self) -> bool {
-        self.in_flight.len() + self.ready.len() < self.max_in_flight
-    }
-
-    /// Adds rows that arrived at `caps`' tick.
-    fn push(
-        &mut self,
-        score_cap: Capability<Tick>,
-        dead_cap: Capability<Tick>,
-        rows: Vec<FeatureRow>,
-    ) {
-        let tick = *score_cap.time();
-        if self.open.as_ref().is_some_and(|b| *b.caps.0.time() != tick) {
-            self.ready.extend(self.open.take());
-        }
-        let open = self.open.get_or_insert_with(|| Batch {
-            caps: (score_cap, dead_cap),
-            rows: Vec::new(),
-            opened: Instant::now(),
-        });
-        open.rows.extend(rows);
-        while open.rows.len() >= self.max_rows {
-            let rest = open.rows.split_off(self.max_rows);
-            let full = std::mem::replace(&mut open.rows, rest);
-            self.ready.push_back(Batch {
-                caps: open.caps.clone(),
-                rows: full,
-                opened: open.opened,
-            });
-        }
-        if open.rows.is_empty() {
-            self.open = None;
-        }
-    }
-
-    /// Closes the open batch when its tick is complete or it has waited `max_delay`.
-    fn close_open(&mut self, tick_complete: impl Fn(&Tick) -> bool) {
-        if let Some(open) = &self.open {
-            if tick_complete(open.caps.0.time()) || open.opened.elapsed() >= self.max_delay {
-                self.ready.extend(self.open.take());
-            }
-        }
-    }
-
-    /// Sends ready batches while the in-flight bound allows; rows that cannot reach the
-    /// inference thread (it stopped) become error records in `finished`.
-    fn send(&mut self, finished: &mut Vec<(Caps, BatchOutcome)>) {
-        while self.in_flight.len() < self.max_in_flight {
-            let Some(batch) = self.ready.pop_front() else {
-                break;
-            };
-            let id = self.next_id;
-            self.next_id += 1;
-            match self.thread.submit(Job {
-                id,
-                rows: batch.rows,
-            }) {
-                Ok(()) => {
-                    self.in_flight.insert(id, batch.caps);
-                    self.counters
-                        .in_flight_high_water
-                        .fetch_max(self.in_flight.len() as u64, Ordering::Relaxed);
-                }
-                Err((job, false)) => {
-                    self.ready.push_front(Batch {
-                        caps: batch.caps,
-                        rows: job.rows,
-                        opened: batch.opened,
-                    });
-                    break;
-                }
-                Err((job, true)) => {
-                    tracing::error!("the inference thread stopped; emitting error records");
-                    let outcome = unscorable(
-                        job.rows,
-                        self.thread.initial_tag(),
-                        "the inference thread of this score instance stopped",
-                        &self.job_features,
-                        &self.source_name,
-                        &self.metrics,
-                    );
-                    finished.push((batch.caps, outcome));
-                }
-            }
-        }
-    }
-
-    /// Wakes the operator when the open batch's delay runs out.
-    fn schedule_timeout(&self) {
-        if let Some(open) = &self.open {
-            self.activator
-                .activate_after(self.max_delay.saturating_sub(open.opened.elapsed()));
-        }
-    }
-}

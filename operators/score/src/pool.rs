@@ -2,25 +2,27 @@
 //!
 //! Each score instance owns one [`InferenceThread`]: a dedicated OS thread, pinned to its
 //! configured core (`crate::budget`), that owns the instance's [`ModelSet`] and every ONNX
-//! Runtime session in it. The Timely operator (`crate::operator`) sends it micro-batches
-//! over a bounded channel and gets results back over another; after each result the thread
+//! Runtime session in it. The Timely operator (`crate::batcher`) sends it micro-batches
+//! ([`ScoreBatch`]: contiguous values, no rows) over a bounded channel and gets them back,
+//! scored, over another; after each result the thread
 //! calls `wake` (the operator's `SyncActivator`), so the worker thread never blocks on
 //! inference. Between batches (and at least every `poll`) the thread asks the registry for
 //! its target version and hot-reloads: load, validate, warm beside the old session, then swap;
 //! on failure the old session keeps serving and the failure is logged and counted once.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use weir_features::row::{FeatureRow, ModelTag};
+use weir_features::row::ModelTag;
 use weir_operators::metrics::JobMetrics;
 
+use crate::batch::ScoreBatch;
 use crate::budget::{pin_current_thread, InstanceCores};
 use crate::error::{Result, ScoreError};
-use crate::models::{tag_of, BatchOutcome, ModelSet, ScoreCounters, SecondaryModel};
+use crate::models::{tag_of, ModelSet, ScoreCounters, SecondaryModel};
 use crate::registry::{ModelSource, Registry, Target};
 use crate::session::{ModelSession, SessionOptions};
 
@@ -37,8 +39,6 @@ pub struct InferenceSetup {
     pub session: SessionOptions,
     /// Cores to pin to; `None` runs unpinned.
     pub cores: Option<InstanceCores>,
-    /// Source name, for dead letters.
-    pub source_name: String,
     /// Job counters.
     pub metrics: Arc<JobMetrics>,
     /// Scoring-stage counters.
@@ -50,31 +50,34 @@ pub struct InferenceSetup {
 pub struct Job {
     /// Caller's batch id.
     pub id: u64,
-    /// The rows.
-    pub rows: Vec<FeatureRow>,
+    /// The rows' values (the rows themselves stay with the caller); boxed, so the channel
+    /// moves a pointer and the caller reuses the box.
+    pub batch: Box<ScoreBatch>,
 }
 
-/// A scored batch.
+/// A scored batch: the [`Job`]'s batch, now with its scores.
 #[derive(Debug)]
 pub struct Done {
     /// The batch id of the [`Job`].
     pub id: u64,
-    /// Scored rows in input order, and dead letters.
-    pub outcome: BatchOutcome,
+    /// Values and scores; the caller reuses the box and its buffers for a later job.
+    pub batch: Box<ScoreBatch>,
 }
 
 /// Handle to one running inference thread; dropping it stops and joins the thread.
 pub struct InferenceThread {
     jobs: Option<SyncSender<Job>>,
     results: Receiver<Done>,
+    /// Jobs submitted and not yet taken by the thread.
+    queued: Arc<AtomicUsize>,
     handle: Option<JoinHandle<()>>,
     tag: ModelTag,
 }
 
 impl InferenceThread {
     /// Starts the thread, pins it, loads and warms its models, and returns once they serve
-    /// (or with the load error). `capacity` bounds the queued jobs; `wake` is called after
-    /// every result is sent.
+    /// (or with the load error). `capacity` bounds the queued jobs; `wake` is called after a
+    /// result is sent, unless enough work still waits behind it (see `Hand::must_wake`).
     pub fn spawn(
         setup: InferenceSetup,
         instance: usize,
@@ -84,6 +87,13 @@ impl InferenceThread {
         let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(capacity.max(1));
         let (results_tx, results_rx) = mpsc::channel::<Done>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<ModelTag>>();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let hand = Hand {
+            jobs: jobs_rx,
+            results: results_tx,
+            queued: queued.clone(),
+            wake_at: capacity.max(1) / 2,
+        };
         let handle = std::thread::Builder::new()
             .name(format!("weir-score-{instance}"))
             .spawn(move || {
@@ -102,7 +112,7 @@ impl InferenceThread {
                     }
                 };
                 let _ = ready_tx.send(Ok(models.primary_tag().clone()));
-                serve(models, watcher, &setup, jobs_rx, results_tx, wake);
+                serve(models, watcher, &setup, hand, wake);
             })
             .map_err(|e| ScoreError::Thread(format!("cannot start inference thread: {e}")))?;
         let tag = match ready_rx.recv() {
@@ -121,6 +131,7 @@ impl InferenceThread {
         Ok(InferenceThread {
             jobs: Some(jobs_tx),
             results: results_rx,
+            queued,
             handle: Some(handle),
             tag,
         })
@@ -137,20 +148,20 @@ impl InferenceThread {
         let Some(jobs) = &self.jobs else {
             return Err((job, true));
         };
-        jobs.try_send(job).map_err(|e| match e {
-            TrySendError::Full(job) => (job, false),
-            TrySendError::Disconnected(job) => (job, true),
+        // Counted before it can be taken (the thread decrements when it takes it).
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        jobs.try_send(job).map_err(|e| {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            match e {
+                TrySendError::Full(job) => (job, false),
+                TrySendError::Disconnected(job) => (job, true),
+            }
         })
     }
 
     /// A finished batch, if one is waiting.
     pub fn try_result(&self) -> Option<Done> {
         self.results.try_recv().ok()
-    }
-
-    /// Waits for the next finished batch (tests and benchmarks; the operator never blocks).
-    pub fn recv_result(&self) -> Option<Done> {
-        self.results.recv().ok()
     }
 }
 
@@ -189,8 +200,6 @@ fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>)> {
         ModelSet::new(
             primary,
             secondary,
-            setup.job_features.clone(),
-            setup.source_name.clone(),
             setup.metrics.clone(),
             setup.counters.clone(),
         ),
@@ -291,39 +300,69 @@ impl Watcher {
     }
 }
 
+/// The thread's ends of the hand-off.
+struct Hand {
+    jobs: Receiver<Job>,
+    results: mpsc::Sender<Done>,
+    /// Jobs submitted and not yet taken (shared with [`InferenceThread::submit`]).
+    queued: Arc<AtomicUsize>,
+    /// Half the queue: see [`Hand::must_wake`].
+    wake_at: usize,
+}
+
+/// Work queued behind a result that lets the thread skip waking the operator for it.
+const SLACK: Duration = Duration::from_micros(100);
+
+impl Hand {
+    /// Whether to wake the operator after a result, given how long the batch took.
+    ///
+    /// Waking a parked thread costs the inference thread a system call (on a VM, an
+    /// interrupt too): at one wake per batch that was 10-20 % of its time (BENCHMARKS.md). So
+    /// the wake is skipped when more than half the queue still waits *and* that work keeps
+    /// the thread busy for at least [`SLACK`] (estimated from this batch): the operator then
+    /// gets this result with the next one, soon enough to refill the queue before it runs
+    /// dry. With fast batches (less slack than a wake-up and the operator's own work take)
+    /// every result wakes it; so does the last one of a burst (nothing queued).
+    fn must_wake(&self, took: Duration) -> bool {
+        let waiting = self.queued.load(Ordering::Acquire);
+        waiting <= self.wake_at || took * (waiting as u32) < SLACK
+    }
+}
+
 /// The thread's loop: score jobs in order, reload between them, stop when the operator goes.
 fn serve(
     mut models: ModelSet,
     mut watcher: Option<Watcher>,
     setup: &InferenceSetup,
-    jobs: Receiver<Job>,
-    results: mpsc::Sender<Done>,
+    hand: Hand,
     wake: impl Fn(),
 ) {
     loop {
         let job = match &watcher {
-            Some(w) => match jobs.recv_timeout(w.due()) {
+            Some(w) => match hand.jobs.recv_timeout(w.due()) {
                 Ok(job) => Some(job),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             },
-            None => match jobs.recv() {
+            None => match hand.jobs.recv() {
                 Ok(job) => Some(job),
                 Err(_) => return,
             },
         };
-        if let Some(job) = job {
-            let outcome = models.score(job.rows);
-            if results
-                .send(Done {
-                    id: job.id,
-                    outcome,
-                })
-                .is_err()
-            {
+        if let Some(Job { id, mut batch }) = job {
+            hand.queued.fetch_sub(1, Ordering::AcqRel);
+            let start = Instant::now();
+            models.score(&mut batch);
+            let took = start.elapsed();
+            if batch.spare_records.capacity() == 0 {
+                batch.spare_records = Vec::with_capacity(setup.session.max_batch_rows);
+            }
+            if hand.results.send(Done { id, batch }).is_err() {
                 return;
             }
-            wake();
+            if hand.must_wake(took) {
+                wake();
+            }
         }
         if let Some(w) = watcher.as_mut().filter(|w| w.due().is_zero()) {
             w.check(&mut models, setup);

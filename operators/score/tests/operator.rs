@@ -304,3 +304,71 @@ fn in_flight_batches_stay_within_the_bound() -> anyhow::Result<()> {
     std::fs::remove_dir_all(&root)?;
     Ok(())
 }
+
+/// Rows of one tick in batches of 8: row 3 has a value missing, which fails its whole batch
+/// (with a canary, both versions' parts of it: the batch's values are no longer whole rows).
+fn rows_with_a_short_one() -> Vec<weir_features::row::FeatureRow> {
+    (0..16)
+        .map(|i| {
+            let mut r = row(&format!("k{i:02}"), 0, i);
+            if i == 3 {
+                r.values.pop();
+            }
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn a_failed_batch_becomes_error_records_and_dead_letters() -> anyhow::Result<()> {
+    let root = temp_dir("failed")?;
+    write_version("logreg", &root.join("stable"), "pp", "stable")?;
+    write_version("linear_1d", &root.join("canary"), "pp", "canary")?;
+    let canary = SecondaryModel {
+        role: SecondaryRole::Canary { share: 0.5 },
+        dir: root.join("canary"),
+    };
+    for secondary in [None, Some(canary)] {
+        let cfg = config(ModelSource::Dir(root.join("stable")), secondary.clone());
+        let metrics = cfg.metrics.clone();
+        let ((), out) = with_score_dataflow(cfg, |driver| {
+            driver.tick(rows_with_a_short_one());
+        })?;
+        assert_eq!(out.scores.len(), 16);
+        let mut scores = out.scores.clone();
+        scores.sort_by_key(|(_, s)| s.row.window_end);
+        for (i, (tick, s)) in scores.iter().enumerate() {
+            assert_eq!(*tick, 0);
+            let in_canary = secondary.is_some() && canary_bucket(&s.row.key, 0.5);
+            let version = if in_canary { "canary" } else { "stable" };
+            assert_eq!(s.model.version, version, "row {i}");
+            if i < 8 {
+                assert!(s.score.is_none(), "row {i} of the failed batch has a score");
+                let error = s.error.as_deref().unwrap_or_default();
+                assert!(error.contains("values for"), "row {i}: {error}");
+            } else {
+                assert!(
+                    s.score.is_some() && s.error.is_none(),
+                    "row {i}: {:?}",
+                    s.error
+                );
+            }
+        }
+        let mut dead: Vec<_> = out.dead.iter().map(|(_, d)| d.clone()).collect();
+        dead.sort_by_key(|d| d.timestamp);
+        assert_eq!(dead.len(), 8);
+        for (d, (_, s)) in dead.iter().zip(&scores) {
+            assert_eq!(d.key.as_deref(), Some(s.row.key.as_bytes()));
+            assert!(
+                d.error.contains(&format!("pp {}", s.model.version)),
+                "{}",
+                d.error
+            );
+        }
+        assert_eq!(JobMetrics::get(&metrics.inference_errors), 8);
+        assert_eq!(JobMetrics::get(&metrics.scores), 8);
+        assert_eq!(metrics.dead_letters_total(), 8);
+    }
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}

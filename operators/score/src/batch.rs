@@ -1,0 +1,86 @@
+//! The micro-batch as it crosses to the inference thread and back (DESIGN.md §6).
+//!
+//! Inside the scoring stage, between the operator (`crate::batcher`, on the worker thread) and
+//! the inference thread (`crate::pool`): the feature rows stay with the operator; only their
+//! values travel, gathered as the rows arrive into one contiguous row-major `Vec<f64>` (plus a
+//! canary flag per row when a canary version runs). The inference thread writes one `f32`
+//! score per row and one [`Verdict`] per model version into the same [`ScoreBatch`] and sends
+//! it back; the operator turns rows and scores into score records (`crate::records`) and
+//! keeps the spent batch for a later one, so a steady stream allocates no batch buffers.
+
+use weir_features::row::{ModelTag, ScoredRow};
+
+/// One micro-batch's inputs and, once scored, its scores.
+#[derive(Debug, Default)]
+pub struct ScoreBatch {
+    /// Feature values, row-major (`rows` × features), in the job's feature order; NaN = missing.
+    pub values: Vec<f64>,
+    /// Rows in the batch.
+    pub rows: usize,
+    /// Per row, whether the canary version scores it; empty when no canary runs.
+    pub canary: Vec<bool>,
+    /// What the inference thread wrote.
+    pub scores: BatchScores,
+    /// An empty vector for a later batch's score records, allocated by the inference thread.
+    /// The operator cannot reuse its records vectors (Timely keeps them); allocated on the
+    /// worker, one per batch, they made glibc grow and trim the worker's heap around every
+    /// batch (score_latency: 262 K page faults in 10 s, against 7 K; see BENCHMARKS.md).
+    pub spare_records: Vec<ScoredRow>,
+}
+
+impl ScoreBatch {
+    /// Appends one row's values (and its canary flag when a canary runs).
+    #[inline]
+    pub fn push_row(&mut self, values: &[f64], canary: Option<bool>) {
+        self.values.extend_from_slice(values);
+        self.rows += 1;
+        if let Some(flag) = canary {
+            self.canary.push(flag);
+        }
+    }
+
+    /// Empties the batch for reuse; buffers keep their capacity.
+    pub fn clear(&mut self) {
+        self.values.clear();
+        self.rows = 0;
+        self.canary.clear();
+        self.scores.clear();
+    }
+}
+
+/// The scores of one batch.
+#[derive(Debug, Default)]
+pub struct BatchScores {
+    /// One score per row in input order (meaningless for a row whose version failed).
+    pub values: Vec<f32>,
+    /// How the primary version did on its rows (all rows, or the rows outside the canary).
+    pub primary: Option<Verdict>,
+    /// How the canary version did on the rows flagged for it.
+    pub canary: Option<Verdict>,
+    /// How the shadow version did; it scores every row into `shadow_values`.
+    pub shadow: Option<Verdict>,
+    /// The shadow version's score per row (empty without a shadow).
+    pub shadow_values: Vec<f32>,
+}
+
+impl BatchScores {
+    /// Empties the scores for reuse; buffers keep their capacity.
+    pub fn clear(&mut self) {
+        self.values.clear();
+        self.primary = None;
+        self.canary = None;
+        self.shadow = None;
+        self.shadow_values.clear();
+    }
+}
+
+/// What one model version did with its share of a batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// The version that scored (or failed to score) the rows.
+    pub model: ModelTag,
+    /// Why inference failed, when it did (then none of its rows has a score).
+    pub error: Option<String>,
+    /// Wall-clock time of the inference, Unix milliseconds.
+    pub inference_ts_ms: i64,
+}
