@@ -120,6 +120,11 @@ pub enum ScoreError {
     #[error("invalid batch: {0}")]
     Batch(String),
 
+    /// Inference panicked (a bug in a model runtime or in Weir); the batch's rows fail, the
+    /// inference thread goes on.
+    #[error("inference panicked: {0}")]
+    Panicked(String),
+
     /// The model returned an output of an unexpected shape at run time.
     #[error("unexpected model output: {0}")]
     Output(String),

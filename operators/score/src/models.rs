@@ -18,7 +18,7 @@ use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 
 use crate::batch::{ScoreBatch, Verdict};
-use crate::error::Result;
+use crate::error::{Result, ScoreError};
 use crate::session::{BatchStats, ModelSession};
 
 /// Fixed seed of the canary split. Changing it moves keys between versions: never do.
@@ -151,6 +151,18 @@ impl ModelSet {
             SecondaryRole::Canary { share } => Some(share),
             SecondaryRole::Shadow => None,
         }
+    }
+
+    /// Marks every row of `batch` failed with `error` under the primary version (counted as
+    /// inference errors): what a batch gets when its inference panicked.
+    pub fn fail_batch(&self, batch: &mut ScoreBatch, error: ScoreError) {
+        batch.scores.clear();
+        batch.scores.primary = Some(count(
+            &self.metrics,
+            &self.primary.tag,
+            batch.rows,
+            Err(error),
+        ));
     }
 
     /// Scores one batch: writes a score per row and a verdict per version into

@@ -329,6 +329,19 @@ impl Hand {
     }
 }
 
+/// Runs `f`; a panic inside it comes back as its message instead of unwinding further. The
+/// inference thread scores through it: a panicking model runtime must fail one batch (error
+/// records, dead letters, counted), not end the thread and strand the batches queued behind it.
+fn contain_panic(f: impl FnOnce()) -> std::result::Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned())
+    })
+}
+
 /// The thread's loop: score jobs in order, reload between them, stop when the operator goes.
 fn serve(
     mut models: ModelSet,
@@ -352,7 +365,10 @@ fn serve(
         if let Some(Job { id, mut batch }) = job {
             hand.queued.fetch_sub(1, Ordering::AcqRel);
             let start = Instant::now();
-            models.score(&mut batch);
+            if let Err(message) = contain_panic(|| models.score(&mut batch)) {
+                tracing::error!(%message, rows = batch.rows, "inference panicked; the batch's rows get error records and the thread goes on");
+                models.fail_batch(&mut batch, ScoreError::Panicked(message));
+            }
             let took = start.elapsed();
             if batch.spare_records.capacity() == 0 {
                 batch.spare_records = Vec::with_capacity(setup.session.max_batch_rows);
@@ -367,5 +383,24 @@ fn serve(
         if let Some(w) = watcher.as_mut().filter(|w| w.due().is_zero()) {
             w.check(&mut models, setup);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contain_panic;
+
+    #[test]
+    fn a_panic_comes_back_as_its_message() {
+        assert_eq!(contain_panic(|| {}), Ok(()));
+        assert_eq!(
+            contain_panic(|| panic!("static message")),
+            Err("static message".to_owned())
+        );
+        let n = 3;
+        assert_eq!(
+            contain_panic(|| panic!("formatted {n}")),
+            Err("formatted 3".to_owned())
+        );
     }
 }

@@ -1,0 +1,64 @@
+//! A batch whose inference panicked (DESIGN.md §6, "the job never stops for it"): the inference
+//! thread contains the panic and fails the batch like an inference error — every row becomes
+//! a score record with the error and a null score, a dead letter, and an inference error in
+//! the metrics — under the primary version's tag.
+
+mod common;
+mod support;
+
+use std::sync::Arc;
+
+use common::{fixture, job_features, opts};
+use support::row;
+use weir_features::dead_letter::DeadLetterReason;
+use weir_operators::metrics::JobMetrics;
+use weir_score::batch::ScoreBatch;
+use weir_score::models::{ModelSet, ScoreCounters};
+use weir_score::records::{fill_scores, unscored, RecordContext};
+use weir_score::{ModelSession, ScoreError};
+
+#[test]
+fn a_panicked_batch_becomes_error_records_and_dead_letters() -> anyhow::Result<()> {
+    let session = ModelSession::load(&fixture("logreg"), &job_features(), &opts())?;
+    let metrics = Arc::new(JobMetrics::default());
+    let models = ModelSet::new(
+        session,
+        None,
+        metrics.clone(),
+        Arc::new(ScoreCounters::default()),
+    );
+    let rows: Vec<_> = (0..3).map(|i| row(&format!("k{i}"), 1, i)).collect();
+    let mut batch = ScoreBatch::default();
+    for r in &rows {
+        batch.push_row(&r.values, None);
+    }
+    models.fail_batch(
+        &mut batch,
+        ScoreError::Panicked("index out of bounds".into()),
+    );
+
+    let context = RecordContext {
+        job_features: job_features(),
+        source_name: "clicks".into(),
+        metrics: metrics.clone(),
+    };
+    let mut scored: Vec<_> = rows.into_iter().map(unscored).collect();
+    let mut dead = Vec::new();
+    fill_scores(&mut scored, &batch, &context, &mut dead);
+
+    assert_eq!(dead.len(), 3);
+    assert!(dead
+        .iter()
+        .all(|d| d.reason == DeadLetterReason::InferenceFailed));
+    for record in &scored {
+        assert_eq!(record.score, None);
+        assert_eq!(record.model.version.as_str(), "2026-11-30.1");
+        let error = record.error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains("inference panicked: index out of bounds"),
+            "{error}"
+        );
+    }
+    assert_eq!(JobMetrics::get(&metrics.inference_errors), 3);
+    Ok(())
+}
