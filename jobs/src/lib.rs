@@ -16,4 +16,4 @@ pub mod pipeline;
 pub mod run;
 
 pub use config::{CompiledJob, JobFile};
-pub use run::{run_job, RunSummary};
+pub use run::{run_job, ModelActivity, RunSummary};

@@ -64,8 +64,48 @@ pub struct RunSummary {
     pub latency_p50_us: Option<u64>,
     /// Window close → score acknowledged latency, 99th percentile, µs.
     pub latency_p99_us: Option<u64>,
+    /// What the scoring stage's model versions did.
+    pub models: ModelActivity,
     /// Wall-clock duration of the run.
     pub elapsed: Duration,
+}
+
+/// The scoring stage's model-version counters of this process (ScoreCounters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModelActivity {
+    /// Hot reloads that swapped the primary version.
+    pub reloads: u64,
+    /// Reload attempts that failed (the old version kept serving).
+    pub reload_failures: u64,
+    /// Rows scored by the canary version.
+    pub canary_rows: u64,
+    /// Shadow-version inferences that failed.
+    pub shadow_errors: u64,
+    /// Micro-batches scored.
+    pub batches: u64,
+}
+
+impl ModelActivity {
+    fn of(c: &ScoreCounters) -> Self {
+        ModelActivity {
+            reloads: ScoreCounters::get(&c.reloads),
+            reload_failures: ScoreCounters::get(&c.reload_failures),
+            canary_rows: ScoreCounters::get(&c.canary_rows),
+            shadow_errors: ScoreCounters::get(&c.shadow_errors),
+            batches: ScoreCounters::get(&c.batches),
+        }
+    }
+
+    /// The summary's `models:` line, when a reload, canary or shadow happened.
+    fn line(&self) -> String {
+        if self.reloads + self.reload_failures + self.canary_rows + self.shadow_errors == 0 {
+            return String::new();
+        }
+        format!(
+            "\nmodels:          {} hot reloads ({} failed), {} canary rows, {} shadow errors",
+            self.reloads, self.reload_failures, self.canary_rows, self.shadow_errors
+        )
+    }
 }
 
 impl RunSummary {
@@ -92,7 +132,7 @@ impl RunSummary {
              windows scored:  {} ({} inference errors, {} delivered)\n\
              dead letters:    {} [{}] ({} delivered)\n\
              latency p50/p99: {} / {} (window close → score acknowledged)\n\
-             elapsed:         {:.2} s{}{}{}{}",
+             elapsed:         {:.2} s{}{}{}{}{}",
             self.events_in,
             self.records_in,
             self.records_in as f64 / secs,
@@ -134,6 +174,7 @@ impl RunSummary {
             } else {
                 String::new()
             },
+            self.models.line(),
             if self.delivery_failures > 0 {
                 format!("\nDELIVERY FAILURES: {}", self.delivery_failures)
             } else {
@@ -220,7 +261,8 @@ pub fn run_job_with(
     for result in guards.join() {
         result.map_err(|e| anyhow!("a worker failed: {e}"))?;
     }
-    let summary = summarize(&metrics, started.elapsed());
+    let mut summary = summarize(&metrics, started.elapsed());
+    summary.models = ModelActivity::of(&score_counters);
     log_model_counters(&score_counters);
     if summary.delivery_failures > 0 {
         return Err(anyhow!(
@@ -252,6 +294,7 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
         snapshot_pause: Duration::from_micros(JobMetrics::get(&m.snapshot_pause_us)),
         latency_p50_us: m.latency_quantile_us(0.5),
         latency_p99_us: m.latency_quantile_us(0.99),
+        models: ModelActivity::default(),
         elapsed,
     }
 }
@@ -350,4 +393,28 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
             .map_err(|e| anyhow!("topic `{topic}` is not available on {brokers}: {e}; create the job's topics with `weir topics <job.toml> --partitions N`"))?;
     }
     Ok(versions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ModelActivity;
+
+    #[test]
+    fn the_models_line_appears_only_when_versions_changed_or_split() {
+        let quiet = ModelActivity {
+            batches: 12,
+            ..ModelActivity::default()
+        };
+        assert_eq!(quiet.line(), "");
+        let busy = ModelActivity {
+            reloads: 2,
+            reload_failures: 1,
+            canary_rows: 40,
+            ..quiet
+        };
+        assert_eq!(
+            busy.line(),
+            "\nmodels:          2 hot reloads (1 failed), 40 canary rows, 0 shadow errors"
+        );
+    }
 }
