@@ -13,7 +13,7 @@ use weir_score::budget::{available_cores, InstanceCores};
 use weir_score::models::{canary_bucket, ScoreCounters, SecondaryModel, SecondaryRole};
 use weir_score::registry::ModelSource;
 
-use support::{config, publish, row, temp_dir, with_score_dataflow, write_version};
+use support::{config, publish, row, temp_dir, with_score_dataflow, write_version, Driver};
 
 const ROWS_PER_TICK: usize = 20;
 /// Ticks a reload may take before the test gives up (polls run every 5 ms, ticks step ≥ 5 ms).
@@ -31,6 +31,12 @@ fn rows_of(tick: u64) -> Vec<weir_features::row::FeatureRow> {
     (0..ROWS_PER_TICK)
         .map(|i| row(&format!("u{:03}", (tick as usize * 7 + i) % 97), tick, i))
         .collect()
+}
+
+/// Sends the next tick's [`rows_of`]; returns the ticks sent so far.
+fn step(driver: &mut Driver) -> u64 {
+    driver.tick(rows_of(driver.sent()));
+    driver.sent()
 }
 
 /// Every row sent is scored exactly once, at the tick it was sent, with a unique score id.
@@ -71,12 +77,10 @@ fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() 
     let counters = cfg.counters.clone();
     let dir = model_dir.clone();
     let (ticks, out) = with_score_dataflow(cfg, move |driver| -> anyhow::Result<u64> {
-        let mut tick = 0;
         let mut phase = 0; // 0: serving v1, 1: v2 published, 2: rollback to v1 asked
         let mut switched_at = Vec::new();
         for _ in 0..TICK_BUDGET {
-            driver.tick(rows_of(tick));
-            tick += 1;
+            let tick = step(driver);
             let last = driver.scores().last().map(|(_, s)| s.model.version.clone());
             match (phase, last.as_deref()) {
                 (0, _) if tick == 5 => {
@@ -98,10 +102,9 @@ fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() 
         anyhow::ensure!(switched_at.len() == 2, "never reloaded: {switched_at:?}");
         // A few more ticks on the rolled-back version.
         for _ in 0..5 {
-            driver.tick(rows_of(tick));
-            tick += 1;
+            step(driver);
         }
-        Ok(tick)
+        Ok(driver.sent())
     })?;
     let ticks = ticks?;
     assert_exactly_once(&out.scores, ticks);
@@ -129,17 +132,14 @@ fn corrupt_new_version_keeps_the_old_one_serving() -> anyhow::Result<()> {
     let dir = model_dir.clone();
     let seen = counters.clone();
     let (ticks, out) = with_score_dataflow(cfg, move |driver| -> anyhow::Result<u64> {
-        let mut tick = 0;
-        driver.tick(rows_of(tick));
-        tick += 1;
+        step(driver);
         // v2: a valid manifest next to a model.onnx that is not ONNX at all.
         let staging = dir.join(".incoming");
         write_version("logreg", &staging, "pp", "v2")?;
         std::fs::write(staging.join("model.onnx"), b"not an onnx graph")?;
         std::fs::rename(&staging, dir.join("v2"))?;
         for _ in 0..TICK_BUDGET {
-            driver.tick(rows_of(tick));
-            tick += 1;
+            step(driver);
             if ScoreCounters::get(&seen.reload_failures) > 0 {
                 break;
             }
@@ -149,10 +149,9 @@ fn corrupt_new_version_keeps_the_old_one_serving() -> anyhow::Result<()> {
             "never tried v2"
         );
         for _ in 0..10 {
-            driver.tick(rows_of(tick));
-            tick += 1;
+            step(driver);
         }
-        Ok(tick)
+        Ok(driver.sent())
     })?;
     let ticks = ticks?;
     assert_exactly_once(&out.scores, ticks);
@@ -180,10 +179,10 @@ fn canary_split_is_stable_per_key() -> anyhow::Result<()> {
     );
     let counters = cfg.counters.clone();
     let (ticks, out) = with_score_dataflow(cfg, |driver| {
-        for tick in 0..30 {
-            driver.tick(rows_of(tick));
+        for _ in 0..30 {
+            step(driver);
         }
-        30u64
+        driver.sent()
     })?;
     assert_exactly_once(&out.scores, ticks);
     let mut version_of: HashMap<String, String> = HashMap::new();
@@ -231,10 +230,10 @@ fn shadow_scores_every_row_beside_the_primary() -> anyhow::Result<()> {
         }),
     );
     let (ticks, out) = with_score_dataflow(cfg, |driver| {
-        for tick in 0..5 {
-            driver.tick(rows_of(tick));
+        for _ in 0..5 {
+            step(driver);
         }
-        5u64
+        driver.sent()
     })?;
     assert_exactly_once(&out.scores, ticks);
     for (_, s) in &out.scores {

@@ -106,6 +106,11 @@ impl Driver<'_> {
         tick
     }
 
+    /// Ticks sent so far (the next [`Driver::tick`] sends tick `sent()`).
+    pub fn sent(&self) -> Tick {
+        self.next
+    }
+
     /// Scores seen so far.
     pub fn scores(&self) -> Vec<(Tick, ScoredRow)> {
         self.out.borrow().scores.clone()
