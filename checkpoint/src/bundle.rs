@@ -66,17 +66,18 @@ pub(crate) fn for_each<'a, S: SnapshotStore + ?Sized>(
     mut each: impl FnMut(&SnapshotEntry, &[u8]) -> Result<()>,
 ) -> Result<()> {
     let mut entries: Vec<&SnapshotEntry> = entries.into_iter().collect();
-    let file_of = |e: &SnapshotEntry| (e.file_epoch(listed_by), e.operator.clone(), e.file_range());
+    let file_of =
+        |e: &'a SnapshotEntry| (e.file_epoch(listed_by), e.operator.as_str(), e.file_range());
     entries.sort_by_key(|e| (file_of(e), e.section.map_or(0, |s| s.offset)));
-    let mut open: Option<((Epoch, String, KeyGroupRange), Snapshot)> = None;
+    let mut open: Option<((Epoch, &str, KeyGroupRange), Snapshot)> = None;
     for entry in entries {
         let key = file_of(entry);
-        let (epoch, operator, file) = key.clone();
-        let path = || store.snapshot_location(epoch, &operator, file);
+        let (epoch, operator, file) = key;
+        let path = || store.snapshot_location(epoch, operator, file);
         let snapshot = match open.take() {
             Some((at, snapshot)) if at == key => snapshot,
             _ => {
-                let snapshot = store.read_snapshot(epoch, &operator, file)?;
+                let snapshot = store.read_snapshot(epoch, operator, file)?;
                 if snapshot.file_size != entry.file_size() {
                     return Err(CheckpointError::SizeMismatch {
                         path: path(),

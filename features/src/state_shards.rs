@@ -55,7 +55,7 @@ pub struct StateShards {
 }
 
 /// Key groups per shard for a job with `key_groups` groups.
-pub fn shard_width(key_groups: u32) -> u32 {
+fn shard_width(key_groups: u32) -> u32 {
     key_groups.div_ceil(SHARDS).max(1)
 }
 
@@ -106,11 +106,6 @@ impl StateShards {
     /// Open (key, window) slots over all shards.
     pub fn open_slots(&self) -> usize {
         self.shards.iter().map(|s| s.state.open_slots()).sum()
-    }
-
-    /// Closed windows kept for as-of lookups, over all shards.
-    pub fn closed_windows(&self) -> usize {
-        self.shards.iter().map(|s| s.state.closed_windows()).sum()
     }
 
     /// See [`KeyedFeatures::set_processing_time`].
@@ -193,24 +188,21 @@ impl StateShards {
     /// others are dropped (they belong to other instances after a rescale).
     pub fn restore(&mut self, job: &JobFeatures, lo: u32, hi: u32, bytes: &[u8]) -> Result<()> {
         let stored = KeyedFeatures::decode(job, bytes)?;
-        let key_groups = self.key_groups;
-        let mut targets = self.shards.iter_mut().filter(|s| s.lo < hi && lo < s.hi);
-        let (first, second) = (targets.next(), targets.next());
-        match (first, second) {
-            (Some(only), None) if only.lo <= lo && hi <= only.hi => only.state.absorb(stored),
-            (first, second) => {
-                for shard in first.into_iter().chain(second).chain(targets) {
-                    let mut part = stored.clone();
-                    let (from, to) = (shard.lo, shard.hi);
-                    let keep = move |key: &Key| {
-                        let kg = KeyGroup::of(key.as_bytes(), key_groups).0;
-                        from <= kg && kg < to
-                    };
-                    part.retain_keys(&keep);
-                    shard.state.absorb(part)?;
-                }
-                Ok(())
-            }
+        // Shards are disjoint: one that covers the stored range is the only one it touches.
+        if let Some(shard) = self.shards.iter_mut().find(|s| s.lo <= lo && hi <= s.hi) {
+            return shard.state.absorb(stored);
         }
+        let key_groups = self.key_groups;
+        for shard in self.shards.iter_mut().filter(|s| s.lo < hi && lo < s.hi) {
+            let mut part = stored.clone();
+            let (from, to) = (shard.lo, shard.hi);
+            let keep = move |key: &Key| {
+                let kg = KeyGroup::of(key.as_bytes(), key_groups).0;
+                from <= kg && kg < to
+            };
+            part.retain_keys(&keep);
+            shard.state.absorb(part)?;
+        }
+        Ok(())
     }
 }

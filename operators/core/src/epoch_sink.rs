@@ -87,15 +87,13 @@ where
                             capability.downgrade(&next);
                             return;
                         };
-                        if waiting.is_none() {
-                            if epochs.epochs_in(*capability.time(), next).next().is_none() {
+                        let (to, mark) = match waiting {
+                            Some(waited) => waited,
+                            None if epochs.epochs_in(*capability.time(), next).next().is_none() => {
                                 capability.downgrade(&next);
                                 return;
                             }
-                            waiting = Some((next, writer.mark()));
-                        }
-                        let Some((to, mark)) = waiting else {
-                            return;
+                            None => *waiting.insert((next, writer.mark())),
                         };
                         // `Some(false)` (lost output) keeps the epoch from ever passing.
                         if writer.durable_through(mark) == Some(true) {

@@ -9,9 +9,9 @@
 //! tick), an instance encodes the shards that changed since their last snapshot; its writer
 //! thread ([`crate::snapshot_writer`]) writes them as one bundle `window/kg-<lo>-<hi>` while the
 //! dataflow goes on, and the entries of all its shards (new sections, and older bundles'
-//! sections for unchanged shards) go to the committer at `E`. On restore an instance reads every snapshot file of the manifest
-//! that overlaps its (possibly different) range and keeps its own keys, so a rescale is a
-//! restore; its first snapshot after a restore writes every shard.
+//! sections for unchanged shards) go to the committer at `E`. On restore an instance reads
+//! every snapshot of the manifest that overlaps its (possibly different) range and keeps its
+//! own keys, so a rescale is a restore; its first snapshot after a restore writes every shard.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
