@@ -8,11 +8,12 @@ use serde::Deserialize;
 pub use crate::aggregate::Accumulators;
 use crate::aggregate::{self, AggKind, Words};
 use crate::error::{FeatureError, Result};
-use crate::hll::{hash_value, Distinct};
+use crate::hll::Distinct;
 use crate::predicate::Predicate;
 use crate::ratio;
 use crate::record::Value;
 use crate::schema::{FieldType, RecordSchema};
+use crate::update_plan::UpdatePlan;
 use crate::vocab::EventTime;
 
 /// One feature as written in the job file.
@@ -70,6 +71,8 @@ pub struct FeatureSet {
     distinct: usize,
     /// Ratio features, each after the ratios it reads.
     ratio_order: Vec<usize>,
+    /// The per-record update of these features.
+    plan: UpdatePlan,
 }
 
 impl FeatureSet {
@@ -87,6 +90,7 @@ impl FeatureSet {
             template: Words::new(),
             distinct: 0,
             ratio_order,
+            plan: UpdatePlan::default(),
         };
         for (spec, inputs) in specs.iter().zip(inputs) {
             let fail = |message: String| FeatureError::Feature {
@@ -116,6 +120,9 @@ impl FeatureSet {
                 spec.agg.push_empty(&mut set.template);
                 offset
             };
+            set.plan
+                .push(spec.agg, state, slot, filter.as_ref())
+                .map_err(fail)?;
             set.features.push(CompiledFeature {
                 name: spec.name.clone(),
                 agg: spec.agg,
@@ -142,9 +149,14 @@ impl FeatureSet {
     /// Fresh, empty accumulators for one (key, window). Allocates only when the numeric
     /// state exceeds 12 words or the job has `distinct` features.
     pub fn empty(&self) -> Accumulators {
+        let distinct = match self.distinct {
+            0 => Vec::new(),
+            n => (0..n).map(|_| Distinct::default()).collect(),
+        };
         Accumulators {
-            words: self.template.clone(),
-            distinct: (0..self.distinct).map(|_| Distinct::default()).collect(),
+            // `from_slice` copies the words at once; `clone` would push them one by one.
+            words: Words::from_slice(&self.template),
+            distinct,
         }
     }
 
@@ -152,36 +164,7 @@ impl FeatureSet {
     /// allocates, except when a `distinct` feature's exact set grows.
     #[inline]
     pub fn update(&self, accs: &mut Accumulators, values: &[Value], ts: EventTime) {
-        let words: &mut [u64] = &mut accs.words;
-        for feature in &self.features {
-            if let Some(filter) = &feature.filter {
-                if !filter.matches(values) {
-                    continue;
-                }
-            }
-            let value = feature.slot.and_then(|slot| values.get(slot));
-            match (feature.agg, value) {
-                (AggKind::Count | AggKind::CountIf, _) => {
-                    if let Some(n) = words.get_mut(feature.state) {
-                        *n += 1;
-                    }
-                }
-                (AggKind::Distinct, Some(value)) => {
-                    if let (Some(d), Some(h)) =
-                        (accs.distinct.get_mut(feature.state), hash_value(value))
-                    {
-                        d.insert(h);
-                    }
-                }
-                // Non-finite numbers never pass the decoder; ignored like missing values.
-                (kind, Some(Value::Num(x))) if x.is_finite() => {
-                    if let Some(w) = words.get_mut(feature.state..) {
-                        aggregate::update(kind, w, *x, ts);
-                    }
-                }
-                _ => {}
-            }
-        }
+        self.plan.update(accs, values, ts);
     }
 
     /// Merges `other` into `into` (both from [`FeatureSet::empty`] of this set): afterwards

@@ -29,6 +29,7 @@ pub mod schema;
 mod sessions;
 mod slot;
 pub mod state_shards;
+mod update_plan;
 pub mod vocab;
 pub mod watermark;
 pub mod window;

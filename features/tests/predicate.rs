@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use weir_features::aggregate::AggKind;
+use weir_features::feature::{FeatureSet, FeatureSpec};
 use weir_features::predicate::{CmpOp, Literal, Predicate};
 use weir_features::record::Value;
 use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
@@ -289,4 +291,74 @@ fn missing_values_never_match_whatever_the_operator() {
     }
     // A slot beyond the record (a record shorter than the schema) does not match either.
     assert!(!parse_ok("amount != 0").matches(&[]));
+}
+
+fn filtered(name: &str, agg: AggKind, field: Option<&str>, filter: &str) -> FeatureSpec {
+    FeatureSpec {
+        name: name.to_owned(),
+        agg,
+        field: field.map(str::to_owned),
+        filter: Some(filter.to_owned()),
+        ..FeatureSpec::default()
+    }
+}
+
+/// Features filtered by the same, by opposite and by numeric predicates, updated together:
+/// each counts exactly the records its own predicate passes (the feature set evaluates each
+/// distinct predicate once per record and shares the result).
+#[test]
+fn features_sharing_predicates_count_their_own_records() {
+    use AggKind::*;
+    let specs = [
+        filtered("clicks", CountIf, None, "kind == 'click'"),
+        filtered("not_clicks", CountIf, None, "kind != 'click'"),
+        filtered("click_amount", Sum, Some("amount"), "kind == 'click'"),
+        filtered("big", CountIf, None, "amount >= 10"),
+        filtered("big_max", Max, Some("amount"), "amount >= 10"),
+        filtered("flagged", CountIf, None, "flag == true"),
+    ];
+    let features = FeatureSet::compile(&specs, &schema()).unwrap_or_else(|e| panic!("{e}"));
+    let mut accs = features.empty();
+    let records = [
+        record(Some(12.0), Some(true), Some("click")),
+        record(Some(3.0), None, Some("view")),
+        record(None, Some(false), Some("click")),
+        // A missing kind passes neither `==` nor `!=`.
+        record(Some(20.0), Some(true), None),
+        record(Some(5.0), Some(true), Some("clicks")),
+    ];
+    for values in &records {
+        features.update(&mut accs, values, 0);
+    }
+    let mut out = Vec::new();
+    features.values(&accs, &mut out);
+    assert_eq!(out, vec![2.0, 2.0, 12.0, 2.0, 20.0, 3.0]);
+}
+
+#[test]
+fn more_than_64_distinct_predicates_are_refused() {
+    let specs: Vec<FeatureSpec> = (0..65)
+        .map(|i| {
+            filtered(
+                &format!("n{i}"),
+                AggKind::CountIf,
+                None,
+                &format!("n == {i}"),
+            )
+        })
+        .collect();
+    let err = FeatureSet::compile(&specs, &schema())
+        .err()
+        .map(|e| e.to_string());
+    let err = err.unwrap_or_else(|| panic!("65 predicates compiled"));
+    assert!(
+        err.contains("at most 64 distinct `where` predicates"),
+        "{err}"
+    );
+    assert!(err.contains("n64"), "{err}");
+    // The same predicate used by many features counts once.
+    let shared: Vec<FeatureSpec> = (0..100)
+        .map(|i| filtered(&format!("n{i}"), AggKind::CountIf, None, "n == 1"))
+        .collect();
+    assert!(FeatureSet::compile(&shared, &schema()).is_ok());
 }
