@@ -21,9 +21,17 @@
 //!   in-order greedy rule (extend the key's last session if the event is within `gap` of it
 //!   and the session stays within `max_length`, else open a new one).
 //!
-//! `tumbling/map_floor_existing_slots` is the memory floor of the engine's state layout: the
-//! same pane start -> key -> entry maps with entries of the engine's size (224 bytes), every
-//! entry present, and per event only the two lookups and two word writes (no features).
+//! Every `keyed_windows_*` benchmark runs again as `one_window_*` on the same records with
+//! their event times packed into one minute (as in a live stream at this rate): all records
+//! fall in the window being filled, which holds the slots of ~86 k keys (~2 records each), so
+//! the state a record reaches is one ~30 MB hash table instead of a ~2 MB pane.
+//!
+//! `tumbling/map_floor_existing_slots` (and `one_window_map_floor`) is the memory floor of the
+//! engine's state layout: the same pane start -> key -> entry maps with entries of the
+//! engine's size (224 bytes), every entry present, and per event only the two lookups and two
+//! word writes (no features).
+//!
+//! Allocator: the job binary's (jemalloc with transparent huge pages, `benches/common`).
 
 mod common;
 
@@ -140,28 +148,45 @@ fn bench<M: Measurement>(c: &mut Criterion<M>, suffix: &str) {
             |events, slots| naive_sessions(events, 5 * MINUTE, 30 * MINUTE, slots),
         ),
     ];
+    // The same records with their event times packed into one minute: every record falls in
+    // the window being filled, which holds a slot for every key that has a record in it.
+    let (first, n) = (events[0].ts, events.len() as i64);
+    let one_window: Vec<Event> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Event {
+            ts: first + i as i64 * MINUTE / n,
+            ..e.clone()
+        })
+        .collect();
     for (name, spec, naive) in kinds {
         let mut group = c.benchmark_group(format!("{name}{suffix}"));
         group.throughput(Throughput::Elements(events.len() as u64));
         let fresh = || KeyedWindows::new(spec.clone(), 0);
-        let apply_all = |mut state: KeyedWindows| {
-            for e in &events {
-                state.apply(&features, e, Watermark::MIN);
-            }
-            state
-        };
-        group.bench_function("keyed_windows_new_slots", |b| {
-            b.iter_batched(fresh, apply_all, BatchSize::LargeInput)
-        });
-        let warm = apply_all(fresh());
-        group.bench_function("keyed_windows_existing_slots", |b| {
-            b.iter_batched(|| warm.clone(), apply_all, BatchSize::LargeInput)
-        });
+        for (input, prefix) in [(&events, "keyed_windows"), (&one_window, "one_window")] {
+            let apply_all = |mut state: KeyedWindows| {
+                for e in input {
+                    state.apply(&features, e, Watermark::MIN);
+                }
+                state
+            };
+            group.bench_function(format!("{prefix}_new_slots"), |b| {
+                b.iter_batched(fresh, apply_all, BatchSize::LargeInput)
+            });
+            let warm = apply_all(fresh());
+            group.bench_function(format!("{prefix}_existing_slots"), |b| {
+                b.iter_batched(|| warm.clone(), apply_all, BatchSize::LargeInput)
+            });
+        }
         group.bench_function("naive", |b| b.iter(|| black_box(naive(&events, slots))));
         if name == "tumbling" {
             let mut maps = floor_maps(&events);
             group.bench_function("map_floor_existing_slots", |b| {
                 b.iter(|| black_box(floor_touch(&events, &mut maps)))
+            });
+            let mut maps = floor_maps(&one_window);
+            group.bench_function("one_window_map_floor", |b| {
+                b.iter(|| black_box(floor_touch(&one_window, &mut maps)))
             });
         }
         group.finish();

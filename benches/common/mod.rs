@@ -1,11 +1,17 @@
 //! Shared input of the window benchmarks (`window_updates`, `window_kinds`): the clickstream
 //! schema and its 8 features, 200 k seeded events over 100 k keys, and the naive baseline's
 //! per-window arithmetic. One copy, so both benchmarks measure exactly the same input.
-//! [`cpu_time`] measures per-core time on a shared machine.
+//! [`cpu_time`] measures per-core time on a shared machine. They run with the job binary's
+//! allocator.
 
 #![allow(dead_code)]
 
 pub mod cpu_time;
+
+/// The job binary's allocator (`jobs/src/main.rs`: jemalloc with transparent huge pages), so
+/// these benchmarks measure the window state as a job holds it.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use std::collections::BTreeMap;
 

@@ -10,6 +10,13 @@ use clap::{Parser, Subcommand};
 
 use weir::config::JobFile;
 
+/// jemalloc, built to back its memory with transparent huge pages (`thp:always` in
+/// `.cargo/config.toml`). Window state is large hash tables hit at random keys; with 4 KiB
+/// pages nearly every access also misses the TLB (BENCHMARKS.md, "Window updates per window
+/// kind"). Override at run time with `_RJEM_MALLOC_CONF`, e.g. `thp:never`.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "weir",
