@@ -10,8 +10,10 @@
 //! - A pane is dropped once `wm - allowed_lateness >= end of the last window containing it`:
 //!   no record can reach it any more, and no window containing it can fire or re-fire.
 
+use hashbrown::hash_map::RawEntryMut;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::BuildHasher;
 
 use crate::feature::FeatureSet;
 use crate::record::Event;
@@ -30,8 +32,12 @@ struct Pane {
     dirty: bool,
 }
 
+/// The panes of one start, by key. hashbrown's map rather than std's for its raw entries:
+/// a record's key is hashed once whether it finds its pane or opens it.
+type PaneKeys = hashbrown::HashMap<Key, Pane, FastHash>;
+
 /// Pane start -> key -> pane.
-type PaneMaps = BTreeMap<EventTime, HashMap<Key, Pane, FastHash>>;
+type PaneMaps = BTreeMap<EventTime, PaneKeys>;
 
 /// Panes of every key of one aligned window definition.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -50,14 +56,14 @@ pub(crate) struct PaneWindows {
 /// Opens the (empty) pane at `start`. A pane after the latest one is sized for as many keys
 /// as the latest one holds, so a stream in time order does not rehash each pane as it fills.
 #[cold]
-fn open_pane(panes: &mut PaneMaps, start: EventTime) -> &mut HashMap<Key, Pane, FastHash> {
+fn open_pane(panes: &mut PaneMaps, start: EventTime) -> &mut PaneKeys {
     let capacity = match panes.last_key_value() {
         Some((&latest, keys)) if latest < start => keys.len(),
         _ => 0,
     };
     panes
         .entry(start)
-        .or_insert_with(|| HashMap::with_capacity_and_hasher(capacity, FastHash::default()))
+        .or_insert_with(|| PaneKeys::with_capacity_and_hasher(capacity, FastHash::default()))
 }
 
 impl PaneWindows {
@@ -72,7 +78,7 @@ impl PaneWindows {
     }
 
     pub fn open_slots(&self) -> usize {
-        self.panes.values().map(HashMap::len).sum()
+        self.panes.values().map(PaneKeys::len).sum()
     }
 
     #[inline]
@@ -82,15 +88,25 @@ impl PaneWindows {
             Some(keys) => keys,
             None => open_pane(&mut self.panes, start),
         };
-        let pane = match keys.get_mut(&event.key) {
-            Some(pane) => {
+        let hash = keys.hasher().hash_one(&event.key);
+        let pane = match keys
+            .raw_entry_mut()
+            .from_key_hashed_nocheck(hash, &event.key)
+        {
+            RawEntryMut::Occupied(found) => {
+                let pane = found.into_mut();
                 pane.slot.add(features, event, seq);
                 pane
             }
-            None => keys.entry(event.key.clone()).or_insert(Pane {
-                slot: Slot::new(features, event, seq),
-                dirty: false,
-            }),
+            RawEntryMut::Vacant(vacant) => {
+                let pane = Pane {
+                    slot: Slot::new(features, event, seq),
+                    dirty: false,
+                };
+                vacant
+                    .insert_hashed_nocheck(hash, event.key.clone(), pane)
+                    .1
+            }
         };
         if self
             .fired_end
