@@ -20,7 +20,7 @@ use weir_score::budget::{available_cores, pin_current_thread, worker_core, Insta
 use weir_score::models::{ModelSet, ScoreCounters};
 use weir_score::operator::ScoreConfig;
 use weir_score::pool::{InferenceSetup, InferenceThread};
-use weir_score::records::{fill_scores, unscored, RecordContext};
+use weir_score::records::{scored_batches, RecordContext};
 use weir_score::registry::ModelSource;
 use weir_score::{ModelSession, SessionOptions};
 
@@ -266,20 +266,22 @@ pub fn batcher(model_dir: &Path, core: Option<usize>) -> Batcher<()> {
 }
 
 /// Takes finished batches from `batcher`, parking until the inference thread wakes this thread
-/// when there are none (as a Timely worker parks until an activation); returns their records.
+/// when there are none (as a Timely worker parks until an activation); returns how many rows
+/// they scored (and drops them, rows included, as a sink does once it has written them).
 fn wait_finished(batcher: &mut Batcher<()>) -> usize {
     loop {
         let finished = batcher.finished();
         if !finished.is_empty() {
-            return finished.iter().map(|(_, o)| o.scored.len()).sum();
+            return finished.iter().map(|(_, o)| o.rows()).sum();
         }
         std::thread::park_timeout(Duration::from_millis(1));
     }
 }
 
 /// The operator's path without Timely: `batches` pushed into `batcher` (values gathered into
-/// its batches), sent to the inference thread while the in-flight bound allows, scored, and
-/// turned back into score records (dropped here); returns the number of score records.
+/// its batches, rows kept), sent to the inference thread while the in-flight bound allows,
+/// scored, and handed back with their rows as scored batches (dropped here, rows included);
+/// returns the number of scored rows.
 pub fn through_batcher(batcher: &mut Batcher<()>, batches: Vec<Vec<FeatureRow>>) -> usize {
     let mut scored = 0;
     let mut finished = Vec::new();
@@ -295,12 +297,12 @@ pub fn through_batcher(batcher: &mut Batcher<()>, batches: Vec<Vec<FeatureRow>>)
     while batcher.in_flight() > 0 {
         scored += wait_finished(batcher);
     }
-    scored + finished.iter().map(|(_, o)| o.scored.len()).sum::<usize>()
+    scored + finished.iter().map(|(_, o)| o.rows()).sum::<usize>()
 }
 
 /// What the operator and its inference thread do, on one thread: each batch's values
-/// gathered into `batch` and its rows moved into records, scored by `set`, the records
-/// completed with the scores (and dropped here); returns the number of score records.
+/// gathered into `batch`, scored by `set`, the rows handed on with the scores as a scored
+/// batch (dropped here, rows included); returns the number of scored rows.
 pub fn one_thread(
     set: &mut ModelSet,
     batch: &mut ScoreBatch,
@@ -310,15 +312,11 @@ pub fn one_thread(
     let mut scored = 0;
     for rows in batches {
         batch.clear();
-        let mut records = Vec::with_capacity(rows.len());
-        for row in rows {
+        for row in &rows {
             batch.push_row(&row.values, None);
-            records.push(unscored(row));
         }
         set.score(batch);
-        let mut dead = Vec::new();
-        fill_scores(&mut records, batch, context, &mut dead);
-        scored += records.len();
+        scored += scored_batches(vec![rows], batch, context).rows();
     }
     scored
 }
