@@ -20,7 +20,7 @@ use weir_score::budget::{available_cores, pin_current_thread, worker_core, Insta
 use weir_score::models::{ModelSet, ScoreCounters};
 use weir_score::operator::ScoreConfig;
 use weir_score::pool::{InferenceSetup, InferenceThread};
-use weir_score::records::{scored_batches, RecordContext};
+use weir_score::records::{scored_batches, BatchOutcome, RecordContext};
 use weir_score::registry::ModelSource;
 use weir_score::{ModelSession, SessionOptions};
 
@@ -265,14 +265,13 @@ pub fn batcher(model_dir: &Path, core: Option<usize>) -> Batcher<()> {
     Batcher::new(thread, &config)
 }
 
-/// Takes finished batches from `batcher`, parking until the inference thread wakes this thread
-/// when there are none (as a Timely worker parks until an activation); returns how many rows
-/// they scored (and drops them, rows included, as a sink does once it has written them).
-fn wait_finished(batcher: &mut Batcher<()>) -> usize {
+/// Takes finished batches from `batcher` into `out`, parking until the inference thread wakes
+/// this thread when there are none (as a Timely worker parks until an activation).
+fn wait_finished(batcher: &mut Batcher<()>, out: &mut Vec<((), BatchOutcome)>) {
     loop {
-        let finished = batcher.finished();
-        if !finished.is_empty() {
-            return finished.iter().map(|(_, o)| o.rows()).sum();
+        out.extend(batcher.finished());
+        if !out.is_empty() {
+            return;
         }
         std::thread::park_timeout(Duration::from_millis(1));
     }
@@ -280,24 +279,31 @@ fn wait_finished(batcher: &mut Batcher<()>) -> usize {
 
 /// The operator's path without Timely: `batches` pushed into `batcher` (values gathered into
 /// its batches, rows kept), sent to the inference thread while the in-flight bound allows,
-/// scored, and handed back with their rows as scored batches (dropped here, rows included);
-/// returns the number of scored rows.
+/// scored, and handed back with their rows as scored batches; returns the number of scored
+/// rows. In the operator's order: results taken, new rows pushed and sent, then the results
+/// emitted — here dropped, rows included, as a sink drops them once it has written them.
 pub fn through_batcher(batcher: &mut Batcher<()>, batches: Vec<Vec<FeatureRow>>) -> usize {
     let mut scored = 0;
     let mut finished = Vec::new();
+    let mut emit = |finished: &mut Vec<((), BatchOutcome)>| {
+        scored += finished.drain(..).map(|(_, o)| o.rows()).sum::<usize>();
+    };
     for mut rows in batches {
         while !batcher.has_room() {
-            scored += wait_finished(batcher);
+            wait_finished(batcher, &mut finished);
         }
         batcher.push(0, (), &mut rows);
         batcher.send(&mut finished);
+        emit(&mut finished);
     }
     batcher.close_open(|_| true);
     batcher.send(&mut finished);
     while batcher.in_flight() > 0 {
-        scored += wait_finished(batcher);
+        wait_finished(batcher, &mut finished);
+        emit(&mut finished);
     }
-    scored + finished.iter().map(|(_, o)| o.rows()).sum::<usize>()
+    emit(&mut finished);
+    scored
 }
 
 /// What the operator and its inference thread do, on one thread: each batch's values
