@@ -23,8 +23,7 @@ use timely::dataflow::Stream;
 
 use weir_features::dead_letter::DeadLetter;
 use weir_features::encode::score_json;
-use weir_features::row::score_id;
-use weir_features::row::FeatureRow;
+use weir_features::row::{score_id, FeatureRow};
 use weir_features::scored::{ScoreView, ScoredBatch};
 use weir_features::vocab::Tick;
 use weir_operators::clock::unix_nanos;
