@@ -67,12 +67,13 @@ fn main() {
                 panic!("cannot start the score operator (set WEIR_ORT_LIB)");
             };
             out.scores
-                .inspect(move |s| {
+                .inspect(move |batch| {
                     let now = base.elapsed().as_nanos() as u64;
-                    let _ = h
-                        .borrow_mut()
-                        .record(now.saturating_sub(s.row.fired_at_ns).max(1));
-                    *n.borrow_mut() += 1;
+                    let mut h = h.borrow_mut();
+                    for row in &batch.rows {
+                        let _ = h.record(now.saturating_sub(row.fired_at_ns).max(1));
+                    }
+                    *n.borrow_mut() += batch.len() as u64;
                 })
                 .probe_with(&probe);
         });

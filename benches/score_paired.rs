@@ -7,11 +7,14 @@
 //! Same inputs and paths as `benches/scoring.rs` (64 batches of 256 seeded rows per pass;
 //! XGBoost, LightGBM, MLP): `raw_ort` (plain `ort` session fed by a hand-written f64 → f32
 //! conversion), `weir_session` (`ModelSession::score_batch`), `weir_models` (the whole
-//! scoring path on this thread: `FeatureRow`s in, values gathered into a batch, `ModelSet::score`,
-//! `ScoredRow`s out), `weir_thread` (the operator's path without Timely, `Batcher`: values
-//! gathered on this thread, scored on the inference thread, `ScoredRow`s built back here;
-//! at most 4 batches in flight, the job default `max_in_flight`). Score records are dropped
-//! inside the timed pass; the input rows are cloned before it.
+//! scoring path on this thread: `FeatureRow`s in, values gathered into a batch,
+//! `ModelSet::score`, the rows out with their scores as a `ScoredBatch`), `weir_thread` (the
+//! operator's path without Timely, `Batcher`: values gathered on this thread, scored on the
+//! inference thread, `ScoredBatch`es — the rows, their scores, the version's verdict — built
+//! back here, as the operator emits them; at most 4 batches in flight, the job default
+//! `max_in_flight`). The scored batches, with their rows, are dropped inside the timed pass
+//! (as a sink drops them after encoding: each row's `Vec<f64>` is freed there); the input
+//! rows are cloned before it.
 //! Each round runs one pass of every path back to back, in a rotating order, and the report
 //! gives each path's median over rounds of `rows/s(path) / rows/s(raw_ort)` in that same
 //! round, so slow drifts of machine load cancel out. Criterion's `scoring` bench measures

@@ -13,11 +13,12 @@
 //! - `weir_session`: `ModelSession::score_batch` on the `f64` rows (defaults, clip/scale,
 //!   narrowing, inference, output column);
 //! - `weir_models`: the whole scoring path on the bench thread: `FeatureRow`s in, values
-//!   gathered into a `ScoreBatch`, `ModelSet::score`, `ScoredRow`s (model tag, score,
-//!   inference time) out, no thread hand-off;
+//!   gathered into a `ScoreBatch`, `ModelSet::score`, the rows out again with their scores
+//!   and verdict (model tag, inference time) as a `ScoredBatch`, no thread hand-off;
 //! - `weir_thread`: the score operator's path without Timely (`Batcher`): values gathered on
 //!   the bench thread, scored by the instance's inference thread (at most 4 batches in
-//!   flight, the job default), `ScoredRow`s built back on the bench thread.
+//!   flight, the job default), `ScoredBatch`es (the rows and their scores) built back on the
+//!   bench thread.
 //!
 //! Throughput is in rows; the ratio to `raw_ort` is the number that matters (target ≥ 0.9).
 

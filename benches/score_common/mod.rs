@@ -20,7 +20,7 @@ use weir_score::budget::{available_cores, pin_current_thread, worker_core, Insta
 use weir_score::models::{ModelSet, ScoreCounters};
 use weir_score::operator::ScoreConfig;
 use weir_score::pool::{InferenceSetup, InferenceThread};
-use weir_score::records::{fill_scores, unscored, RecordContext};
+use weir_score::records::{scored_batches, BatchOutcome, RecordContext};
 use weir_score::registry::ModelSource;
 use weir_score::{ModelSession, SessionOptions};
 
@@ -265,42 +265,50 @@ pub fn batcher(model_dir: &Path, core: Option<usize>) -> Batcher<()> {
     Batcher::new(thread, &config)
 }
 
-/// Takes finished batches from `batcher`, parking until the inference thread wakes this thread
-/// when there are none (as a Timely worker parks until an activation); returns their records.
-fn wait_finished(batcher: &mut Batcher<()>) -> usize {
+/// Takes finished batches from `batcher` into `out`, parking until the inference thread wakes
+/// this thread when there are none (as a Timely worker parks until an activation).
+fn wait_finished(batcher: &mut Batcher<()>, out: &mut Vec<((), BatchOutcome)>) {
     loop {
-        let finished = batcher.finished();
-        if !finished.is_empty() {
-            return finished.iter().map(|(_, o)| o.scored.len()).sum();
+        out.extend(batcher.finished());
+        if !out.is_empty() {
+            return;
         }
         std::thread::park_timeout(Duration::from_millis(1));
     }
 }
 
 /// The operator's path without Timely: `batches` pushed into `batcher` (values gathered into
-/// its batches), sent to the inference thread while the in-flight bound allows, scored, and
-/// turned back into score records (dropped here); returns the number of score records.
+/// its batches, rows kept), sent to the inference thread while the in-flight bound allows,
+/// scored, and handed back with their rows as scored batches; returns the number of scored
+/// rows. In the operator's order: results taken, new rows pushed and sent, then the results
+/// emitted — here dropped, rows included, as a sink drops them once it has written them.
 pub fn through_batcher(batcher: &mut Batcher<()>, batches: Vec<Vec<FeatureRow>>) -> usize {
     let mut scored = 0;
     let mut finished = Vec::new();
+    let mut emit = |finished: &mut Vec<((), BatchOutcome)>| {
+        scored += finished.drain(..).map(|(_, o)| o.rows()).sum::<usize>();
+    };
     for mut rows in batches {
         while !batcher.has_room() {
-            scored += wait_finished(batcher);
+            wait_finished(batcher, &mut finished);
         }
         batcher.push(0, (), &mut rows);
         batcher.send(&mut finished);
+        emit(&mut finished);
     }
     batcher.close_open(|_| true);
     batcher.send(&mut finished);
     while batcher.in_flight() > 0 {
-        scored += wait_finished(batcher);
+        wait_finished(batcher, &mut finished);
+        emit(&mut finished);
     }
-    scored + finished.iter().map(|(_, o)| o.scored.len()).sum::<usize>()
+    emit(&mut finished);
+    scored
 }
 
 /// What the operator and its inference thread do, on one thread: each batch's values
-/// gathered into `batch` and its rows moved into records, scored by `set`, the records
-/// completed with the scores (and dropped here); returns the number of score records.
+/// gathered into `batch`, scored by `set`, the rows handed on with the scores as a scored
+/// batch (dropped here, rows included); returns the number of scored rows.
 pub fn one_thread(
     set: &mut ModelSet,
     batch: &mut ScoreBatch,
@@ -310,15 +318,11 @@ pub fn one_thread(
     let mut scored = 0;
     for rows in batches {
         batch.clear();
-        let mut records = Vec::with_capacity(rows.len());
-        for row in rows {
+        for row in &rows {
             batch.push_row(&row.values, None);
-            records.push(unscored(row));
         }
         set.score(batch);
-        let mut dead = Vec::new();
-        fill_scores(&mut records, batch, context, &mut dead);
-        scored += records.len();
+        scored += scored_batches(vec![rows], batch, context).rows();
     }
     scored
 }

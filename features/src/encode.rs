@@ -5,8 +5,9 @@
 use serde_json::{json, Map, Value as Json};
 
 use crate::record::{Event, Value};
-use crate::row::{score_id, ScoredRow};
+use crate::row::score_id;
 use crate::schema::RecordSchema;
+use crate::scored::ScoreView;
 
 fn number(x: f64) -> Json {
     serde_json::Number::from_f64(x).map_or(Json::Null, Json::Number)
@@ -50,8 +51,8 @@ pub fn event_json(schema: &RecordSchema, event: &Event) -> Vec<u8> {
 }
 
 /// The score record written to the output topic (see docs/ARCHITECTURE.md, "Score records").
-pub fn score_json(scored: &ScoredRow, feature_names: &[String], source_topic: &str) -> Vec<u8> {
-    let row = &scored.row;
+pub fn score_json(scored: &ScoreView<'_>, feature_names: &[String], source_topic: &str) -> Vec<u8> {
+    let row = scored.row;
     let features = features_object(feature_names, &row.values);
     let mut record = json!({
         "score_id": score_id(&row.key, row.window_end, &scored.model.version),

@@ -26,6 +26,7 @@ pub mod record;
 pub mod row;
 pub mod schedule;
 pub mod schema;
+pub mod scored;
 mod sessions;
 mod slot;
 pub mod state_shards;

@@ -27,7 +27,7 @@ use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::decode::JsonDecoder;
 use weir_features::encode::{dead_letter_json, feature_row_json, score_json};
-use weir_features::row::ScoredRow;
+use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
 use weir_kafka::{
     kafka_source, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig, KafkaSourceConfig,
@@ -95,11 +95,11 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     let dead_letters = source.dead_letters.concat(windows.late);
     let checkpoint = source.checkpoint.concat(windows.checkpoint);
     if plan.mode == Mode::FeaturesOnly {
-        let rows = windows
-            .rows
-            .jsonl_sink(plan.file_sink_config()?.0, feature_row_json, |m| {
-                &m.rows_written
-            })?;
+        let rows = windows.rows.jsonl_sink(
+            plan.file_sink_config()?.0,
+            |row, line| line(feature_row_json(row)),
+            |m| &m.rows_written,
+        )?;
         let dead = plan.dead_letter_sink(dead_letters)?;
         plan.commit_checkpoints(checkpoint.concat(rows).concat(dead));
         return Ok(());
@@ -113,7 +113,11 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
         )?,
         EdgeKind::File => {
             let (names, source) = (plan.feature_names(), plan.job.file.source_name());
-            let encode = move |s: &ScoredRow| score_json(s, &names, &source);
+            let encode = move |batch: &ScoredBatch, line: &mut dyn FnMut(Vec<u8>)| {
+                batch
+                    .views()
+                    .for_each(|s| line(score_json(&s, &names, &source)));
+            };
             scored
                 .scores
                 .jsonl_sink(plan.file_sink_config()?.0, encode, |m| &m.scores_delivered)?
@@ -133,11 +137,11 @@ impl JobPlan {
             EdgeKind::Kafka => dead_letters.kafka_dead_letter_sink(
                 self.kafka_sink_config(&self.job.file.sink.dead_letter_topic),
             )?,
-            EdgeKind::File => {
-                dead_letters.jsonl_sink(self.file_sink_config()?.1, dead_letter_json, |m| {
-                    &m.dead_letters_delivered
-                })?
-            }
+            EdgeKind::File => dead_letters.jsonl_sink(
+                self.file_sink_config()?.1,
+                |letter, line| line(dead_letter_json(letter)),
+                |m| &m.dead_letters_delivered,
+            )?,
         })
     }
 

@@ -1,5 +1,6 @@
 //! The file sink: JSON Lines output for replays and training sets. One writer instance (on the
-//! worker of instance 0) receives every record, writes one line per record and flushes when its
+//! worker of instance 0) receives every record, writes the lines its encoder makes of it (one
+//! per feature row or dead letter, one per row of a scored batch) and flushes when its
 //! input ends and before every checkpoint epoch passes; write errors are counted as delivery
 //! failures, which fail the run. A run restored from a checkpoint appends (at-least-once: rows
 //! after the checkpoint may appear twice, with equal score ids); other runs truncate.
@@ -38,12 +39,13 @@ pub struct FileSinkConfig {
 
 /// Extension trait: `stream.jsonl_sink(config, encode, counter)`.
 pub trait JsonlSink<'scope, T> {
-    /// Writes every record as one line `encode(record)`; `counter` picks the metric counting
-    /// written lines. Returns the sink's checkpoint stream (see [`crate::epoch_sink`]).
+    /// Writes every record as the lines `encode(record, line)` hands to `line` (without their
+    /// newline); `counter` picks the metric counting written lines. Returns the sink's
+    /// checkpoint stream (see [`crate::epoch_sink`]).
     fn jsonl_sink(
         self,
         config: FileSinkConfig,
-        encode: impl Fn(&T) -> Vec<u8> + 'static,
+        encode: impl Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static,
         counter: fn(&JobMetrics) -> &AtomicU64,
     ) -> std::io::Result<CheckpointStream<'scope>>;
 }
@@ -57,18 +59,22 @@ struct JsonlWriter<E> {
     path: PathBuf,
 }
 
-impl<T, E: Fn(&T) -> Vec<u8> + 'static> SinkWriter<T> for JsonlWriter<E> {
+impl<T, E: Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static> SinkWriter<T> for JsonlWriter<E> {
     fn write(&mut self, batch: &mut Vec<T>) {
-        for record in batch.drain(..) {
-            let mut line = (self.encode)(&record);
+        let (out, counter, metrics, path) =
+            (&mut self.out, self.counter, &self.metrics, &self.path);
+        let mut write_line = |mut line: Vec<u8>| {
             line.push(b'\n');
-            match self.out.write_all(&line) {
-                Ok(()) => JobMetrics::add((self.counter)(&self.metrics), 1),
+            match out.write_all(&line) {
+                Ok(()) => JobMetrics::add(counter(metrics), 1),
                 Err(error) => {
-                    JobMetrics::add(&self.metrics.delivery_failures, 1);
-                    tracing::error!(%error, path = %self.path.display(), "write failed");
+                    JobMetrics::add(&metrics.delivery_failures, 1);
+                    tracing::error!(%error, path = %path.display(), "write failed");
                 }
             }
+        };
+        for record in batch.drain(..) {
+            (self.encode)(&record, &mut write_line);
         }
     }
 
@@ -95,7 +101,7 @@ where
     fn jsonl_sink(
         self,
         config: FileSinkConfig,
-        encode: impl Fn(&T) -> Vec<u8> + 'static,
+        encode: impl Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static,
         counter: fn(&JobMetrics) -> &AtomicU64,
     ) -> std::io::Result<CheckpointStream<'scope>> {
         let writer_worker = config.placement.worker_of(0);

@@ -1,5 +1,6 @@
-//! The Kafka sinks: score records (JSON payload keyed by entity, model name/version, score id
-//! and inference time also as headers) and dead letters (the original bytes as payload, the
+//! The Kafka sinks: score records (one per row of the scoring stage's scored batches, encoded
+//! straight from the batch: JSON payload keyed by entity, model name/version, score id and
+//! inference time also as headers) and dead letters (the original bytes as payload, the
 //! reason, error and source position as headers, as Kafka Connect's DLQ does). Delivery is
 //! at-least-once: before a checkpoint epoch passes, every record sent so far must be
 //! acknowledged (counted by the delivery callback and checked without blocking the worker);
@@ -17,11 +18,13 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::vec::Map;
 use timely::dataflow::Stream;
 
 use weir_features::dead_letter::DeadLetter;
 use weir_features::encode::score_json;
-use weir_features::row::{score_id, ScoredRow};
+use weir_features::row::{score_id, FeatureRow};
+use weir_features::scored::{ScoreView, ScoredBatch};
 use weir_features::vocab::Tick;
 use weir_operators::clock::unix_nanos;
 use weir_operators::epoch_sink::{epoch_sink, SinkWriter};
@@ -228,41 +231,12 @@ struct ScoreWriter {
     source_topic: String,
 }
 
-impl SinkWriter<ScoredRow> for ScoreWriter {
-    fn write(&mut self, batch: &mut Vec<ScoredRow>) {
-        for scored in batch.drain(..) {
-            let payload = score_json(&scored, &self.feature_names, &self.source_topic);
-            let id = score_id(
-                &scored.row.key,
-                scored.row.window_end,
-                &scored.model.version,
-            );
-            let inference_ts = scored.inference_ts_ms.to_string();
-            let headers = OwnedHeaders::new()
-                .insert(Header {
-                    key: "weir.score_id",
-                    value: Some(id.as_str()),
-                })
-                .insert(Header {
-                    key: "weir.model.name",
-                    value: Some(scored.model.name.as_str()),
-                })
-                .insert(Header {
-                    key: "weir.model.version",
-                    value: Some(scored.model.version.as_str()),
-                })
-                .insert(Header {
-                    key: "weir.inference_ts",
-                    value: Some(inference_ts.as_str()),
-                });
-            let record = BaseRecord::with_opaque_to(
-                &self.out.config.topic,
-                Box::new(scored.row.fired_at_ns),
-            )
-            .key(scored.row.key.as_bytes())
-            .payload(payload.as_slice())
-            .headers(headers);
-            self.out.send(record);
+impl SinkWriter<ScoredBatch> for ScoreWriter {
+    fn write(&mut self, batches: &mut Vec<ScoredBatch>) {
+        for batch in batches.drain(..) {
+            for scored in batch.views() {
+                self.write_one(&scored);
+            }
         }
     }
 
@@ -276,6 +250,42 @@ impl SinkWriter<ScoredRow> for ScoreWriter {
 
     fn durable_through(&mut self, mark: u64) -> Option<bool> {
         self.out.durable_through(mark)
+    }
+}
+
+impl ScoreWriter {
+    /// Sends one row's score record.
+    fn write_one(&self, scored: &ScoreView<'_>) {
+        let payload = score_json(scored, &self.feature_names, &self.source_topic);
+        let id = score_id(
+            &scored.row.key,
+            scored.row.window_end,
+            &scored.model.version,
+        );
+        let inference_ts = scored.inference_ts_ms.to_string();
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: "weir.score_id",
+                value: Some(id.as_str()),
+            })
+            .insert(Header {
+                key: "weir.model.name",
+                value: Some(scored.model.name.as_str()),
+            })
+            .insert(Header {
+                key: "weir.model.version",
+                value: Some(scored.model.version.as_str()),
+            })
+            .insert(Header {
+                key: "weir.inference_ts",
+                value: Some(inference_ts.as_str()),
+            });
+        let record =
+            BaseRecord::with_opaque_to(&self.out.config.topic, Box::new(scored.row.fired_at_ns))
+                .key(scored.row.key.as_bytes())
+                .payload(payload.as_slice())
+                .headers(headers);
+        self.out.send(record);
     }
 }
 
@@ -349,7 +359,7 @@ pub trait KafkaScoreSink<'scope> {
     ) -> Result<CheckpointStream<'scope>>;
 }
 
-impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredRow>> {
+impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredBatch>> {
     fn kafka_score_sink(
         self,
         config: KafkaSinkConfig,
@@ -359,12 +369,16 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredRow>> {
         let producer = instance_producer(&config, Kind::Scores, self.scope().index())?;
         let (placement, key_groups, parallelism) =
             (config.placement, config.key_groups, config.parallelism);
-        let route = move |s: &ScoredRow| {
-            placement.worker_of(instance_for_key_group(
-                s.row.key_group,
-                key_groups,
-                parallelism,
-            )) as u64
+        let instance =
+            move |row: &FeatureRow| instance_for_key_group(row.key_group, key_groups, parallelism);
+        // Every row goes to the instance of its key group: a batch whose rows span several
+        // instances is split first (a score instance's rows usually fall in one).
+        let parts =
+            self.flat_map(move |batch| batch.split_by(instance).into_iter().map(|(_, b)| b));
+        let route = move |b: &ScoredBatch| {
+            b.rows
+                .first()
+                .map_or(0, |row| placement.worker_of(instance(row)) as u64)
         };
         let epochs = config.epochs;
         let writer = producer.map(|producer| ScoreWriter {
@@ -373,7 +387,7 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredRow>> {
             source_topic,
         });
         Ok(epoch_sink(
-            self,
+            parts,
             Exchange::new(route),
             "KafkaScoreSink",
             epochs,

@@ -5,10 +5,11 @@
 //! values travel, gathered as the rows arrive into one contiguous row-major `Vec<f64>` (plus a
 //! canary flag per row when a canary version runs). The inference thread writes one `f32`
 //! score per row and one [`Verdict`] per model version into the same [`ScoreBatch`] and sends
-//! it back; the operator turns rows and scores into score records (`crate::records`) and
-//! keeps the spent batch for a later one, so a steady stream allocates no batch buffers.
+//! it back; the operator hands the rows on with their scores as scored batches
+//! (`crate::records`) and keeps the spent batch for a later one, so a steady stream allocates
+//! no batch buffers.
 
-use weir_features::row::{ModelTag, ScoredRow};
+pub use weir_features::scored::Verdict;
 
 /// One micro-batch's inputs and, once scored, its scores.
 #[derive(Debug, Default)]
@@ -21,11 +22,6 @@ pub struct ScoreBatch {
     pub canary: Vec<bool>,
     /// What the inference thread wrote.
     pub scores: BatchScores,
-    /// An empty vector for a later batch's score records, allocated by the inference thread.
-    /// The operator cannot reuse its records vectors (Timely keeps them); allocated on the
-    /// worker, one per batch, they made glibc grow and trim the worker's heap around every
-    /// batch (score_latency: 262 K page faults in 10 s, against 7 K; see BENCHMARKS.md).
-    pub spare_records: Vec<ScoredRow>,
 }
 
 impl ScoreBatch {
@@ -72,15 +68,4 @@ impl BatchScores {
         self.shadow = None;
         self.shadow_values.clear();
     }
-}
-
-/// What one model version did with its share of a batch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
-    /// The version that scored (or failed to score) the rows.
-    pub model: ModelTag,
-    /// Why inference failed, when it did (then none of its rows has a score).
-    pub error: Option<String>,
-    /// Wall-clock time of the inference, Unix milliseconds.
-    pub inference_ts_ms: i64,
 }

@@ -2,19 +2,20 @@
 //! Timely (the operator in `crate::operator` drives it; benchmarks drive it directly).
 //!
 //! Between the operator's input and the inference thread (`crate::pool`): rows of one tick
-//! are cut into batches of at most `max_batch_rows`; as each row arrives its values are
-//! copied into the open batch's contiguous buffer ([`ScoreBatch`]) and the row itself is moved
-//! into the batch's not-yet-scored record, which stays here. A batch is sent when full, when
-//! its tick is complete, or after `max_batch_delay`; at most `max_in_flight` batches are
-//! queued or running. Scored batches come back with their scores, which complete the records
-//! in place (`crate::records`), and the spent batch's buffers serve a later batch.
+//! are cut into batches of at most `max_batch_rows`; as rows arrive their values are copied
+//! into the open batch's contiguous buffer ([`ScoreBatch`]) and the rows themselves stay
+//! here, in the containers they came in (a container is split only where it overflows a
+//! batch; no row is moved on its own). A batch is sent when full, when its tick is complete,
+//! or after `max_batch_delay`; at most `max_in_flight` batches are queued or running. Scored
+//! batches come back with their scores, which go out with the rows as scored batches
+//! (`crate::records`), and the spent batch's buffers serve a later batch.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weir_features::row::{FeatureRow, ScoredRow};
+use weir_features::row::FeatureRow;
 use weir_features::vocab::Tick;
 use weir_operators::metrics::JobMetrics;
 
@@ -22,42 +23,52 @@ use crate::batch::ScoreBatch;
 use crate::models::{canary_bucket, ModelSet, ScoreCounters};
 use crate::operator::ScoreConfig;
 use crate::pool::{Done, InferenceThread, Job};
-use crate::records::{fill_scores, unscorable, unscored, BatchOutcome, RecordContext};
+use crate::records::{scored_batches, unscorable, BatchOutcome, RecordContext};
 
 /// A batch being filled or waiting to be sent; `C` is what its results are emitted with.
 struct Pending<C> {
     tick: Tick,
     caps: C,
-    /// The batch's rows, moved into records that get their scores when the batch returns.
-    scored: Vec<ScoredRow>,
+    /// The batch's rows, in the runs (input containers) they arrived in.
+    runs: Vec<Vec<FeatureRow>>,
     batch: Box<ScoreBatch>,
     opened: Instant,
 }
 
 impl<C> Pending<C> {
-    /// An empty batch for `max_rows` rows, reusing spare buffers when there are some.
-    fn new(tick: Tick, caps: C, max_rows: usize, spare: &mut Spares) -> Self {
+    /// An empty batch, reusing a spent one when there is one.
+    #[allow(clippy::vec_box)]
+    fn new(tick: Tick, caps: C, spare: &mut Vec<Box<ScoreBatch>>) -> Self {
         Pending {
             tick,
             caps,
-            scored: spare
-                .records
-                .pop()
-                .unwrap_or_else(|| Vec::with_capacity(max_rows)),
-            batch: spare.batches.pop().unwrap_or_default(),
+            runs: Vec::new(),
+            batch: spare.pop().unwrap_or_default(),
             opened: Instant::now(),
         }
     }
+
+    /// Adds a run of rows (at most the batch's room): their values go into the batch.
+    fn add(&mut self, rows: Vec<FeatureRow>, canary_share: Option<f64>) {
+        for row in &rows {
+            let canary = canary_share.map(|share| canary_bucket(&row.key, share));
+            self.batch.push_row(&row.values, canary);
+        }
+        self.runs.push(rows);
+    }
 }
 
-/// Buffers for later batches.
-#[derive(Default)]
-struct Spares {
-    /// Spent batches (boxed as they travel, so the boxes are reused too).
-    #[allow(clippy::vec_box)]
-    batches: Vec<Box<ScoreBatch>>,
-    /// Empty records vectors the inference thread allocated (`ScoreBatch::spare_records`).
-    records: Vec<Vec<ScoredRow>>,
+/// `rows` cut into runs that fill the open batch's `room` and then whole batches of
+/// `max_rows`, in order; only the rows after the first run are copied.
+fn runs_of(mut rows: Vec<FeatureRow>, room: usize, max_rows: usize) -> Vec<Vec<FeatureRow>> {
+    let mut tail = Vec::new();
+    while rows.len() > room {
+        let cut = room + (rows.len() - room - 1) / max_rows * max_rows;
+        tail.push(rows.split_off(cut));
+    }
+    tail.push(rows);
+    tail.reverse();
+    tail
 }
 
 /// One score instance's batches; `C` is what a batch's results are emitted with (the
@@ -68,9 +79,11 @@ pub struct Batcher<C> {
     open: Option<Pending<C>>,
     /// Closed batches not yet sent (the in-flight bound was reached).
     ready: VecDeque<Pending<C>>,
-    /// Sent batches by id: what to emit their results with, and their records.
-    in_flight: HashMap<u64, (C, Vec<ScoredRow>)>,
-    spare: Spares,
+    /// Sent batches by id: what to emit their results with, and their rows.
+    in_flight: HashMap<u64, (C, Vec<Vec<FeatureRow>>)>,
+    /// Spent batches (boxed as they travel, so the boxes are reused too).
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<ScoreBatch>>,
     next_id: u64,
     max_rows: usize,
     max_delay: Duration,
@@ -101,7 +114,7 @@ impl<C: Clone> Batcher<C> {
             open: None,
             ready: VecDeque::new(),
             in_flight: HashMap::new(),
-            spare: Spares::default(),
+            spare: Vec::new(),
             next_id: 0,
             max_rows: config.session.max_batch_rows.max(1),
             max_delay: config.max_batch_delay,
@@ -142,22 +155,25 @@ impl<C: Clone> Batcher<C> {
         self.in_flight.len()
     }
 
-    /// Adds `rows` (emptied) that arrived at `tick`, to be emitted with `caps`.
+    /// Adds `rows` (taken, leaving it empty) that arrived at `tick`, to be emitted with `caps`.
     pub fn push(&mut self, tick: Tick, caps: C, rows: &mut Vec<FeatureRow>) {
         if self.open.as_ref().is_some_and(|b| b.tick != tick) {
             self.ready.extend(self.open.take());
         }
-        for row in rows.drain(..) {
-            let (spare, max_rows) = (&mut self.spare, self.max_rows);
+        if rows.is_empty() {
+            return;
+        }
+        let room = self
+            .open
+            .as_ref()
+            .map_or(self.max_rows, |open| self.max_rows - open.batch.rows);
+        for run in runs_of(std::mem::take(rows), room, self.max_rows) {
+            let spare = &mut self.spare;
             let open = self
                 .open
-                .get_or_insert_with(|| Pending::new(tick, caps.clone(), max_rows, spare));
-            let canary = self
-                .canary_share
-                .map(|share| canary_bucket(&row.key, share));
-            open.batch.push_row(&row.values, canary);
-            open.scored.push(unscored(row));
-            if open.scored.len() >= self.max_rows {
+                .get_or_insert_with(|| Pending::new(tick, caps.clone(), spare));
+            open.add(run, self.canary_share);
+            if open.batch.rows >= self.max_rows {
                 self.ready.extend(self.open.take());
             }
         }
@@ -190,13 +206,13 @@ impl<C: Clone> Batcher<C> {
             let Pending {
                 tick,
                 caps,
-                scored,
+                runs,
                 batch,
                 opened,
             } = pending;
             match self.thread.submit(Job { id, batch }) {
                 Ok(()) => {
-                    self.in_flight.insert(id, (caps, scored));
+                    self.in_flight.insert(id, (caps, runs));
                     self.counters
                         .in_flight_high_water
                         .fetch_max(self.in_flight.len() as u64, Ordering::Relaxed);
@@ -205,7 +221,7 @@ impl<C: Clone> Batcher<C> {
                     self.ready.push_front(Pending {
                         tick,
                         caps,
-                        scored,
+                        runs,
                         batch: job.batch,
                         opened,
                     });
@@ -214,7 +230,7 @@ impl<C: Clone> Batcher<C> {
                 Err((_, true)) => {
                     tracing::error!("the inference thread stopped; emitting error records");
                     let outcome = unscorable(
-                        scored,
+                        runs,
                         self.thread.initial_tag(),
                         "the inference thread of this score instance stopped",
                         &self.context,
@@ -225,7 +241,7 @@ impl<C: Clone> Batcher<C> {
         }
     }
 
-    /// Finished batches as score records, with what to emit them with.
+    /// Finished batches as scored batches, with what to emit them with.
     pub fn finished(&mut self) -> Vec<(C, BatchOutcome)> {
         let mut done = Vec::new();
         while let Some(result) = self.thread.try_result() {
@@ -234,18 +250,53 @@ impl<C: Clone> Batcher<C> {
         done
     }
 
-    /// The score records of a returned batch; keeps its buffers for a later batch.
+    /// The scored batches of a returned batch; keeps its buffers for a later batch.
     fn records(&mut self, done: Done) -> Option<(C, BatchOutcome)> {
         let Done { id, mut batch } = done;
-        let (caps, mut scored) = self.in_flight.remove(&id)?;
-        let mut dead = Vec::new();
-        fill_scores(&mut scored, &batch, &self.context, &mut dead);
+        let (caps, runs) = self.in_flight.remove(&id)?;
+        let outcome = scored_batches(runs, &batch, &self.context);
         batch.clear();
-        let records = std::mem::take(&mut batch.spare_records);
-        if records.capacity() > 0 && self.spare.records.len() < self.max_in_flight {
-            self.spare.records.push(records);
-        }
-        self.spare.batches.push(batch);
-        Some((caps, BatchOutcome { scored, dead }))
+        self.spare.push(batch);
+        Some((caps, outcome))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_of;
+    use weir_features::row::FeatureRow;
+
+    fn rows(n: i64) -> Vec<FeatureRow> {
+        let position = weir_features::vocab::SourcePosition {
+            partition: 0,
+            offset: 0,
+        };
+        (0..n)
+            .map(|i| FeatureRow {
+                key: "k".into(),
+                key_group: weir_features::vocab::KeyGroup(0),
+                window_start: 0,
+                window_end: i,
+                revision: 0,
+                values: Vec::new(),
+                records: 1,
+                first: position,
+                last: position,
+                fired_at_ns: 0,
+                closed_by_timeout: false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn runs_fill_the_room_then_whole_batches_in_order() {
+        let lengths = |runs: &[Vec<FeatureRow>]| runs.iter().map(Vec::len).collect::<Vec<_>>();
+        let runs = runs_of(rows(600), 100, 256);
+        assert_eq!(lengths(&runs), [100, 256, 244]);
+        let ends: Vec<i64> = runs.iter().flatten().map(|r| r.window_end).collect();
+        assert_eq!(ends, (0..600).collect::<Vec<_>>());
+        assert_eq!(lengths(&runs_of(rows(100), 100, 256)), [100]);
+        assert_eq!(lengths(&runs_of(rows(30), 256, 256)), [30]);
+        assert_eq!(lengths(&runs_of(rows(612), 100, 256)), [100, 256, 256]);
     }
 }

@@ -14,7 +14,7 @@
 //! | 7 | [`models`] | primary + shadow/canary versions, stable canary split by key |
 //! | 8 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
 //! | 9 | [`pool`] | one pinned inference thread per score instance, hot reload |
-//! | 10 | [`records`] | rows + scores → score records and dead letters |
+//! | 10 | [`records`] | rows + scores → scored batches (columns) and dead letters |
 //! | 11 | [`batcher`] | micro-batches, in-flight bound, buffer reuse (no Timely) |
 //! | 12 | [`operator`] | the Timely operator: input, capabilities, wake-ups |
 //!

@@ -2,12 +2,13 @@
 //!
 //! Inside the scoring stage, between the inference thread (`crate::pool`) and the sessions:
 //! a [`ModelSet`] holds the primary [`ModelSession`] (swapped atomically on hot reload) and
-//! optionally a second version as a **shadow** (scores every row too; its score travels in
-//! [`ScoredRow::shadow`]) or a **canary** (scores the rows whose key falls in its share, by
-//! [`canary_bucket`], a stable xxh3 hash of the key, so a key always sees the same version).
+//! optionally a second version as a **shadow** (scores every row too; its scores travel in
+//! [`ScoredBatch::shadow`](weir_features::scored::ScoredBatch::shadow)) or a **canary**
+//! (scores the rows whose key falls in its share, by [`canary_bucket`], a stable xxh3 hash of
+//! the key, so a key always sees the same version).
 //! Runs on the inference thread, on a [`ScoreBatch`]'s contiguous values: every version that
 //! scores part of the batch leaves a [`Verdict`] naming itself (and its error when it failed),
-//! from which the operator builds the score records and dead letters (`crate::records`).
+//! from which the operator builds the scored batches and dead letters (`crate::records`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,7 +37,7 @@ pub fn canary_bucket(key: &str, share: f64) -> bool {
 /// What the second model version does.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SecondaryRole {
-    /// Scores every row beside the primary; its score goes in `ScoredRow::shadow`.
+    /// Scores every row beside the primary; its score goes in `ScoredBatch::shadow`.
     Shadow,
     /// Scores the keys in `share` (0 < share <= 1) instead of the primary.
     Canary {

@@ -5,7 +5,8 @@
 //! which sees only the batch's contiguous feature values (`crate::batch`). Results come
 //! back over a channel and wake the operator through a `SyncActivator`; the operator holds a
 //! capability for each in-flight batch's tick and emits its rows at that tick, so nothing is
-//! emitted at a tick that already closed. At most `max_in_flight` batches are queued or
+//! emitted at a tick that already closed. The rows leave as columns: one [`ScoredBatch`] per
+//! run of input rows (rows, scores, and each model version's verdict), not one record per row. At most `max_in_flight` batches are queued or
 //! running per instance: at the bound the operator stops pulling its input (rows wait in
 //! Timely's channel, and the tick cannot close) instead of queueing more work, and counts
 //! itself in `JobMetrics::score_backlog`, which makes this process's sources stop reading
@@ -24,7 +25,8 @@ use timely::dataflow::Stream;
 use timely::scheduling::SyncActivator;
 
 use weir_features::dead_letter::DeadLetter;
-use weir_features::row::{FeatureRow, ScoredRow};
+use weir_features::row::FeatureRow;
+use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::{instance_for_key_group, Placement};
@@ -90,8 +92,9 @@ impl ScoreConfig {
 
 /// The outputs of the scoring stage.
 pub struct ScoreStreams<'scope> {
-    /// One score record per feature row (with an error field when inference failed).
-    pub scores: Stream<'scope, Tick, Vec<ScoredRow>>,
+    /// Every feature row with its score record (an error instead of a score when inference
+    /// failed), in scored batches.
+    pub scores: Stream<'scope, Tick, Vec<ScoredBatch>>,
     /// Dead letters for failed inferences.
     pub dead_letters: Stream<'scope, Tick, Vec<DeadLetter>>,
 }
@@ -139,9 +142,9 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
         let address = builder.operator_info().address;
         let _ = wake_slot.set(scope.worker().sync_activator_for(address.to_vec()));
         let mut rows_in = builder.new_input(self, Exchange::new(route));
-        let (scores_out, scores) = builder.new_output::<Vec<ScoredRow>>();
+        let (scores_out, scores) = builder.new_output::<Vec<ScoredBatch>>();
         let (dead_out, dead_letters) = builder.new_output::<Vec<DeadLetter>>();
-        let mut scores_out = OutputBuilder::<_, VecBuilder<ScoredRow>>::from(scores_out);
+        let mut scores_out = OutputBuilder::<_, VecBuilder<ScoredBatch>>::from(scores_out);
         let mut dead_out = OutputBuilder::<_, VecBuilder<DeadLetter>>::from(dead_out);
         let activator = scope.activator_for(address);
         let mut state = thread.map(|thread| Batcher::<Caps>::new(thread, &config));

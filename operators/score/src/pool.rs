@@ -370,9 +370,6 @@ fn serve(
                 models.fail_batch(&mut batch, ScoreError::Panicked(message));
             }
             let took = start.elapsed();
-            if batch.spare_records.capacity() == 0 {
-                batch.spare_records = Vec::with_capacity(setup.session.max_batch_rows);
-            }
             if hand.results.send(Done { id, batch }).is_err() {
                 return;
             }

@@ -1,29 +1,39 @@
-//! Score records: a batch's rows, completed with the scores that came back for them.
+//! Scored batches: a batch's rows, handed on with the scores that came back for them.
 //!
-//! Last step of the scoring stage, on the worker thread, before the sink. Each feature row is
-//! moved once, as it arrives, into a not-yet-scored [`ScoredRow`] ([`unscored`]) of its batch;
-//! when the batch's scores return, [`fill_scores`] completes every record in place with the
-//! version that scored it (primary or canary) and its score, or with the error and no score
-//! when that version failed, in which case the row also becomes an `inference_failed` dead
-//! letter; a shadow version's score travels in [`ScoredRow::shadow`].
+//! Last step of the scoring stage, on the worker thread, before the sink. The rows of a batch
+//! arrive in runs (each a container of the operator's input, moved whole into the batch and
+//! never row by row); when the batch's scores return, [`scored_batches`] turns every run into
+//! a [`ScoredBatch`]: the run's rows, its slice of the scores and the verdict of each version
+//! (primary, canary with its per-row flags, shadow with its scores). A row whose version
+//! failed reads as an error and no score ([`ScoredBatch::view`]) and also becomes an
+//! `inference_failed` dead letter.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
 use weir_features::encode::unscored_row_json;
-use weir_features::row::{FeatureRow, ModelTag, ScoredRow, ShadowScore};
+use weir_features::row::{FeatureRow, ModelTag};
+use weir_features::scored::{ScoredBatch, Verdict};
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 
-use crate::batch::{ScoreBatch, Verdict};
+use crate::batch::ScoreBatch;
 
-/// The score records of one batch, in input order, and the dead letters of failed rows.
+/// The scored batches of one micro-batch, in input order, and the dead letters of failed rows.
 #[derive(Debug, Default)]
 pub struct BatchOutcome {
-    /// One record per input row, same order.
-    pub scored: Vec<ScoredRow>,
+    /// One scored batch per run of input rows, same order.
+    pub scored: Vec<ScoredBatch>,
     /// One dead letter per failed row.
     pub dead: Vec<DeadLetter>,
+}
+
+impl BatchOutcome {
+    /// Number of scored rows.
+    pub fn rows(&self) -> usize {
+        self.scored.iter().map(ScoredBatch::len).sum()
+    }
 }
 
 /// What a dead letter needs besides the row: the job's feature names and its source.
@@ -51,31 +61,34 @@ impl RecordContext {
             raw: unscored_row_json(row, &self.job_features),
         }
     }
-}
 
-/// The record of a row whose batch has not been scored yet (no model, no score, no error).
-pub fn unscored(row: FeatureRow) -> ScoredRow {
-    ScoredRow {
-        row,
-        model: ModelTag {
-            name: Default::default(),
-            version: Default::default(),
-        },
-        score: None,
-        error: None,
-        inference_ts_ms: 0,
-        shadow: None,
+    /// Appends a dead letter for each row of `batch` whose version failed.
+    fn dead_letters(&self, batch: &ScoredBatch, dead: &mut Vec<DeadLetter>) {
+        for (i, row) in batch.rows.iter().enumerate() {
+            let verdict = batch.verdict(i);
+            if let Some(error) = &verdict.error {
+                dead.push(self.dead_letter(row, &verdict.model, error));
+            }
+        }
     }
 }
 
-/// Completes `scored` (the batch's [`unscored`] records, in the order their values went into
-/// `batch`) with `batch`'s scores; appends a dead letter per failed row to `dead`.
-pub fn fill_scores(
-    scored: &mut [ScoredRow],
+/// `column[range]` when the column has one value per row of the batch, else empty.
+fn slice_of<T: Copy>(column: &[T], rows: usize, range: &Range<usize>) -> Vec<T> {
+    if column.len() == rows {
+        column[range.clone()].to_vec()
+    } else {
+        Vec::new()
+    }
+}
+
+/// The scored batches of `runs` (the batch's rows, in the order their values went into
+/// `batch`), with `batch`'s scores; the dead letters of rows whose version failed.
+pub fn scored_batches(
+    runs: Vec<Vec<FeatureRow>>,
     batch: &ScoreBatch,
     context: &RecordContext,
-    dead: &mut Vec<DeadLetter>,
-) {
+) -> BatchOutcome {
     let scores = &batch.scores;
     let Some(primary) = &scores.primary else {
         // Only a batch that never reached a model has no primary verdict.
@@ -83,80 +96,65 @@ pub fn fill_scores(
             name: Default::default(),
             version: Default::default(),
         };
-        return fail(
-            scored,
-            &tag,
-            "no model version scored this batch",
-            context,
-            dead,
-        );
+        return unscorable(runs, &tag, "no model version scored this batch", context);
     };
-    if scores.canary.is_none() && scores.shadow.is_none() && primary.error.is_none() {
-        // The common case: one version, no error.
-        for (record, score) in scored.iter_mut().zip(&scores.values) {
-            record.model.clone_from(&primary.model);
-            record.score = Some(f64::from(*score));
-            record.inference_ts_ms = primary.inference_ts_ms;
+    let mut outcome = BatchOutcome {
+        scored: Vec::with_capacity(runs.len()),
+        dead: Vec::new(),
+    };
+    // A failed shadow version dead-letters nothing: it never gives a row its score.
+    let failed =
+        primary.error.is_some() || scores.canary.as_ref().is_some_and(|v| v.error.is_some());
+    let mut at = 0;
+    for rows in runs {
+        let range = at..at + rows.len();
+        at = range.end;
+        let scored = ScoredBatch {
+            scores: slice_of(&scores.values, batch.rows, &range),
+            primary: primary.clone(),
+            canary: scores
+                .canary
+                .clone()
+                .map(|v| (v, slice_of(&batch.canary, batch.rows, &range))),
+            shadow: scores
+                .shadow
+                .clone()
+                .map(|v| (v, slice_of(&scores.shadow_values, batch.rows, &range))),
+            rows,
+        };
+        if failed {
+            context.dead_letters(&scored, &mut outcome.dead);
         }
-        return;
+        outcome.scored.push(scored);
     }
-    for (i, record) in scored.iter_mut().enumerate() {
-        let in_canary = batch.canary.get(i).copied().unwrap_or(false);
-        let verdict: &Verdict = scores
-            .canary
-            .as_ref()
-            .filter(|_| in_canary)
-            .unwrap_or(primary);
-        if let Some(error) = &verdict.error {
-            dead.push(context.dead_letter(&record.row, &verdict.model, error));
-        }
-        record.model.clone_from(&verdict.model);
-        record.score = (verdict.error.is_none())
-            .then(|| scores.values.get(i).map(|s| f64::from(*s)))
-            .flatten();
-        record.error.clone_from(&verdict.error);
-        record.inference_ts_ms = verdict.inference_ts_ms;
-        record.shadow = scores.shadow.as_ref().map(|v| {
-            Box::new(ShadowScore {
-                model: v.model.clone(),
-                score: (v.error.is_none())
-                    .then(|| scores.shadow_values.get(i).map(|s| f64::from(*s)))
-                    .flatten(),
-                error: v.error.clone(),
-            })
-        });
-    }
+    outcome
 }
 
 /// Error records and dead letters for rows that could not reach a model at all (the
-/// instance's inference thread is gone).
+/// instance's inference thread is gone, or no version scored the batch).
 pub fn unscorable(
-    mut scored: Vec<ScoredRow>,
+    runs: Vec<Vec<FeatureRow>>,
     tag: &ModelTag,
     error: &str,
     context: &RecordContext,
 ) -> BatchOutcome {
-    let mut dead = Vec::new();
-    fail(&mut scored, tag, error, context, &mut dead);
-    BatchOutcome { scored, dead }
-}
-
-/// Marks every record of `scored` as failed with `error` and dead-letters its row.
-fn fail(
-    scored: &mut [ScoredRow],
-    tag: &ModelTag,
-    error: &str,
-    context: &RecordContext,
-    dead: &mut Vec<DeadLetter>,
-) {
-    let inference_ts_ms = unix_ms() as i64;
-    JobMetrics::add(&context.metrics.inference_errors, scored.len() as u64);
-    for record in scored {
-        dead.push(context.dead_letter(&record.row, tag, error));
-        record.model.clone_from(tag);
-        record.score = None;
-        record.error = Some(error.to_owned());
-        record.inference_ts_ms = inference_ts_ms;
-        record.shadow = None;
+    let verdict = Verdict {
+        model: tag.clone(),
+        error: Some(error.to_owned()),
+        inference_ts_ms: unix_ms() as i64,
+    };
+    let mut outcome = BatchOutcome::default();
+    for rows in runs {
+        let scored = ScoredBatch {
+            rows,
+            scores: Vec::new(),
+            primary: verdict.clone(),
+            canary: None,
+            shadow: None,
+        };
+        JobMetrics::add(&context.metrics.inference_errors, scored.len() as u64);
+        context.dead_letters(&scored, &mut outcome.dead);
+        outcome.scored.push(scored);
     }
+    outcome
 }

@@ -14,7 +14,7 @@ use weir_features::dead_letter::DeadLetterReason;
 use weir_operators::metrics::JobMetrics;
 use weir_score::batch::ScoreBatch;
 use weir_score::models::{ModelSet, ScoreCounters};
-use weir_score::records::{fill_scores, unscored, RecordContext};
+use weir_score::records::{scored_batches, RecordContext};
 use weir_score::{ModelSession, ScoreError};
 
 #[test]
@@ -42,18 +42,18 @@ fn a_panicked_batch_becomes_error_records_and_dead_letters() -> anyhow::Result<(
         source_name: "clicks".into(),
         metrics: metrics.clone(),
     };
-    let mut scored: Vec<_> = rows.into_iter().map(unscored).collect();
-    let mut dead = Vec::new();
-    fill_scores(&mut scored, &batch, &context, &mut dead);
+    let outcome = scored_batches(vec![rows], &batch, &context);
+    let dead = &outcome.dead;
 
+    assert_eq!(outcome.rows(), 3);
     assert_eq!(dead.len(), 3);
     assert!(dead
         .iter()
         .all(|d| d.reason == DeadLetterReason::InferenceFailed));
-    for record in &scored {
+    for record in outcome.scored.iter().flat_map(|b| b.views()) {
         assert_eq!(record.score, None);
         assert_eq!(record.model.version.as_str(), "2026-11-30.1");
-        let error = record.error.as_deref().unwrap_or_default();
+        let error = record.error.unwrap_or_default();
         assert!(
             error.contains("inference panicked: index out of bounds"),
             "{error}"

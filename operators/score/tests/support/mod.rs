@@ -136,7 +136,10 @@ pub fn with_score_dataflow<R: Send + 'static>(
                     if let Ok((stamp, data)) = event {
                         let tick = stamp.least().copied().unwrap_or_default();
                         let mut out = s_out.borrow_mut();
-                        out.scores.extend(data.iter().map(|s| (tick, s.clone())));
+                        out.scores.extend(
+                            data.iter()
+                                .flat_map(|b| b.views().map(|s| (tick, s.to_record()))),
+                        );
                     }
                 })
                 .probe_with(&probe);
