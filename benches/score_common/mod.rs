@@ -4,6 +4,11 @@
 
 #![allow(dead_code)]
 
+/// The job binary's allocator (`jobs/src/main.rs`: jemalloc with transparent huge pages), so
+/// the scoring path is measured with the allocator a job runs with.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
