@@ -322,7 +322,8 @@ fn corrupt_newest(dir: &Path) -> Result<u64> {
     );
     let manifest = store.read_manifest(epoch)?;
     let path = match manifest.written_here().next() {
-        Some(file) => store.snapshot_location(epoch, &file.operator, file.range),
+        // A bundled shard lies in its instance's file, named by `file_range`, not its own range.
+        Some(file) => store.snapshot_location(epoch, &file.operator, file.file_range()),
         None => store.manifest_path(epoch),
     };
     eprintln!("corrupting {}", path.display());
