@@ -15,7 +15,8 @@
 //!    holds input back; rate = rows scored / elapsed;
 //! 2. half of that rate, paced per 1 ms tick, for the run time: p50 / p99 / max latency.
 //!
-//! Config: `max_batch_rows = 256`, `max_batch_delay = 1 ms`, `max_in_flight = 4`.
+//! Config: `max_batch_rows = 256`, `max_batch_delay = 1 ms`, `max_in_flight = 16` (the job default;
+//! `WEIR_BENCH_MAX_IN_FLIGHT` overrides it).
 
 mod score_common;
 

@@ -11,7 +11,7 @@
 //! `ModelSet::score`, the rows out with their scores as a `ScoredBatch`), `weir_thread` (the
 //! operator's path without Timely, `Batcher`: values gathered on this thread, scored on the
 //! inference thread, `ScoredBatch`es — the rows, their scores, the version's verdict — built
-//! back here, as the operator emits them; at most 4 batches in flight, the job default
+//! back here, as the operator emits them; at most 16 batches in flight, the job default
 //! `max_in_flight`). The scored batches, with their rows, are dropped inside the timed pass
 //! (as a sink drops them after encoding: each row's `Vec<f64>` is freed there); the input
 //! rows are cloned before it.

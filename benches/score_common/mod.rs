@@ -224,7 +224,11 @@ pub fn score_config(model_dir: &Path) -> ScoreConfig {
         job_features: feature_names(),
         session: session_options(),
         max_batch_delay: Duration::from_millis(1),
-        max_in_flight: 4,
+        // The job default; `WEIR_BENCH_MAX_IN_FLIGHT` overrides it to compare queue depths.
+        max_in_flight: std::env::var("WEIR_BENCH_MAX_IN_FLIGHT")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(16),
         cores: None,
         parallelism: 1,
         placement: Placement::new(1, 1),
@@ -258,7 +262,7 @@ pub fn pin_like_a_worker(inference_core: Option<usize>) {
 }
 
 /// The score operator's batcher without Timely: an inference thread for `model_dir` (pinned
-/// to `core` if any) and the job's default limits (`max_in_flight` 4). Like the operator's
+/// to `core` if any) and the job's default limits (`max_in_flight` 16). Like the operator's
 /// `SyncActivator`, the thread's wake-up unparks the calling thread.
 pub fn batcher(model_dir: &Path, core: Option<usize>) -> Batcher<()> {
     let mut config = score_config(model_dir);

@@ -70,8 +70,12 @@ fn default_batch_rows() -> usize {
 fn default_batch_delay() -> i64 {
     2
 }
+/// 16: with fewer, a fast model's inference thread had to wake the operator after nearly
+/// every batch (the wake is skipped only while over half the bound waits), which cost a
+/// 70 ns/row MLP 15-20 % of its throughput (BENCHMARKS.md, scoring throughput). 16 batches of
+/// 256 rows are a few hundred KB.
 fn default_in_flight() -> usize {
-    4
+    16
 }
 fn one() -> usize {
     1

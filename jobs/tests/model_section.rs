@@ -76,7 +76,7 @@ fn single_directory_form_still_works() -> Result<()> {
     );
     assert_eq!(job.model.max_batch_rows, 256);
     assert_eq!(job.model.max_batch_delay, 2);
-    assert_eq!(job.model.max_in_flight, 4);
+    assert_eq!(job.model.max_in_flight, 16);
     assert!(job.model.secondary(&job.base_dir).is_none());
     job.compile()?;
     Ok(())
