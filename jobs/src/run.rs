@@ -96,6 +96,18 @@ impl ModelActivity {
         }
     }
 
+    /// Logs the counters, batches included.
+    fn log(&self) {
+        tracing::info!(
+            reloads = self.reloads,
+            reload_failures = self.reload_failures,
+            canary_rows = self.canary_rows,
+            shadow_errors = self.shadow_errors,
+            batches = self.batches,
+            "scoring stage"
+        );
+    }
+
     /// The summary's `models:` line, when a reload, canary or shadow happened.
     fn line(&self) -> String {
         if self.reloads + self.reload_failures + self.canary_rows + self.shadow_errors == 0 {
@@ -261,9 +273,8 @@ pub fn run_job_with(
     for result in guards.join() {
         result.map_err(|e| anyhow!("a worker failed: {e}"))?;
     }
-    let mut summary = summarize(&metrics, started.elapsed());
-    summary.models = ModelActivity::of(&score_counters);
-    log_model_counters(&score_counters);
+    let summary = summarize(&metrics, &score_counters, started.elapsed());
+    summary.models.log();
     if summary.delivery_failures > 0 {
         return Err(anyhow!(
             "{} records could not be delivered to Kafka\n{}",
@@ -274,7 +285,7 @@ pub fn run_job_with(
     Ok(summary)
 }
 
-fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
+fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duration) -> RunSummary {
     RunSummary {
         records_in: JobMetrics::get(&m.records_in),
         events_in: JobMetrics::get(&m.events_in),
@@ -294,7 +305,7 @@ fn summarize(m: &JobMetrics, elapsed: Duration) -> RunSummary {
         snapshot_pause: Duration::from_micros(JobMetrics::get(&m.snapshot_pause_us)),
         latency_p50_us: m.latency_quantile_us(0.5),
         latency_p99_us: m.latency_quantile_us(0.99),
-        models: ModelActivity::default(),
+        models: ModelActivity::of(models),
         elapsed,
     }
 }
@@ -321,17 +332,6 @@ fn group_offsets_hook(job: &CompiledJob, checkpoints: bool) -> Result<Option<Com
 }
 
 /// One log line with the model versions' counters (reloads, canary, shadow).
-fn log_model_counters(c: &ScoreCounters) {
-    tracing::info!(
-        reloads = ScoreCounters::get(&c.reloads),
-        reload_failures = ScoreCounters::get(&c.reload_failures),
-        canary_rows = ScoreCounters::get(&c.canary_rows),
-        shadow_errors = ScoreCounters::get(&c.shadow_errors),
-        batches = ScoreCounters::get(&c.batches),
-        "scoring stage"
-    );
-}
-
 /// Fails fast, with a clear message, on anything that would stop workers from building.
 /// Returns the model's version by model name.
 fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> {
