@@ -149,14 +149,10 @@ impl FeatureSet {
     /// Fresh, empty accumulators for one (key, window). Allocates only when the numeric
     /// state exceeds 12 words or the job has `distinct` features.
     pub fn empty(&self) -> Accumulators {
-        let distinct = match self.distinct {
-            0 => Vec::new(),
-            n => (0..n).map(|_| Distinct::default()).collect(),
-        };
         Accumulators {
             // `from_slice` copies the words at once; `clone` would push them one by one.
             words: Words::from_slice(&self.template),
-            distinct,
+            distinct: (0..self.distinct).map(|_| Distinct::default()).collect(),
         }
     }
 
