@@ -5,63 +5,16 @@
 mod support;
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
-use weir_features::row::score_id;
 use weir_operators::metrics::JobMetrics;
 use weir_score::budget::{available_cores, InstanceCores};
 use weir_score::models::{canary_bucket, ScoreCounters, SecondaryModel, SecondaryRole};
 use weir_score::registry::ModelSource;
 
-use support::{config, publish, row, temp_dir, with_score_dataflow, write_version, Driver};
-
-const ROWS_PER_TICK: usize = 20;
-/// Ticks a reload may take before the test gives up (polls run every 5 ms, ticks step ≥ 5 ms).
-const TICK_BUDGET: usize = 4_000;
-
-fn registry_source(root: &std::path::Path) -> ModelSource {
-    ModelSource::Registry {
-        root: root.to_path_buf(),
-        name: "pp".into(),
-        poll: Duration::from_millis(5),
-    }
-}
-
-fn rows_of(tick: u64) -> Vec<weir_features::row::FeatureRow> {
-    (0..ROWS_PER_TICK)
-        .map(|i| row(&format!("u{:03}", (tick as usize * 7 + i) % 97), tick, i))
-        .collect()
-}
-
-/// Sends the next tick's [`rows_of`]; returns the ticks sent so far.
-fn step(driver: &mut Driver) -> u64 {
-    driver.tick(rows_of(driver.sent()));
-    driver.sent()
-}
-
-/// Every row sent is scored exactly once, at the tick it was sent, with a unique score id.
-fn assert_exactly_once(scores: &[(u64, weir_features::row::ScoredRow)], ticks: u64) {
-    assert_eq!(
-        scores.len(),
-        ticks as usize * ROWS_PER_TICK,
-        "lost or extra scores"
-    );
-    let mut seen = HashSet::new();
-    let mut ids = HashSet::new();
-    for (tick, s) in scores {
-        assert_eq!(
-            s.row.window_end as u64 / 1000,
-            *tick,
-            "emitted at another tick"
-        );
-        assert!(s.score.is_some() && s.error.is_none(), "{:?}", s.error);
-        assert!(
-            seen.insert((s.row.key.clone(), s.row.window_end)),
-            "duplicate score"
-        );
-        assert!(ids.insert(score_id(&s.row.key, s.row.window_end, &s.model.version)));
-    }
-}
+use support::{
+    assert_exactly_once, config, publish, registry_source, row, step, temp_dir,
+    with_score_dataflow, write_version, TICK_BUDGET,
+};
 
 #[test]
 fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() -> anyhow::Result<()>

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 
 use weir_features::dead_letter::DeadLetter;
-use weir_features::row::{FeatureRow, ScoredRow};
+use weir_features::row::{score_id, FeatureRow, ScoredRow};
 use weir_features::vocab::{Key, KeyGroup, SourcePosition, Tick};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
@@ -24,6 +25,56 @@ use weir_score::registry::ModelSource;
 use weir_score::SessionOptions;
 
 pub const KEY_GROUPS: u32 = 64;
+/// Rows [`step`] sends per tick.
+pub const ROWS_PER_TICK: usize = 20;
+/// Ticks a reload may take before the test gives up (polls run every 5 ms, ticks step ≥ 5 ms).
+pub const TICK_BUDGET: usize = 4_000;
+
+/// Registry `root`, model `pp`, polled every 5 ms.
+pub fn registry_source(root: &Path) -> ModelSource {
+    ModelSource::Registry {
+        root: root.to_path_buf(),
+        name: "pp".into(),
+        poll: Duration::from_millis(5),
+    }
+}
+
+/// The rows of tick `tick`: [`ROWS_PER_TICK`] rows of keys `u000`..`u096`, a sliding window.
+pub fn rows_of(tick: u64) -> Vec<FeatureRow> {
+    (0..ROWS_PER_TICK)
+        .map(|i| row(&format!("u{:03}", (tick as usize * 7 + i) % 97), tick, i))
+        .collect()
+}
+
+/// Sends the next tick's [`rows_of`]; returns the ticks sent so far.
+pub fn step(driver: &mut Driver) -> u64 {
+    driver.tick(rows_of(driver.sent()));
+    driver.sent()
+}
+
+/// Every row sent is scored exactly once, at the tick it was sent, with a unique score id.
+pub fn assert_exactly_once(scores: &[(u64, ScoredRow)], ticks: u64) {
+    assert_eq!(
+        scores.len(),
+        ticks as usize * ROWS_PER_TICK,
+        "lost or extra scores"
+    );
+    let mut seen = HashSet::new();
+    let mut ids = HashSet::new();
+    for (tick, s) in scores {
+        assert_eq!(
+            s.row.window_end as u64 / 1000,
+            *tick,
+            "emitted at another tick"
+        );
+        assert!(s.score.is_some() && s.error.is_none(), "{:?}", s.error);
+        assert!(
+            seen.insert((s.row.key.clone(), s.row.window_end)),
+            "duplicate score"
+        );
+        assert!(ids.insert(score_id(&s.row.key, s.row.window_end, &s.model.version)));
+    }
+}
 
 /// A score config for one instance on one worker.
 pub fn config(source: ModelSource, secondary: Option<SecondaryModel>) -> ScoreConfig {
@@ -115,6 +166,21 @@ impl Driver<'_> {
     pub fn scores(&self) -> Vec<(Tick, ScoredRow)> {
         self.out.borrow().scores.clone()
     }
+
+    /// Scores seen so far, from the `from`-th on.
+    pub fn scores_since(&self, from: usize) -> Vec<(Tick, ScoredRow)> {
+        self.out
+            .borrow()
+            .scores
+            .get(from..)
+            .unwrap_or_default()
+            .to_vec()
+    }
+
+    /// Number of scores seen so far.
+    pub fn scored(&self) -> usize {
+        self.out.borrow().scores.len()
+    }
 }
 
 /// Builds `rows.score(config)` on a single worker and runs `body` with a driver; closes the
@@ -202,5 +268,14 @@ pub fn publish(case: &str, model_dir: &Path, name: &str, version: &str) -> anyho
     let staging = model_dir.join(format!(".incoming-{version}"));
     write_version(case, &staging, name, version)?;
     std::fs::rename(&staging, model_dir.join(version))?;
+    Ok(())
+}
+
+/// Replaces `<model_dir>/CONTROL` the safe way (written aside, then renamed over it), so no
+/// poll reads it half-written.
+pub fn write_control(model_dir: &Path, text: &str) -> anyhow::Result<()> {
+    let staging = model_dir.join(".CONTROL.new");
+    std::fs::write(&staging, text)?;
+    std::fs::rename(&staging, model_dir.join("CONTROL"))?;
     Ok(())
 }
