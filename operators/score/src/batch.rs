@@ -3,11 +3,11 @@
 //! Inside the scoring stage, between the operator (`crate::batcher`, on the worker thread) and
 //! the inference thread (`crate::pool`): the feature rows stay with the operator; only their
 //! values travel, gathered as the rows arrive into one contiguous row-major `Vec<f64>` (plus a
-//! canary flag per row when a canary version runs). The inference thread writes one `f32`
-//! score per row and one [`Verdict`] per model version into the same [`ScoreBatch`] and sends
-//! it back; the operator hands the rows on with their scores as scored batches
-//! (`crate::records`) and keeps the spent batch for a later one, so a steady stream allocates
-//! no batch buffers.
+//! canary flag per row when a canary version runs, or started or stopped while the batch
+//! filled). The inference thread writes one `f32` score per row and one [`Verdict`] per model
+//! version into the same [`ScoreBatch`] and sends it back; the operator hands the rows on with
+//! their scores as scored batches (`crate::records`) and keeps the spent batch for a later
+//! one, so a steady stream allocates no batch buffers.
 
 pub use weir_features::scored::Verdict;
 
@@ -18,21 +18,30 @@ pub struct ScoreBatch {
     pub values: Vec<f64>,
     /// Rows in the batch.
     pub rows: usize,
-    /// Per row, whether the canary version scores it; empty when no canary runs.
+    /// Per row, whether the canary version scores it: one flag per row, or empty when no row
+    /// was pushed with a flag (no canary ran while the batch filled).
     pub canary: Vec<bool>,
     /// What the inference thread wrote.
     pub scores: BatchScores,
 }
 
 impl ScoreBatch {
-    /// Appends one row's values (and its canary flag when a canary runs).
+    /// Appends one row's values and its canary flag (`None`: no canary runs). The flags stay
+    /// one per row once any row has one, so they line up with the rows when a canary starts
+    /// or stops (hot reload) while the batch fills: rows before the first flag, and rows
+    /// after the last, are not in the canary.
     #[inline]
     pub fn push_row(&mut self, values: &[f64], canary: Option<bool>) {
         self.values.extend_from_slice(values);
-        self.rows += 1;
-        if let Some(flag) = canary {
-            self.canary.push(flag);
+        match canary {
+            Some(flag) => {
+                self.canary.resize(self.rows, false);
+                self.canary.push(flag);
+            }
+            None if !self.canary.is_empty() => self.canary.push(false),
+            None => {}
         }
+        self.rows += 1;
     }
 
     /// Empties the batch for reuse; buffers keep their capacity.
@@ -67,5 +76,26 @@ impl BatchScores {
         self.canary = None;
         self.shadow = None;
         self.shadow_values.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScoreBatch;
+
+    #[test]
+    fn canary_flags_line_up_with_rows_when_a_canary_starts_or_stops() {
+        let mut batch = ScoreBatch::default();
+        batch.push_row(&[1.0], None);
+        assert!(batch.canary.is_empty(), "no canary, no flags");
+        batch.push_row(&[2.0], None);
+        batch.push_row(&[3.0], Some(true)); // a canary started
+        batch.push_row(&[4.0], Some(false));
+        batch.push_row(&[5.0], None); // and stopped
+        assert_eq!(batch.rows, 5);
+        assert_eq!(batch.canary, [false, false, true, false, false]);
+        batch.clear();
+        batch.push_row(&[1.0], Some(true));
+        assert_eq!(batch.canary, [true]);
     }
 }
