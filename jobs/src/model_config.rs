@@ -179,18 +179,29 @@ impl ModelSection {
         }
     }
 
-    /// The directory of the version served at start (the registry's current target).
-    pub fn initial_dir(&self, base_dir: &Path) -> Result<PathBuf> {
+    /// The directory of the primary version served at start, and the second version served
+    /// beside it: the registry's plan (its `CONTROL` file), else the job file's.
+    pub fn initial_models(&self, base_dir: &Path) -> Result<(PathBuf, Option<SecondaryModel>)> {
         match self.source(base_dir) {
-            ModelSource::Dir(dir) => Ok(dir),
-            ModelSource::Registry { root, name, .. } => Ok(Registry::new(&root, &name)
-                .target()
-                .context("[model] registry")?
-                .dir),
+            ModelSource::Dir(dir) => Ok((dir, self.secondary(base_dir))),
+            ModelSource::Registry { root, name, .. } => {
+                let plan = Registry::new(&root, &name)
+                    .plan()
+                    .context("[model] registry")?;
+                let second = match plan.second {
+                    Some((role, target)) => Some(SecondaryModel {
+                        role,
+                        dir: target.dir,
+                    }),
+                    None => self.secondary(base_dir),
+                };
+                Ok((plan.primary.dir, second))
+            }
         }
     }
 
-    /// The shadow or canary version, paths resolved against `base_dir`.
+    /// The job file's shadow or canary version (a registry's `CONTROL` file can replace it
+    /// while the job runs), paths resolved against `base_dir`.
     pub fn secondary(&self, base_dir: &Path) -> Option<SecondaryModel> {
         match (&self.shadow, &self.canary) {
             (Some(dir), _) => Some(SecondaryModel {

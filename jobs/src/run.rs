@@ -348,15 +348,14 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
     if mode == Mode::FeaturesOnly {
         return Ok(BTreeMap::new());
     }
-    let model_dir = file.model.initial_dir(&file.base_dir)?;
+    let (model_dir, second) = file.model.initial_models(&file.base_dir)?;
     let check = SessionOptions {
         intra_threads: 1,
         warmup_batches: 0,
         max_batch_rows: file.model.max_batch_rows,
         intra_thread_affinities: None,
     };
-    let dirs =
-        std::iter::once(model_dir).chain(file.model.secondary(&file.base_dir).map(|s| s.dir));
+    let dirs = std::iter::once(model_dir).chain(second.map(|s| s.dir));
     let mut versions = BTreeMap::new();
     for model_dir in dirs {
         ModelSession::load(&model_dir, job.features.names(), &check).with_context(|| {
@@ -367,7 +366,8 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
             )
         })?;
         let model = ModelManifest::load(&model_dir)?;
-        versions.insert(model.name, model.version);
+        // The primary's version, also when the second version has the same model name.
+        versions.entry(model.name).or_insert(model.version);
     }
     if !file.uses_kafka() {
         return Ok(versions);

@@ -20,7 +20,7 @@ use weir_features::vocab::Tick;
 use weir_operators::metrics::JobMetrics;
 
 use crate::batch::ScoreBatch;
-use crate::models::{canary_bucket, ModelSet, ScoreCounters};
+use crate::models::{canary_bucket, CanaryShare, ScoreCounters};
 use crate::operator::ScoreConfig;
 use crate::pool::{Done, InferenceThread, Job};
 use crate::records::{scored_batches, unscorable, BatchOutcome, RecordContext};
@@ -88,7 +88,7 @@ pub struct Batcher<C> {
     max_rows: usize,
     max_delay: Duration,
     max_in_flight: usize,
-    canary_share: Option<f64>,
+    canary_share: Arc<CanaryShare>,
     context: RecordContext,
     counters: Arc<ScoreCounters>,
     /// Whether this instance counts in `metrics.score_backlog` (it is at its bound).
@@ -109,6 +109,7 @@ impl<C> Drop for Batcher<C> {
 impl<C: Clone> Batcher<C> {
     /// Batches for `thread`, with `config`'s limits.
     pub fn new(thread: InferenceThread, config: &ScoreConfig) -> Self {
+        let canary_share = thread.canary_share();
         Batcher {
             thread,
             open: None,
@@ -119,7 +120,7 @@ impl<C: Clone> Batcher<C> {
             max_rows: config.session.max_batch_rows.max(1),
             max_delay: config.max_batch_delay,
             max_in_flight: config.max_in_flight.max(1),
-            canary_share: ModelSet::canary_share(config.secondary.as_ref()),
+            canary_share,
             context: RecordContext {
                 job_features: config.job_features.clone(),
                 source_name: config.source_name.clone(),
@@ -167,12 +168,13 @@ impl<C: Clone> Batcher<C> {
             .open
             .as_ref()
             .map_or(self.max_rows, |open| self.max_rows - open.batch.rows);
+        let canary_share = self.canary_share.get();
         for run in runs_of(std::mem::take(rows), room, self.max_rows) {
             let spare = &mut self.spare;
             let open = self
                 .open
                 .get_or_insert_with(|| Pending::new(tick, caps.clone(), spare));
-            open.add(run, self.canary_share);
+            open.add(run, canary_share);
             if open.batch.rows >= self.max_rows {
                 self.ready.extend(self.open.take());
             }

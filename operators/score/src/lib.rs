@@ -9,14 +9,16 @@
 //! | 2 | [`manifest`] | parse and check `manifest.json` |
 //! | 3 | [`preprocess`] | defaults for missing values, scaling, into an `f32` buffer |
 //! | 4 | [`session`] | validate model vs manifest vs job, warm up, score batches |
-//! | 5 | [`registry`] | `models/<name>/<version>/`, `CONTROL`: which version to serve |
-//! | 6 | [`batch`] | a micro-batch's contiguous values and scores, to the thread and back |
-//! | 7 | [`models`] | primary + shadow/canary versions, stable canary split by key |
-//! | 8 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
-//! | 9 | [`pool`] | one pinned inference thread per score instance, hot reload |
-//! | 10 | [`records`] | rows + scores → scored batches (columns) and dead letters |
-//! | 11 | [`batcher`] | micro-batches, in-flight bound, buffer reuse (no Timely) |
-//! | 12 | [`operator`] | the Timely operator: input, capabilities, wake-ups |
+//! | 5 | [`control`] | the `CONTROL` file: pin/rollback, canary share, shadow |
+//! | 6 | [`registry`] | `models/<name>/<version>/` + `CONTROL`: which versions to serve |
+//! | 7 | [`batch`] | a micro-batch's contiguous values and scores, to the thread and back |
+//! | 8 | [`models`] | primary + shadow/canary versions, stable canary split by key |
+//! | 9 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
+//! | 10 | [`reload`] | load at start, hot reload of both versions between batches |
+//! | 11 | [`pool`] | one pinned inference thread per score instance |
+//! | 12 | [`records`] | rows + scores → scored batches (columns) and dead letters |
+//! | 13 | [`batcher`] | micro-batches, in-flight bound, buffer reuse (no Timely) |
+//! | 14 | [`operator`] | the Timely operator: input, capabilities, wake-ups |
 //!
 //! Errors are one [`ScoreError`] enum; see `docs/MODEL_MANIFEST.md` for the model
 //! directory format.
@@ -26,6 +28,7 @@
 pub mod batch;
 pub mod batcher;
 pub mod budget;
+pub mod control;
 pub mod error;
 pub mod manifest;
 pub mod models;
@@ -34,6 +37,7 @@ pub mod pool;
 pub mod preprocess;
 pub mod records;
 pub mod registry;
+pub mod reload;
 pub mod runtime;
 pub mod session;
 

@@ -1,11 +1,15 @@
 //! The model versions one score instance serves, and how a batch is split between them.
 //!
 //! Inside the scoring stage, between the inference thread (`crate::pool`) and the sessions:
-//! a [`ModelSet`] holds the primary [`ModelSession`] (swapped atomically on hot reload) and
-//! optionally a second version as a **shadow** (scores every row too; its scores travel in
+//! a [`ModelSet`] holds the primary [`ModelSession`] and optionally a second version as a
+//! **shadow** (scores every row too; its scores travel in
 //! [`ScoredBatch::shadow`](weir_features::scored::ScoredBatch::shadow)) or a **canary**
 //! (scores the rows whose key falls in its share, by [`canary_bucket`], a stable xxh3 hash of
-//! the key, so a key always sees the same version).
+//! the key, so a key always sees the same version). Hot reload (`crate::reload`) swaps either
+//! version, or the second version's role and share, between two batches; the set publishes
+//! its current canary share ([`CanaryShare`]) for the operator, which flags each row with
+//! [`canary_bucket`] as it gathers the batch. A flagged row that reaches the set after the
+//! canary stopped is scored by the primary.
 //! Runs on the inference thread, on a [`ScoreBatch`]'s contiguous values: every version that
 //! scores part of the batch leaves a [`Verdict`] naming itself (and its error when it failed),
 //! from which the operator builds the scored batches and dead letters (`crate::records`).
@@ -46,6 +50,40 @@ pub enum SecondaryRole {
     },
 }
 
+impl std::fmt::Display for SecondaryRole {
+    /// `shadow`, or `canary at 5%`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecondaryRole::Shadow => f.write_str("shadow"),
+            SecondaryRole::Canary { share } => {
+                write!(f, "canary at {}%", (share * 10_000.0).round() / 100.0)
+            }
+        }
+    }
+}
+
+/// The canary share an inference thread serves now, published by its [`ModelSet`] for the
+/// operator that flags the rows (`crate::batcher`): written on every change of the second
+/// version, read once per push of rows. `f64` bits in an atomic; 0 = no canary.
+#[derive(Debug, Default)]
+pub struct CanaryShare(AtomicU64);
+
+impl CanaryShare {
+    /// The share of keys the canary scores now; `None` when no canary runs.
+    #[inline]
+    pub fn get(&self) -> Option<f64> {
+        // Relaxed: the value is all that is shared; a row flagged with a stale share is
+        // still scored by a version that names itself (see `ModelSet::score`).
+        let bits = self.0.load(Ordering::Relaxed);
+        (bits != 0).then(|| f64::from_bits(bits))
+    }
+
+    fn set(&self, share: Option<f64>) {
+        let bits = share.filter(|s| *s > 0.0).map_or(0, f64::to_bits);
+        self.0.store(bits, Ordering::Relaxed);
+    }
+}
+
 /// A second model version and its role.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SecondaryModel {
@@ -60,8 +98,12 @@ pub struct SecondaryModel {
 pub struct ScoreCounters {
     /// Successful hot reloads (the primary version was swapped).
     pub reloads: AtomicU64,
-    /// Failed reload attempts (the old version kept serving); one per distinct failure.
+    /// Failed reload attempts of either version, and unreadable or invalid `CONTROL` files
+    /// (what served kept serving); one per distinct failure.
     pub reload_failures: AtomicU64,
+    /// Changes of the second version that took effect: started, stopped, another version, or
+    /// another role or share (`CONTROL`'s `canary` / `shadow` line).
+    pub secondary_changes: AtomicU64,
     /// Rows scored by a canary version.
     pub canary_rows: AtomicU64,
     /// Rows whose shadow score failed (the primary score is unaffected).
@@ -109,6 +151,8 @@ pub fn tag_of(session: &ModelSession) -> ModelTag {
 pub struct ModelSet {
     primary: Loaded,
     secondary: Option<(SecondaryRole, Loaded)>,
+    /// The canary share of `secondary`, published for the operator.
+    canary_share: Arc<CanaryShare>,
     metrics: Arc<JobMetrics>,
     counters: Arc<ScoreCounters>,
     /// Scratch: the values of one part of a canary batch.
@@ -124,14 +168,17 @@ impl ModelSet {
         metrics: Arc<JobMetrics>,
         counters: Arc<ScoreCounters>,
     ) -> Self {
-        ModelSet {
+        let set = ModelSet {
             primary: Loaded::new(primary),
             secondary: secondary.map(|(role, s)| (role, Loaded::new(s))),
+            canary_share: Arc::default(),
             metrics,
             counters,
             values: Vec::new(),
             out: Vec::new(),
-        }
+        };
+        set.publish_share();
+        set
     }
 
     /// The primary version's tag.
@@ -145,13 +192,45 @@ impl ModelSet {
         old.session
     }
 
-    /// The canary's share of keys, when the second version is a canary (the operator flags
-    /// each row with [`canary_bucket`] as it gathers the batch).
-    pub fn canary_share(secondary: Option<&SecondaryModel>) -> Option<f64> {
-        match secondary?.role {
-            SecondaryRole::Canary { share } => Some(share),
-            SecondaryRole::Shadow => None,
-        }
+    /// The canary share this set serves, kept current as its second version changes; the
+    /// operator reads it to flag rows.
+    pub fn canary_share(&self) -> &Arc<CanaryShare> {
+        &self.canary_share
+    }
+
+    /// The second version's role and tag, when one serves.
+    pub fn secondary(&self) -> Option<(SecondaryRole, &ModelTag)> {
+        self.secondary
+            .as_ref()
+            .map(|(role, loaded)| (*role, &loaded.tag))
+    }
+
+    /// Replaces the second version (already loaded, validated and warmed), or removes it with
+    /// `None`; returns the old one with its role.
+    pub fn replace_secondary(
+        &mut self,
+        secondary: Option<(SecondaryRole, ModelSession)>,
+    ) -> Option<(SecondaryRole, ModelSession)> {
+        let new = secondary.map(|(role, session)| (role, Loaded::new(session)));
+        let old = std::mem::replace(&mut self.secondary, new);
+        self.publish_share();
+        old.map(|(role, loaded)| (role, loaded.session))
+    }
+
+    /// Gives the serving second version another role or share, without reloading it; returns
+    /// the old role (`None` when no second version serves, and nothing changes).
+    pub fn set_secondary_role(&mut self, role: SecondaryRole) -> Option<SecondaryRole> {
+        let (serving, _) = self.secondary.as_mut()?;
+        let old = std::mem::replace(serving, role);
+        self.publish_share();
+        Some(old)
+    }
+
+    fn publish_share(&self) {
+        self.canary_share.set(match &self.secondary {
+            Some((SecondaryRole::Canary { share }, _)) => Some(*share),
+            _ => None,
+        });
     }
 
     /// Marks every row of `batch` failed with `error` under the primary version (counted as
@@ -315,5 +394,31 @@ mod tests {
         }
         assert!(keys.iter().all(|k| !canary_bucket(k, 0.0)));
         assert!(keys.iter().all(|k| canary_bucket(k, 1.0)));
+    }
+
+    #[test]
+    fn canary_share_round_trips_and_zero_means_none() {
+        let share = CanaryShare::default();
+        assert_eq!(share.get(), None);
+        share.set(Some(0.05));
+        assert_eq!(share.get(), Some(0.05));
+        share.set(Some(0.0));
+        assert_eq!(share.get(), None);
+        share.set(Some(1.0));
+        share.set(None);
+        assert_eq!(share.get(), None);
+    }
+
+    #[test]
+    fn roles_read_as_in_the_control_file() {
+        assert_eq!(SecondaryRole::Shadow.to_string(), "shadow");
+        assert_eq!(
+            SecondaryRole::Canary { share: 0.05 }.to_string(),
+            "canary at 5%"
+        );
+        assert_eq!(
+            SecondaryRole::Canary { share: 0.125 }.to_string(),
+            "canary at 12.5%"
+        );
     }
 }

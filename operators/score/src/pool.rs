@@ -6,9 +6,11 @@
 //! ([`ScoreBatch`]: contiguous values, no rows) over a bounded channel and gets them back,
 //! scored, over another; after each result the thread
 //! calls `wake` (the operator's `SyncActivator`), so the worker thread never blocks on
-//! inference. Between batches (and at least every `poll`) the thread asks the registry for
-//! its target version and hot-reloads: load, validate, warm beside the old session, then swap;
-//! on failure the old session keeps serving and the failure is logged and counted once.
+//! inference. Between batches (and at least every `poll`) the thread asks the registry what
+//! to serve and hot-reloads (`crate::reload`): the primary version, and the second version's
+//! version, role and share, each loaded, validated and warmed beside the serving one before
+//! the swap; on failure what served keeps serving. The thread hands the operator its
+//! [`CanaryShare`] at start, so the rows are flagged with the canary share it serves now.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -22,16 +24,18 @@ use weir_operators::metrics::JobMetrics;
 use crate::batch::ScoreBatch;
 use crate::budget::{pin_current_thread, InstanceCores};
 use crate::error::{Result, ScoreError};
-use crate::models::{tag_of, ModelSet, ScoreCounters, SecondaryModel};
-use crate::registry::{ModelSource, Registry, Target};
-use crate::session::{ModelSession, SessionOptions};
+use crate::models::{CanaryShare, ModelSet, ScoreCounters, SecondaryModel};
+use crate::registry::ModelSource;
+use crate::reload::{start, Watcher};
+use crate::session::SessionOptions;
 
 /// Everything an inference thread needs to load and serve its models.
 #[derive(Clone, Debug)]
 pub struct InferenceSetup {
     /// Where the primary version comes from.
     pub source: ModelSource,
-    /// An optional shadow or canary version (not reloaded).
+    /// The job file's shadow or canary version, a fixed directory (not reloaded); with a
+    /// registry, a `canary` / `shadow` line of `CONTROL` replaces it while present.
     pub secondary: Option<SecondaryModel>,
     /// The job's feature names, in row order.
     pub job_features: Vec<String>,
@@ -72,6 +76,7 @@ pub struct InferenceThread {
     queued: Arc<AtomicUsize>,
     handle: Option<JoinHandle<()>>,
     tag: ModelTag,
+    canary_share: Arc<CanaryShare>,
 }
 
 impl InferenceThread {
@@ -86,7 +91,7 @@ impl InferenceThread {
     ) -> Result<Self> {
         let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(capacity.max(1));
         let (results_tx, results_rx) = mpsc::channel::<Done>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<ModelTag>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(ModelTag, Arc<CanaryShare>)>>();
         let queued = Arc::new(AtomicUsize::new(0));
         let hand = Hand {
             jobs: jobs_rx,
@@ -111,12 +116,13 @@ impl InferenceThread {
                         return;
                     }
                 };
-                let _ = ready_tx.send(Ok(models.primary_tag().clone()));
+                let share = models.canary_share().clone();
+                let _ = ready_tx.send(Ok((models.primary_tag().clone(), share)));
                 serve(models, watcher, &setup, hand, wake);
             })
             .map_err(|e| ScoreError::Thread(format!("cannot start inference thread: {e}")))?;
-        let tag = match ready_rx.recv() {
-            Ok(Ok(tag)) => tag,
+        let (tag, canary_share) = match ready_rx.recv() {
+            Ok(Ok(ready)) => ready,
             Ok(Err(e)) => {
                 let _ = handle.join();
                 return Err(e);
@@ -134,12 +140,19 @@ impl InferenceThread {
             queued,
             handle: Some(handle),
             tag,
+            canary_share,
         })
     }
 
     /// The primary version loaded at start.
     pub fn initial_tag(&self) -> &ModelTag {
         &self.tag
+    }
+
+    /// The canary share the thread serves now (`None` from it: no canary), kept current
+    /// across hot reloads; the operator flags rows with it.
+    pub fn canary_share(&self) -> Arc<CanaryShare> {
+        self.canary_share.clone()
     }
 
     /// Queues a batch; gives it back when the queue is full or the thread is gone
@@ -171,132 +184,6 @@ impl Drop for InferenceThread {
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
         }
-    }
-}
-
-/// Resolves, loads and warms the initial models.
-fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>)> {
-    let (primary, watcher) = match &setup.source {
-        ModelSource::Dir(dir) => (load(setup, dir)?, None),
-        ModelSource::Registry { root, name, poll } => {
-            let registry = Registry::new(root, name);
-            let target = registry.target()?;
-            let session = load_version(setup, &registry, &target)?;
-            let watcher = Watcher {
-                registry,
-                current: target.fingerprint,
-                failed: None,
-                poll: *poll,
-                last_poll: Instant::now(),
-            };
-            (session, Some(watcher))
-        }
-    };
-    let secondary = match &setup.secondary {
-        Some(s) => Some((s.role, load(setup, &s.dir)?)),
-        None => None,
-    };
-    Ok((
-        ModelSet::new(
-            primary,
-            secondary,
-            setup.metrics.clone(),
-            setup.counters.clone(),
-        ),
-        watcher,
-    ))
-}
-
-fn session_options(setup: &InferenceSetup) -> SessionOptions {
-    let mut opts = setup.session.clone();
-    if let Some(cores) = &setup.cores {
-        opts.intra_thread_affinities = cores.ort_affinities();
-    }
-    opts
-}
-
-fn load(setup: &InferenceSetup, dir: &std::path::Path) -> Result<ModelSession> {
-    ModelSession::load(dir, &setup.job_features, &session_options(setup))
-}
-
-/// Loads a registry version, checking that its manifest names the model and the version of
-/// its directory (so every score's version tag is the one an operator can pin).
-pub fn load_version(
-    setup: &InferenceSetup,
-    registry: &Registry,
-    target: &Target,
-) -> Result<ModelSession> {
-    let session = load(setup, &target.dir)?;
-    let tag = tag_of(&session);
-    if tag.name != registry.name() || tag.version != target.version {
-        return Err(ScoreError::Registry {
-            dir: target.dir.clone(),
-            problem: format!(
-                "manifest.json says model `{}` version `{}`, but the directory is {}/{}; \
-                 a registry version's manifest must match its directory",
-                tag.name,
-                tag.version,
-                registry.name(),
-                target.version
-            ),
-        });
-    }
-    Ok(session)
-}
-
-/// Hot-reload state of one inference thread.
-struct Watcher {
-    registry: Registry,
-    /// Fingerprint of the serving version.
-    current: String,
-    /// Fingerprint (or error text) of the last failed attempt, not retried until it changes.
-    failed: Option<String>,
-    poll: Duration,
-    last_poll: Instant,
-}
-
-impl Watcher {
-    fn due(&self) -> Duration {
-        self.poll.saturating_sub(self.last_poll.elapsed())
-    }
-
-    /// Looks at the registry and swaps the primary version if it changed.
-    fn check(&mut self, models: &mut ModelSet, setup: &InferenceSetup) {
-        self.last_poll = Instant::now();
-        let target = match self.registry.target() {
-            Ok(target) => target,
-            Err(e) => return self.fail(e.to_string(), &e, setup),
-        };
-        if target.fingerprint == self.current || self.failed.as_ref() == Some(&target.fingerprint) {
-            return;
-        }
-        match load_version(setup, &self.registry, &target) {
-            Ok(session) => {
-                let old = models.swap_primary(session);
-                tracing::info!(
-                    model = %self.registry.name(),
-                    from = %old.version(),
-                    to = %target.version,
-                    "hot reload: now serving a new model version"
-                );
-                setup.counters.reloads.fetch_add(1, Ordering::Relaxed);
-                self.current = target.fingerprint;
-                self.failed = None;
-            }
-            Err(e) => self.fail(target.fingerprint, &e, setup),
-        }
-    }
-
-    fn fail(&mut self, key: String, error: &ScoreError, setup: &InferenceSetup) {
-        if self.failed.as_ref() == Some(&key) {
-            return;
-        }
-        tracing::error!(%error, "hot reload failed; the current model version keeps serving");
-        setup
-            .counters
-            .reload_failures
-            .fetch_add(1, Ordering::Relaxed);
-        self.failed = Some(key);
     }
 }
 

@@ -1,24 +1,32 @@
-//! The model registry: where the scoring stage finds the version to serve, and when to
-//! change it (DESIGN.md §6, hot reload).
+//! The model registry: where the scoring stage finds the versions to serve, and when to
+//! change them (DESIGN.md §6, hot reload).
 //!
 //! Layout: `<root>/<name>/<version>/{model.onnx, manifest.json}` plus an optional control
-//! file `<root>/<name>/CONTROL`. Without a control file (or with `latest` in it) the served
-//! version is the newest directory, by [`version_order`]; `pin <version>` (alias `rollback
-//! <version>`) serves that version until the file changes. Directories whose name starts with
-//! `.` are ignored, so a new version can be written to `.incoming` and renamed into place.
-//! Each inference thread polls [`Registry::target`] and reloads when the [`Target`]'s
-//! fingerprint changes (`crate::pool`).
+//! file `<root>/<name>/CONTROL`, one directive per line (`#` comments and blank lines are
+//! ignored):
+//!
+//! - the primary version: `latest` (also: no control file, an empty one, or no such line)
+//!   serves the newest directory by [`version_order`]; `pin <version>` (alias `rollback
+//!   <version>`) serves that version until the file changes;
+//! - at most one second version of the same model: `canary <version> <share>` scores that
+//!   share of the keys (`5%` or `0.05`) instead of the primary, `shadow <version>` scores
+//!   every row beside it. Without such a line the job file's fixed `[model] shadow`/`canary`
+//!   directory, if any, is the second version.
+//!
+//! Directories whose name starts with `.` are ignored, so a new version can be written to
+//! `.incoming` and renamed into place. Each inference thread resolves [`Registry::plan`]
+//! every poll and applies what changed (`crate::reload`): a [`Target`] whose fingerprint
+//! changed is loaded anew, a new role or share of the same second version is applied as is.
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::control::{parse_control, Control, Primary, SecondVersion, CONTROL_FILE};
 use crate::error::{Result, ScoreError};
 use crate::manifest::MANIFEST_FILE;
+use crate::models::SecondaryRole;
 use crate::session::MODEL_FILE;
-
-/// File name of the control file in a model's registry directory.
-pub const CONTROL_FILE: &str = "CONTROL";
 
 /// Where the primary model comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,16 +44,7 @@ pub enum ModelSource {
     },
 }
 
-/// What the control file asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Control {
-    /// Serve the newest version (also: no control file, or an empty one).
-    Latest,
-    /// Serve this version (`pin <version>` or `rollback <version>`).
-    Pin(String),
-}
-
-/// The version the registry says to serve.
+/// A version the registry says to serve.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
     /// Version (directory name).
@@ -54,6 +53,15 @@ pub struct Target {
     pub dir: PathBuf,
     /// Changes whenever the version or its files change (name, sizes, modification times).
     pub fingerprint: String,
+}
+
+/// Everything the registry says to serve now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The primary version.
+    pub primary: Target,
+    /// The second version named by the control file, and its role.
+    pub second: Option<(SecondaryRole, Target)>,
 }
 
 /// One model's directory in a registry.
@@ -100,31 +108,25 @@ impl Registry {
         Ok(versions)
     }
 
-    /// Reads the control file (`Latest` when there is none).
+    /// Reads the control file (all defaults when there is none).
     pub fn control(&self) -> Result<Control> {
         let path = self.dir.join(CONTROL_FILE);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Control::Latest),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Control::default()),
             Err(e) => return Err(self.problem(format!("cannot read {}: {e}", path.display()))),
         };
         parse_control(&text)
-            .map_err(|problem| self.problem(format!("{}: {problem}", path.display())))
+            .map_err(|problem| self.problem(format!("{} {problem}", path.display())))
     }
 
-    /// The version to serve now, per the control file and the version directories.
-    pub fn target(&self) -> Result<Target> {
+    /// The versions to serve now, per the control file and the version directories.
+    pub fn plan(&self) -> Result<Plan> {
         let versions = self.versions()?;
-        let version = match self.control()? {
-            Control::Pin(v) if versions.contains(&v) => v,
-            Control::Pin(v) => {
-                return Err(self.problem(format!(
-                    "{} pins version `{v}`, which is not in {} (versions: {versions:?})",
-                    CONTROL_FILE,
-                    self.dir.display()
-                )))
-            }
-            Control::Latest => versions.last().cloned().ok_or_else(|| {
+        let control = self.control()?;
+        let primary = match control.primary {
+            Primary::Pin(v) => self.existing(&versions, v, "pins version")?,
+            Primary::Latest => versions.last().cloned().ok_or_else(|| {
                 self.problem(format!(
                     "{} holds no version directory; add <version>/model.onnx and \
                      <version>/manifest.json",
@@ -132,13 +134,44 @@ impl Registry {
                 ))
             })?,
         };
+        let second = match control.second {
+            Some(SecondVersion { version, role }) => {
+                let what = match role {
+                    SecondaryRole::Canary { .. } => "names as its canary version",
+                    SecondaryRole::Shadow => "names as its shadow version",
+                };
+                let version = self.existing(&versions, version, what)?;
+                Some((role, self.target(version)))
+            }
+            None => None,
+        };
+        Ok(Plan {
+            primary: self.target(primary),
+            second,
+        })
+    }
+
+    /// `version`, when it is one of `versions`; else an error saying what the control file
+    /// `does` with it.
+    fn existing(&self, versions: &[String], version: String, does: &str) -> Result<String> {
+        if versions.contains(&version) {
+            return Ok(version);
+        }
+        Err(self.problem(format!(
+            "{CONTROL_FILE} {does} `{version}`, which is not in {} (versions: {versions:?}); \
+             publish it first (write it under .incoming/, then rename it) or fix {CONTROL_FILE}",
+            self.dir.display()
+        )))
+    }
+
+    fn target(&self, version: String) -> Target {
         let dir = self.dir.join(&version);
         let fingerprint = fingerprint(&version, &dir);
-        Ok(Target {
+        Target {
             version,
             dir,
             fingerprint,
-        })
+        }
     }
 
     fn problem(&self, problem: String) -> ScoreError {
@@ -146,31 +179,6 @@ impl Registry {
             dir: self.dir.clone(),
             problem,
         }
-    }
-}
-
-/// Parses a control file: blank lines and `#` comments are skipped; the one remaining line
-/// is `latest`, `pin <version>` or `rollback <version>`.
-pub fn parse_control(text: &str) -> std::result::Result<Control, String> {
-    let mut lines = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter(|l| !l.is_empty());
-    let Some(line) = lines.next() else {
-        return Ok(Control::Latest);
-    };
-    if let Some(extra) = lines.next() {
-        return Err(format!(
-            "holds more than one command (`{line}`, then `{extra}`); keep one"
-        ));
-    }
-    let mut words = line.split_whitespace();
-    match (words.next(), words.next(), words.next()) {
-        (Some("latest"), None, _) => Ok(Control::Latest),
-        (Some("pin" | "rollback"), Some(v), None) => Ok(Control::Pin(v.to_owned())),
-        _ => Err(format!(
-            "unknown command `{line}`; write `latest`, `pin <version>` or `rollback <version>`"
-        )),
     }
 }
 
@@ -254,23 +262,5 @@ mod tests {
             ]
         );
         assert_eq!(version_order("007", "7"), Ordering::Equal);
-    }
-
-    #[test]
-    fn control_file_commands() {
-        assert_eq!(parse_control(""), Ok(Control::Latest));
-        assert_eq!(
-            parse_control("# nothing\n\n latest \n"),
-            Ok(Control::Latest)
-        );
-        assert_eq!(parse_control("pin v3"), Ok(Control::Pin("v3".into())));
-        assert_eq!(
-            parse_control("rollback 2026-11-30.1 # bad canary\n"),
-            Ok(Control::Pin("2026-11-30.1".into()))
-        );
-        assert!(parse_control("pin").is_err());
-        assert!(parse_control("pin a b").is_err());
-        assert!(parse_control("latest\npin v1").is_err());
-        assert!(parse_control("use v1").is_err());
     }
 }

@@ -1,0 +1,324 @@
+//! Hot reload (DESIGN.md §6): which model versions an inference thread serves, and how it
+//! changes them while the job runs.
+//!
+//! On each inference thread (`crate::pool`), between two batches. At start, [`start`] loads
+//! what the model source names: a fixed directory, or the registry's [`Plan`]
+//! (`crate::registry`: the primary version, and a second version from a `canary` / `shadow`
+//! line of `CONTROL`), and the job file's fixed second version when `CONTROL` names none;
+//! anything that does not load stops the start. Then, every `poll`, the [`Watcher`] resolves
+//! the plan again and applies what changed, the primary first:
+//!
+//! - a new version (another version directory, or its files changed) is loaded, checked
+//!   (manifest, the job's features, a registry version's name and version against its
+//!   directory) and warmed beside the serving one, then swapped in before the next batch;
+//! - another role or share of the same second version applies at once, without a reload;
+//! - a removed `canary` / `shadow` line stops the second version (or brings back the job
+//!   file's, which a `CONTROL` line overrides while present).
+//!
+//! On any failure (unreadable or invalid `CONTROL`, a version that does not load or check)
+//! what served keeps serving; the failure is logged and counted once
+//! (`ScoreCounters::reload_failures`) and not retried until its files or `CONTROL` change.
+//! Changes are logged with from/to and counted (`reloads`, `secondary_changes`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Result, ScoreError};
+use crate::models::{tag_of, ModelSet, SecondaryModel, SecondaryRole};
+use crate::pool::InferenceSetup;
+use crate::registry::{ModelSource, Plan, Registry, Target};
+use crate::session::{ModelSession, SessionOptions};
+
+/// Resolves, loads and warms the initial models; the watcher when the source is a registry.
+pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>)> {
+    let set = |primary, secondary| {
+        ModelSet::new(
+            primary,
+            secondary,
+            setup.metrics.clone(),
+            setup.counters.clone(),
+        )
+    };
+    match &setup.source {
+        ModelSource::Dir(dir) => {
+            let primary = load(setup, dir)?;
+            let secondary = match &setup.secondary {
+                Some(s) => Some((s.role, load(setup, &s.dir)?)),
+                None => None,
+            };
+            Ok((set(primary, secondary), None))
+        }
+        ModelSource::Registry { root, name, poll } => {
+            let registry = Registry::new(root, name);
+            let Plan { primary, second } = registry.plan()?;
+            let session = load_version(setup, &registry, &primary)?;
+            let wanted = Second::wanted(second, setup.secondary.as_ref());
+            let secondary = match &wanted {
+                Some(w) => Some((w.role, w.load(setup, &registry)?)),
+                None => None,
+            };
+            let watcher = Watcher {
+                registry,
+                primary: primary.fingerprint,
+                second: wanted.map(|w| w.key()),
+                failed: Failed::default(),
+                poll: *poll,
+                last_poll: Instant::now(),
+            };
+            Ok((set(session, secondary), Some(watcher)))
+        }
+    }
+}
+
+fn session_options(setup: &InferenceSetup) -> SessionOptions {
+    let mut opts = setup.session.clone();
+    if let Some(cores) = &setup.cores {
+        opts.intra_thread_affinities = cores.ort_affinities();
+    }
+    opts
+}
+
+fn load(setup: &InferenceSetup, dir: &Path) -> Result<ModelSession> {
+    ModelSession::load(dir, &setup.job_features, &session_options(setup))
+}
+
+/// Loads a registry version, checking that its manifest names the model and the version of
+/// its directory (so every score's version tag is the one an operator can pin).
+pub fn load_version(
+    setup: &InferenceSetup,
+    registry: &Registry,
+    target: &Target,
+) -> Result<ModelSession> {
+    let session = load(setup, &target.dir)?;
+    let tag = tag_of(&session);
+    if tag.name != registry.name() || tag.version != target.version {
+        return Err(ScoreError::Registry {
+            dir: target.dir.clone(),
+            problem: format!(
+                "manifest.json says model `{}` version `{}`, but the directory is {}/{}; \
+                 a registry version's manifest must match its directory",
+                tag.name,
+                tag.version,
+                registry.name(),
+                target.version
+            ),
+        });
+    }
+    Ok(session)
+}
+
+/// The second version an inference thread should serve.
+struct Second {
+    role: SecondaryRole,
+    from: SecondFrom,
+}
+
+/// Where a second version comes from.
+enum SecondFrom {
+    /// A registry version named by a `CONTROL` line.
+    Version(Target),
+    /// The job file's fixed directory (`[model] shadow` / `canary`), not reloaded.
+    Dir(PathBuf),
+}
+
+impl Second {
+    /// The `CONTROL` file's second version, else the job file's.
+    fn wanted(
+        control: Option<(SecondaryRole, Target)>,
+        job_file: Option<&SecondaryModel>,
+    ) -> Option<Second> {
+        match (control, job_file) {
+            (Some((role, target)), _) => Some(Second {
+                role,
+                from: SecondFrom::Version(target),
+            }),
+            (None, Some(fixed)) => Some(Second {
+                role: fixed.role,
+                from: SecondFrom::Dir(fixed.dir.clone()),
+            }),
+            (None, None) => None,
+        }
+    }
+
+    /// What identifies its files: another key needs another session.
+    fn key(&self) -> String {
+        match &self.from {
+            SecondFrom::Version(target) => target.fingerprint.clone(),
+            SecondFrom::Dir(dir) => format!("job file|{}", dir.display()),
+        }
+    }
+
+    fn load(&self, setup: &InferenceSetup, registry: &Registry) -> Result<ModelSession> {
+        match &self.from {
+            SecondFrom::Version(target) => load_version(setup, registry, target),
+            SecondFrom::Dir(dir) => load(setup, dir),
+        }
+    }
+}
+
+/// What failed last, per part of the plan (a fingerprint, or the error text); a failure is
+/// counted once and not retried until what it failed on changes.
+#[derive(Default)]
+struct Failed {
+    plan: Option<String>,
+    primary: Option<String>,
+    second: Option<String>,
+}
+
+/// Hot-reload state of one inference thread.
+pub(crate) struct Watcher {
+    registry: Registry,
+    /// Fingerprint of the serving primary version.
+    primary: String,
+    /// Key of the serving second version ([`Second::key`]), when one serves.
+    second: Option<String>,
+    failed: Failed,
+    poll: Duration,
+    last_poll: Instant,
+}
+
+/// `pp v4 (canary at 5%)`, for the logs.
+fn describe(role: SecondaryRole, session: &ModelSession) -> String {
+    format!("{} {} ({role})", session.name(), session.version())
+}
+
+impl Watcher {
+    /// How long until the next poll.
+    pub(crate) fn due(&self) -> Duration {
+        self.poll.saturating_sub(self.last_poll.elapsed())
+    }
+
+    /// Looks at the registry and applies what changed: primary, then second version.
+    pub(crate) fn check(&mut self, models: &mut ModelSet, setup: &InferenceSetup) {
+        self.last_poll = Instant::now();
+        let plan = match self.registry.plan() {
+            Ok(plan) => plan,
+            Err(e) => {
+                let what = "the serving versions keep serving as they are";
+                return fail(&mut self.failed.plan, e.to_string(), &e, what, setup);
+            }
+        };
+        self.failed.plan = None;
+        self.check_primary(plan.primary, models, setup);
+        let wanted = Second::wanted(plan.second, setup.secondary.as_ref());
+        self.check_second(wanted, models, setup);
+    }
+
+    fn check_primary(&mut self, target: Target, models: &mut ModelSet, setup: &InferenceSetup) {
+        if target.fingerprint == self.primary {
+            self.failed.primary = None;
+            return;
+        }
+        if self.failed.primary.as_ref() == Some(&target.fingerprint) {
+            return;
+        }
+        match load_version(setup, &self.registry, &target) {
+            Ok(session) => {
+                let old = models.swap_primary(session);
+                tracing::info!(
+                    model = %self.registry.name(),
+                    from = %old.version(),
+                    to = %target.version,
+                    "hot reload: now serving a new model version"
+                );
+                count(&setup.counters.reloads);
+                self.primary = target.fingerprint;
+                self.failed.primary = None;
+            }
+            Err(e) => {
+                let what = "the current model version keeps serving";
+                fail(
+                    &mut self.failed.primary,
+                    target.fingerprint,
+                    &e,
+                    what,
+                    setup,
+                );
+            }
+        }
+    }
+
+    fn check_second(
+        &mut self,
+        wanted: Option<Second>,
+        models: &mut ModelSet,
+        setup: &InferenceSetup,
+    ) {
+        let Some(wanted) = wanted else {
+            self.failed.second = None;
+            if self.second.take().is_some() {
+                if let Some((role, old)) = models.replace_secondary(None) {
+                    tracing::info!(
+                        from = %describe(role, &old),
+                        to = "none",
+                        "second model version stopped: the primary scores every row"
+                    );
+                    count(&setup.counters.secondary_changes);
+                }
+            }
+            return;
+        };
+        let key = wanted.key();
+        if self.second.as_ref() == Some(&key) {
+            self.failed.second = None;
+            let change = models
+                .secondary()
+                .filter(|(role, _)| *role != wanted.role)
+                .map(|(role, tag)| (role, tag.clone()));
+            if let Some((old, tag)) = change {
+                models.set_secondary_role(wanted.role);
+                tracing::info!(
+                    model = %tag.name,
+                    version = %tag.version,
+                    from = %old,
+                    to = %wanted.role,
+                    "second model version: new role or share"
+                );
+                count(&setup.counters.secondary_changes);
+            }
+            return;
+        }
+        if self.failed.second.as_ref() == Some(&key) {
+            return;
+        }
+        match wanted.load(setup, &self.registry) {
+            Ok(session) => {
+                let to = describe(wanted.role, &session);
+                let old = models.replace_secondary(Some((wanted.role, session)));
+                let from = old.map_or("none".to_owned(), |(role, old)| describe(role, &old));
+                tracing::info!(%from, %to, "hot reload: new second model version");
+                count(&setup.counters.secondary_changes);
+                self.second = Some(key);
+                self.failed.second = None;
+            }
+            Err(e) => {
+                let what = match models.secondary() {
+                    Some(_) => "the current second version keeps serving",
+                    None => "the primary keeps scoring every row",
+                };
+                fail(&mut self.failed.second, key, &e, what, setup);
+            }
+        }
+    }
+}
+
+fn count(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Logs and counts a failure, unless it is the one already in `slot`.
+fn fail(
+    slot: &mut Option<String>,
+    key: String,
+    error: &ScoreError,
+    what: &str,
+    setup: &InferenceSetup,
+) {
+    if slot.as_ref() == Some(&key) {
+        return;
+    }
+    tracing::error!(%error, "hot reload failed; {what}");
+    count(&setup.counters.reload_failures);
+    *slot = Some(key);
+}
