@@ -75,8 +75,11 @@ pub struct RunSummary {
 pub struct ModelActivity {
     /// Hot reloads that swapped the primary version.
     pub reloads: u64,
-    /// Reload attempts that failed (the old version kept serving).
+    /// Reload attempts that failed, of either version or of `CONTROL` (what served kept
+    /// serving).
     pub reload_failures: u64,
+    /// Changes of the second version (shadow/canary started, stopped, replaced, re-shared).
+    pub secondary_changes: u64,
     /// Rows scored by the canary version.
     pub canary_rows: u64,
     /// Shadow-version inferences that failed.
@@ -90,6 +93,7 @@ impl ModelActivity {
         ModelActivity {
             reloads: ScoreCounters::get(&c.reloads),
             reload_failures: ScoreCounters::get(&c.reload_failures),
+            secondary_changes: ScoreCounters::get(&c.secondary_changes),
             canary_rows: ScoreCounters::get(&c.canary_rows),
             shadow_errors: ScoreCounters::get(&c.shadow_errors),
             batches: ScoreCounters::get(&c.batches),
@@ -101,6 +105,7 @@ impl ModelActivity {
         tracing::info!(
             reloads = self.reloads,
             reload_failures = self.reload_failures,
+            secondary_changes = self.secondary_changes,
             canary_rows = self.canary_rows,
             shadow_errors = self.shadow_errors,
             batches = self.batches,
@@ -108,14 +113,25 @@ impl ModelActivity {
         );
     }
 
-    /// The summary's `models:` line, when a reload, canary or shadow happened.
+    /// The summary's `models:` line, when a reload, a second-version change, canary rows or
+    /// shadow errors happened.
     fn line(&self) -> String {
-        if self.reloads + self.reload_failures + self.canary_rows + self.shadow_errors == 0 {
+        let activity = self.reloads
+            + self.reload_failures
+            + self.secondary_changes
+            + self.canary_rows
+            + self.shadow_errors;
+        if activity == 0 {
             return String::new();
         }
         format!(
-            "\nmodels:          {} hot reloads ({} failed), {} canary rows, {} shadow errors",
-            self.reloads, self.reload_failures, self.canary_rows, self.shadow_errors
+            "\nmodels:          {} hot reloads ({} failed), {} second-version changes, \
+             {} canary rows, {} shadow errors",
+            self.reloads,
+            self.reload_failures,
+            self.secondary_changes,
+            self.canary_rows,
+            self.shadow_errors
         )
     }
 }
@@ -414,7 +430,14 @@ mod tests {
         };
         assert_eq!(
             busy.line(),
-            "\nmodels:          2 hot reloads (1 failed), 40 canary rows, 0 shadow errors"
+            "\nmodels:          2 hot reloads (1 failed), 0 second-version changes, 40 canary \
+             rows, 0 shadow errors"
         );
+        // A shadow started and stopped by CONTROL, with no row in a canary, still shows.
+        let shadowed = ModelActivity {
+            secondary_changes: 2,
+            ..quiet
+        };
+        assert!(shadowed.line().contains("2 second-version changes"));
     }
 }
