@@ -347,7 +347,6 @@ fn group_offsets_hook(job: &CompiledJob, checkpoints: bool) -> Result<Option<Com
     })))
 }
 
-/// One log line with the model versions' counters (reloads, canary, shadow).
 /// Fails fast, with a clear message, on anything that would stop workers from building.
 /// Returns the model's version by model name.
 fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> {
