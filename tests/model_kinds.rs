@@ -124,13 +124,35 @@ fn xgboost_lightgbm_and_mlp_run_in_the_same_job() -> Result<()> {
 /// shadow version's score (checked against raw ONNX Runtime) rides along in every record.
 #[test]
 fn registry_model_with_a_shadow_in_a_whole_job() -> Result<()> {
+    registry_run_with_shadow(false)
+}
+
+/// The same with the shadow named by the registry's `CONTROL` file (`shadow <version>`)
+/// instead of the job file: checked before the run and served from its first record.
+#[test]
+fn registry_model_with_a_control_shadow_in_a_whole_job() -> Result<()> {
+    registry_run_with_shadow(true)
+}
+
+/// A registry serving the MLP with the LightGBM model as its shadow: from the job file's
+/// `[model] shadow`, or (`from_control`) a registry version named by `CONTROL`.
+fn registry_run_with_shadow(from_control: bool) -> Result<()> {
     let dir = temp_dir()?;
     let events = dir.join("events.jsonl");
     write_events(&events)?;
-    let version = dir.join("models/purchase_propensity/tiny-mlp-1");
-    std::fs::create_dir_all(&version)?;
-    for file in ["model.onnx", "manifest.json"] {
-        std::fs::copy(Path::new(MODELS[2]).join(file), version.join(file))?;
+    let registry = dir.join("models/purchase_propensity");
+    let mut versions = vec![(MODELS[2], "tiny-mlp-1")];
+    if from_control {
+        versions.push((MODELS[1], "tiny-lightgbm-1"));
+    }
+    for (model, version) in versions {
+        std::fs::create_dir_all(registry.join(version))?;
+        for file in ["model.onnx", "manifest.json"] {
+            std::fs::copy(
+                Path::new(model).join(file),
+                registry.join(version).join(file),
+            )?;
+        }
     }
     let shadow = std::path::absolute(MODELS[1])?;
 
@@ -139,7 +161,14 @@ fn registry_model_with_a_shadow_in_a_whole_job() -> Result<()> {
     job.model.path = None;
     job.model.registry = Some(dir.join("models"));
     job.model.name = Some("purchase_propensity".into());
-    job.model.shadow = Some(shadow.clone());
+    if from_control {
+        std::fs::write(
+            registry.join("CONTROL"),
+            "pin tiny-mlp-1\nshadow tiny-lightgbm-1\n",
+        )?;
+    } else {
+        job.model.shadow = Some(shadow.clone());
+    }
     let out = dir.join("scores.jsonl");
     job.use_input_files(vec![events.clone()]);
     job.use_output_file(out.clone(), None);
@@ -170,6 +199,13 @@ fn registry_model_with_a_shadow_in_a_whole_job() -> Result<()> {
             "shadow scored {got}, raw ONNX Runtime {want}"
         );
     }
+    // Served from the start: no change of the second version while the job ran.
+    ensure!(
+        summary.models.secondary_changes == 0,
+        "{:?}",
+        summary.models
+    );
+    ensure!(summary.models.reload_failures == 0, "{:?}", summary.models);
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

@@ -119,6 +119,49 @@ max_in_flight = 2"#,
     Ok(())
 }
 
+/// At start a registry's `CONTROL` line names the second version, over the job file's.
+#[test]
+fn a_control_second_version_overrides_the_job_files_at_start() -> Result<()> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos();
+    let root = std::env::temp_dir().join(format!("weir-initial-{}-{nanos}", std::process::id()));
+    for version in ["v1", "v2", "v3"] {
+        std::fs::create_dir_all(root.join("models/pp").join(version))?;
+    }
+    let mut job = parse(&job(
+        "workers = 1",
+        "registry = \"models\"\nname = \"pp\"\nshadow = \"next\"",
+    ))?;
+    job.base_dir = root.clone();
+    let control = root.join("models/pp/CONTROL");
+
+    std::fs::write(&control, "pin v1\n")?;
+    let (primary, second) = job.model.initial_models(&job.base_dir)?;
+    assert_eq!(primary, root.join("models/pp/v1"));
+    let second = second.map(|s| (s.role, s.dir));
+    assert_eq!(second, Some((SecondaryRole::Shadow, root.join("next"))));
+
+    std::fs::write(&control, "pin v1\ncanary v3 5%\n")?;
+    let (primary, second) = job.model.initial_models(&job.base_dir)?;
+    assert_eq!(primary, root.join("models/pp/v1"));
+    let second = second.map(|s| (s.role, s.dir));
+    let canary = SecondaryRole::Canary { share: 0.05 };
+    assert_eq!(second, Some((canary, root.join("models/pp/v3"))));
+
+    std::fs::write(&control, "canary v4 5%\n")?;
+    let error = match job.model.initial_models(&job.base_dir) {
+        Ok(models) => bail!("a missing canary version was accepted: {models:?}"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        error.contains("canary version `v4`, which is not in"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
 #[test]
 fn model_section_rules() -> Result<()> {
     let one = "workers = 1";
