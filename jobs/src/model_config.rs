@@ -1,7 +1,8 @@
 //! The job file's `[model]` section: which model the scoring stage serves (one directory, or
-//! a registry watched for new versions), its second version (shadow or canary), micro-batching,
-//! in-flight bound, threads and pinned cores. Kept apart from `config.rs` so the scoring
-//! options grow here; [`ModelSection::score_settings`] turns it into the pieces of
+//! a registry watched for new versions), its second version (shadow or canary; with a
+//! registry, a `CONTROL` line can override it at run time), micro-batching, in-flight bound,
+//! threads and pinned cores. Kept apart from `config.rs` so the scoring options grow here;
+//! [`ModelSection::score_settings`] turns it into the pieces of
 //! `weir_score::operator::ScoreConfig`. See docs/JOB_FILE.md, `[model]`.
 
 use std::path::{Path, PathBuf};

@@ -46,7 +46,8 @@ type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
 pub struct ScoreConfig {
     /// Where the primary model comes from (a fixed directory or a registry).
     pub source: ModelSource,
-    /// An optional shadow or canary version.
+    /// The job file's shadow or canary version, if any (with a registry, a `canary` /
+    /// `shadow` line of its `CONTROL` file overrides it while present; `crate::reload`).
     pub secondary: Option<SecondaryModel>,
     /// The job's feature names in the order rows carry them.
     pub job_features: Vec<String>,

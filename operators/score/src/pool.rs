@@ -34,8 +34,9 @@ use crate::session::SessionOptions;
 pub struct InferenceSetup {
     /// Where the primary version comes from.
     pub source: ModelSource,
-    /// The job file's shadow or canary version, a fixed directory (not reloaded); with a
-    /// registry, a `canary` / `shadow` line of `CONTROL` replaces it while present.
+    /// The job file's shadow or canary version, a fixed directory (its files are not
+    /// watched); with a registry, a `canary` / `shadow` line of `CONTROL` replaces it while
+    /// present.
     pub secondary: Option<SecondaryModel>,
     /// The job's feature names, in row order.
     pub job_features: Vec<String>,

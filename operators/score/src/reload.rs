@@ -118,7 +118,8 @@ struct Second {
 enum SecondFrom {
     /// A registry version named by a `CONTROL` line.
     Version(Target),
-    /// The job file's fixed directory (`[model] shadow` / `canary`), not reloaded.
+    /// The job file's fixed directory (`[model] shadow` / `canary`); its files are not
+    /// watched, it is loaded again only when a `CONTROL` line that replaced it goes.
     Dir(PathBuf),
 }
 
