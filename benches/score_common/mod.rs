@@ -265,7 +265,17 @@ pub fn pin_like_a_worker(inference_core: Option<usize>) {
 /// to `core` if any) and the job's default limits (`max_in_flight` 16). Like the operator's
 /// `SyncActivator`, the thread's wake-up unparks the calling thread.
 pub fn batcher(model_dir: &Path, core: Option<usize>) -> Batcher<()> {
+    batcher_counting(model_dir, core, Arc::new(ScoreCounters::default()))
+}
+
+/// [`batcher`], counting into `counters` (e.g. the inference thread's busy time).
+pub fn batcher_counting(
+    model_dir: &Path,
+    core: Option<usize>,
+    counters: Arc<ScoreCounters>,
+) -> Batcher<()> {
     let mut config = score_config(model_dir);
+    config.counters = counters;
     config.cores = core.map(|core| vec![InstanceCores { cores: vec![core] }]);
     let me = std::thread::current();
     let wake = move || me.unpark();

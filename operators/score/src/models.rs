@@ -113,6 +113,10 @@ pub struct ScoreCounters {
     /// Most batches ever queued or running at once on one instance (high-water mark; never
     /// above `max_in_flight`).
     pub in_flight_high_water: AtomicU64,
+    /// Time the inference threads spent on batches, from taking one to sending it back
+    /// (nanoseconds, summed over instances): divided by wall time and parallelism, how busy
+    /// the scoring stage is.
+    pub inference_busy_ns: AtomicU64,
 }
 
 impl ScoreCounters {

@@ -258,6 +258,10 @@ fn serve(
                 models.fail_batch(&mut batch, ScoreError::Panicked(message));
             }
             let took = start.elapsed();
+            setup
+                .counters
+                .inference_busy_ns
+                .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
             if hand.results.send(Done { id, batch }).is_err() {
                 return;
             }
