@@ -83,6 +83,17 @@ pub struct RuntimeSection {
     pub tick: i64,
     /// Number of key groups (fixed for the life of a job).
     pub key_groups: u32,
+    /// Sources stop reading while the scores' progress, in any process, lags more than this
+    /// behind their tick (backpressure across processes); 0 = no bound.
+    #[serde(with = "duration_ms")]
+    pub max_lag: i64,
+}
+
+impl RuntimeSection {
+    /// `max_lag` for the sources' pacing (`None` when it is 0: no bound).
+    pub fn max_lag_ms(&self) -> Option<u64> {
+        u64::try_from(self.max_lag).ok().filter(|ms| *ms > 0)
+    }
 }
 
 impl Default for RuntimeSection {
@@ -92,6 +103,7 @@ impl Default for RuntimeSection {
             processes: 1,
             tick: 100,
             key_groups: DEFAULT_KEY_GROUPS,
+            max_lag: 2_000,
         }
     }
 }
@@ -379,6 +391,12 @@ impl JobFile {
         }
         if runtime.tick <= 0 {
             bail!("[runtime] tick must be positive, e.g. \"100ms\"");
+        }
+        if runtime.max_lag < 0 || (runtime.max_lag > 0 && runtime.max_lag < runtime.tick) {
+            bail!(
+                "[runtime] max_lag must be at least one tick ({} ms) or 0 for no bound, e.g. \"2s\"",
+                runtime.tick
+            );
         }
         if runtime.key_groups == 0 {
             bail!("[runtime] key_groups must be at least 1 (default {DEFAULT_KEY_GROUPS})");

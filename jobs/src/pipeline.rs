@@ -20,7 +20,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use timely::dataflow::operators::Concat;
+use timely::dataflow::operators::{Concat, Probe};
 use timely::dataflow::{Scope, Stream};
 
 use weir_checkpoint::SourceOffset;
@@ -92,10 +92,11 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     let windows = source
         .events
         .window_features(source.reports, plan.window_config())?;
+    let progress = source.progress;
     let dead_letters = source.dead_letters.concat(windows.late);
     let checkpoint = source.checkpoint.concat(windows.checkpoint);
     if plan.mode == Mode::FeaturesOnly {
-        let rows = windows.rows.jsonl_sink(
+        let rows = windows.rows.probe_with(&progress).jsonl_sink(
             plan.file_sink_config()?.0,
             |row, line| line(feature_row_json(row)),
             |m| &m.rows_written,
@@ -105,8 +106,10 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
         return Ok(());
     }
     let scored = windows.rows.score(plan.score_config()?)?;
+    // The sources hold back while the scores lag (`[runtime] max_lag`), in any process.
+    let scored_rows = scored.scores.probe_with(&progress);
     let scores = match plan.job.file.sink.kind {
-        EdgeKind::Kafka => scored.scores.kafka_score_sink(
+        EdgeKind::Kafka => scored_rows.kafka_score_sink(
             plan.kafka_sink_config(&plan.job.file.sink.topic),
             plan.feature_names(),
             plan.job.file.source_name(),
@@ -118,9 +121,7 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
                     .views()
                     .for_each(|s| line(score_json(&s, &names, &source)));
             };
-            scored
-                .scores
-                .jsonl_sink(plan.file_sink_config()?.0, encode, |m| &m.scores_delivered)?
+            scored_rows.jsonl_sink(plan.file_sink_config()?.0, encode, |m| &m.scores_delivered)?
         }
     };
     let dead = plan.dead_letter_sink(dead_letters.concat(scored.dead_letters))?;
@@ -227,6 +228,7 @@ impl JobPlan {
             stop: self.stop.clone(),
             epochs: self.epochs(),
             resume: self.resume(),
+            max_lag_ms: file.runtime.max_lag_ms(),
         }
     }
 
@@ -254,6 +256,7 @@ impl JobPlan {
             stop: self.stop.clone(),
             epochs: self.epochs(),
             resume: self.resume(),
+            max_lag_ms: file.runtime.max_lag_ms(),
         }
     }
 

@@ -52,6 +52,8 @@ pub struct RunSummary {
     pub delivery_failures: u64,
     /// Times a score instance reached its in-flight bound and paused the sources.
     pub backpressure_episodes: u64,
+    /// Times a source held back because the scores lagged more than `[runtime] max_lag`.
+    pub lag_episodes: u64,
     /// Checkpoint epochs committed by this process.
     pub checkpoints_committed: u64,
     /// Snapshot bytes written by this process's window instances.
@@ -183,10 +185,11 @@ impl RunSummary {
                     .collect();
                 format!("\nlate by partition: {}", parts.join(", "))
             },
-            if self.backpressure_episodes > 0 {
+            if self.backpressure_episodes > 0 || self.lag_episodes > 0 {
                 format!(
-                    "\nbackpressure:    scoring paused the sources {} times",
-                    self.backpressure_episodes
+                    "\nbackpressure:    scoring paused the sources {} times; lagging scores \
+                     held them back {} times",
+                    self.backpressure_episodes, self.lag_episodes
                 )
             } else {
                 String::new()
@@ -315,6 +318,7 @@ fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duration) -> RunSu
         rows_written: JobMetrics::get(&m.rows_written),
         delivery_failures: JobMetrics::get(&m.delivery_failures),
         backpressure_episodes: JobMetrics::get(&m.backpressure_episodes),
+        lag_episodes: JobMetrics::get(&m.lag_episodes),
         checkpoints_committed: JobMetrics::get(&m.checkpoints_committed),
         snapshot_bytes: JobMetrics::get(&m.snapshot_bytes),
         snapshot_time: Duration::from_micros(JobMetrics::get(&m.snapshot_us)),

@@ -150,6 +150,7 @@ fn defaults_apply_when_sections_are_absent() -> Result<()> {
     assert_eq!(job.runtime.workers, 1);
     assert_eq!(job.runtime.tick, 100);
     assert_eq!(job.runtime.key_groups, 4096);
+    assert_eq!(job.runtime.max_lag_ms(), Some(2_000));
     assert_eq!(job.watermark.max_out_of_orderness, 5_000);
     assert_eq!(job.watermark.idle_timeout, 30_000);
     assert_eq!(job.watermark.allowed_lateness, 0);
@@ -296,6 +297,27 @@ fn zero_durations_are_rejected() -> Result<()> {
         &edited("[window]", "[watermark]\nidle_timeout = \"0s\"\n\n[window]"),
         &["idle_timeout positive"],
     )
+}
+
+#[test]
+fn max_lag_is_zero_for_no_bound_or_at_least_one_tick() -> Result<()> {
+    assert_rejected(
+        &edited("[window]", "[runtime]\nmax_lag = \"50ms\"\n\n[window]"),
+        &["[runtime] max_lag must be at least one tick (100 ms) or 0"],
+    )?;
+    let unbounded: JobFile = toml::from_str(&edited(
+        "[window]",
+        "[runtime]\nmax_lag = \"0s\"\n\n[window]",
+    ))?;
+    assert_eq!(unbounded.runtime.max_lag_ms(), None);
+    unbounded.compile()?;
+    let one_tick: JobFile = toml::from_str(&edited(
+        "[window]",
+        "[runtime]\nmax_lag = \"100ms\"\n\n[window]",
+    ))?;
+    assert_eq!(one_tick.runtime.max_lag_ms(), Some(100));
+    one_tick.compile()?;
+    Ok(())
 }
 
 #[test]

@@ -21,7 +21,7 @@ use crate::clock::unix_ms;
 use crate::epochs::EpochClock;
 use crate::placement::Placement;
 use crate::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
-use crate::source_operator::{build_source, SourceReader};
+use crate::source_operator::{build_source, Pacing, SourceReader};
 
 /// Configuration of the file source stage.
 #[derive(Clone, Debug)]
@@ -44,6 +44,8 @@ pub struct FileSourceConfig {
     pub stop: Arc<AtomicBool>,
     /// Checkpoint epochs.
     pub epochs: EpochClock,
+    /// Read nothing while the job's progress lags more than this behind (`Pacing`).
+    pub max_lag_ms: Option<u64>,
     /// Where to resume, per file (partition), from a checkpoint: lines before `next_offset`
     /// are skipped.
     pub resume: BTreeMap<i32, SourceOffset>,
@@ -85,8 +87,11 @@ pub fn file_source<'scope>(
         reader,
         config.tick_ms,
         config.epochs,
-        config.stop.clone(),
-        config.decoder.metrics.clone(),
+        Pacing {
+            stop: config.stop.clone(),
+            metrics: config.decoder.metrics.clone(),
+            max_lag_ms: config.max_lag_ms,
+        },
     ))
 }
 

@@ -48,6 +48,9 @@ pub struct JobMetrics {
     pub backpressure_episodes: AtomicU64,
     /// Source activations that skipped reading because of [`JobMetrics::score_backlog`].
     pub source_pauses: AtomicU64,
+    /// Times a source instance started holding back because the job's progress (the scores,
+    /// in any process) lagged more than `[runtime] max_lag` behind its tick.
+    pub lag_episodes: AtomicU64,
     /// Checkpoint epochs committed (manifests written).
     pub checkpoints_committed: AtomicU64,
     dead_letters: [AtomicU64; 6],

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use timely::dataflow::operators::probe::Handle as ProbeHandle;
 use timely::dataflow::Stream;
 
 use weir_features::dead_letter::DeadLetter;
@@ -31,6 +32,10 @@ pub struct SourceStreams<'scope> {
     pub reports: Stream<'scope, Tick, Vec<WatermarkReport>>,
     /// Resume positions at each checkpoint epoch (and at the end of a bounded input).
     pub checkpoint: CheckpointStream<'scope>,
+    /// The progress that paces the source (`Pacing::max_lag_ms`): attach it to the stream
+    /// whose lag should hold the source back (`stream.probe_with(&progress)`); left
+    /// unattached, it never does.
+    pub progress: ProbeHandle<Tick>,
 }
 
 /// Turns raw records into events (or dead letters) for one source instance.

@@ -4,6 +4,14 @@
 //! input reports `Watermark::MAX` and drops its capabilities. Kafka and file sources only
 //! implement the reader.
 //!
+//! Backpressure: a source reads nothing while a score instance of its process is at its
+//! in-flight bound (`JobMetrics::score_backlog`, immediate, this process only), or while the
+//! progress of the stage the job attaches to [`SourceStreams::progress`] (the scores) lags
+//! more than [`Pacing::max_lag_ms`] behind the source's tick. Timely tracks progress across
+//! all workers and processes, so the second rule holds a source back when scoring falls
+//! behind in another process, whose rows would otherwise pile up in the exchange between
+//! them. Paused sources keep closing ticks, so progress goes on and they resume by themselves.
+//!
 //! Checkpoints (DESIGN.md §5): when the source moves past a checkpoint epoch `E` (including
 //! epochs skipped while the worker was busy), it sends a report and its resume positions at
 //! `E`, so every window instance has a tick `E` to snapshot at and the manifest of `E` holds
@@ -16,6 +24,7 @@ use std::time::Duration;
 
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::probe::Handle as ProbeHandle;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Scope;
 
@@ -50,20 +59,49 @@ pub trait SourceReader: 'static {
     fn positions(&self) -> BTreeMap<i32, SourceOffset>;
 }
 
+/// What holds a source instance back (see the module header).
+#[derive(Clone, Debug)]
+pub struct Pacing {
+    /// Set to end the source without declaring the end of input.
+    pub stop: Arc<AtomicBool>,
+    /// Job counters; `score_backlog` pauses the source.
+    pub metrics: Arc<JobMetrics>,
+    /// Read nothing while the progress probed by [`SourceStreams::progress`] is more than
+    /// this many milliseconds (rounded up to whole ticks) behind the source's tick; `None`:
+    /// no bound.
+    pub max_lag_ms: Option<u64>,
+}
+
 /// Builds a source operator. Workers without an instance (`reader == None`) emit nothing and
-/// hold no capability. `stop` ends the source without declaring the end of input. While
-/// `metrics.score_backlog` is non-zero (a score instance of this process is at its in-flight
-/// bound) the source reads nothing, so a slow model slows the input instead of growing memory.
+/// hold no capability. `pacing` stops and pauses it (see the module header): a slow model
+/// slows the input instead of growing memory.
 pub fn build_source<'scope, R: SourceReader>(
     scope: Scope<'scope, Tick>,
     name: &str,
     reader: Option<R>,
     tick_ms: u64,
     epochs: EpochClock,
-    stop: Arc<AtomicBool>,
-    metrics: Arc<JobMetrics>,
+    pacing: Pacing,
 ) -> SourceStreams<'scope> {
     let tick_ms = tick_ms.max(1);
+    let Pacing {
+        stop,
+        metrics,
+        max_lag_ms,
+    } = pacing;
+    let max_lag_ticks = max_lag_ms.map(|ms| ms.div_ceil(tick_ms).max(1));
+    let progress = ProbeHandle::<Tick>::new();
+    // Lagging: the probed progress is at a tick more than the bound before `tick`. Tick 0
+    // (Timely's minimum) is no tick of a source: it is the frontier before the first
+    // progress of every worker has arrived, not a lag.
+    let lagging = {
+        let progress = progress.clone();
+        move |tick: Tick| {
+            max_lag_ticks.is_some_and(|lag| {
+                progress.with_frontier(|f| f.iter().any(|t| *t > 0 && t.saturating_add(lag) < tick))
+            })
+        }
+    };
     let mut builder = OperatorBuilder::new(name.to_owned(), scope);
     let activator = scope.activator_for(builder.operator_info().address);
     let (events_out, events) = builder.new_output::<Vec<Event>>();
@@ -80,12 +118,13 @@ pub fn build_source<'scope, R: SourceReader>(
         let mut running = reader.map(|reader| {
             let caps: Vec<Capability<Tick>> =
                 capabilities.iter().map(|c| c.delayed(&tick)).collect();
-            (reader, caps)
+            (reader, caps, false)
         });
         drop(capabilities);
         activator.activate();
         move |_frontiers| {
-            let Some((reader, caps)) = running.as_mut() else {
+            // `held_back`: whether the source is holding back for lagging progress.
+            let Some((reader, caps, held_back)) = running.as_mut() else {
                 return;
             };
             if stop.load(Ordering::Relaxed) {
@@ -118,6 +157,18 @@ pub fn build_source<'scope, R: SourceReader>(
             if metrics.score_backlog.load(Ordering::Relaxed) > 0 {
                 // Scoring is behind: keep closing ticks, but read nothing until it catches up.
                 JobMetrics::add(&metrics.source_pauses, 1);
+                activator.activate_after(Duration::from_millis(1));
+                return;
+            }
+            let lags = lagging(*caps[0].time());
+            if lags != *held_back {
+                *held_back = lags;
+                if lags {
+                    JobMetrics::add(&metrics.lag_episodes, 1);
+                }
+            }
+            if lags {
+                // The job's progress (in some process) is behind: the same, until it is not.
                 activator.activate_after(Duration::from_millis(1));
                 return;
             }
@@ -168,6 +219,7 @@ pub fn build_source<'scope, R: SourceReader>(
         dead_letters,
         reports,
         checkpoint,
+        progress,
     }
 }
 

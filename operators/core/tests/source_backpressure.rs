@@ -51,6 +51,7 @@ fn a_score_backlog_pauses_the_source_until_it_clears() -> Result<()> {
         max_batch: 64,
         stop: Arc::new(AtomicBool::new(false)),
         epochs: EpochClock::OFF,
+        max_lag_ms: None,
         resume: BTreeMap::new(),
     };
     let seen = Arc::new(AtomicU64::new(0));

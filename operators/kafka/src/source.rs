@@ -28,7 +28,7 @@ use weir_operators::epochs::EpochClock;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
 use weir_operators::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
-use weir_operators::source_operator::{build_source, SourceReader};
+use weir_operators::source_operator::{build_source, Pacing, SourceReader};
 
 use crate::admin::partition_count;
 use crate::error::{KafkaEdgeError, Result};
@@ -78,6 +78,8 @@ pub struct KafkaSourceConfig {
     pub stop: Arc<AtomicBool>,
     /// Checkpoint epochs.
     pub epochs: EpochClock,
+    /// Read nothing while the job's progress lags more than this behind (`Pacing`).
+    pub max_lag_ms: Option<u64>,
     /// Where to resume, per partition, from a checkpoint (others start at `start`).
     pub resume: BTreeMap<i32, SourceOffset>,
 }
@@ -131,8 +133,11 @@ pub fn kafka_source<'scope>(
         reader,
         config.tick_ms,
         config.epochs,
-        config.stop.clone(),
-        config.metrics.clone(),
+        Pacing {
+            stop: config.stop.clone(),
+            metrics: config.metrics.clone(),
+            max_lag_ms: config.max_lag_ms,
+        },
     ))
 }
 

@@ -32,7 +32,7 @@ use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 use weir_features::window::WindowSpec;
 use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
 use weir_operators::metrics::JobMetrics;
-use weir_operators::source_operator::{build_source, SourceReader};
+use weir_operators::source_operator::{build_source, Pacing, SourceReader};
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
 
 /// Wall-clock tick length of the test dataflows.
@@ -418,8 +418,11 @@ pub fn run(scenario: Scenario) -> Result<Outcome, String> {
                 Some(reader),
                 TICK_MS,
                 EpochClock::OFF,
-                stop,
-                source_metrics,
+                Pacing {
+                    stop,
+                    metrics: source_metrics,
+                    max_lag_ms: None,
+                },
             );
             let windows = source
                 .events

@@ -1,0 +1,229 @@
+//! Backpressure across processes: a source holds back while the stage it is paced by lags
+//! more than `max_lag` behind its tick, even when that stage runs in another process.
+//!
+//! Two Timely processes talk over TCP on localhost (two threads of this test, each with its
+//! own `JobMetrics`, so nothing but Timely's progress tracking connects them). Process 0 runs
+//! the file source; every event goes to a stand-in for a slow score instance on process 1,
+//! which keeps a capability at the first tick it saw until the test lets it go. The source
+//! must stop reading (and count a lag episode) with most of its file unread, read nothing
+//! more while the stage is held, and read the whole file once it is let go.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::{Operator, Probe};
+
+use weir_features::decode::JsonDecoder;
+use weir_features::record::Event;
+use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+use weir_operators::epochs::EpochClock;
+use weir_operators::file_source::{file_source, FileSourceConfig};
+use weir_operators::metrics::JobMetrics;
+use weir_operators::source::RecordDecoder;
+use weir_operators::Placement;
+
+/// Far more lines than the source reads (one per activation) before its lag bound trips.
+const LINES: u64 = 300_000;
+const TICK_MS: u64 = 10;
+const MAX_LAG_MS: u64 = 50;
+
+fn write_input(dir: &Path) -> Result<std::path::PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("events.jsonl");
+    let text: String = (0..LINES)
+        .map(|i| format!("{{\"user\":\"u{}\",\"ts\":{}}}\n", i % 1000, 1_000 + i))
+        .collect();
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+fn source_config(path: &Path, metrics: Arc<JobMetrics>) -> Result<FileSourceConfig> {
+    let fields = BTreeMap::from([
+        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
+        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
+    ]);
+    let schema = RecordSchema::new(&fields, "user", "ts")?;
+    Ok(FileSourceConfig {
+        paths: vec![path.to_path_buf()],
+        parallelism: 1,
+        placement: Placement::new(2, 2),
+        tick_ms: TICK_MS,
+        decoder: RecordDecoder {
+            decoder: JsonDecoder::new(schema),
+            key_groups: 16,
+            source_name: "events".to_owned(),
+            metrics,
+        },
+        max_out_of_orderness_ms: 0,
+        max_batch: 1,
+        stop: Arc::new(AtomicBool::new(false)),
+        epochs: EpochClock::OFF,
+        resume: BTreeMap::new(),
+        max_lag_ms: Some(MAX_LAG_MS),
+    })
+}
+
+/// Two free localhost ports for the cluster.
+fn addresses() -> Result<Vec<String>> {
+    let listeners = [
+        TcpListener::bind("127.0.0.1:0")?,
+        TcpListener::bind("127.0.0.1:0")?,
+    ];
+    listeners
+        .iter()
+        .map(|l| Ok(format!("127.0.0.1:{}", l.local_addr()?.port())))
+        .collect()
+}
+
+/// What process 0 saw: events read when the source first held back, events read after the
+/// held stage had been held a while longer.
+struct Seen {
+    at_hold: u64,
+    while_held: u64,
+}
+
+#[test]
+fn lagging_progress_in_another_process_holds_the_source_back() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("weir-source-lag-{}", std::process::id()));
+    let path = write_input(&dir)?;
+    let addresses = addresses()?;
+    let release = Arc::new(AtomicBool::new(false));
+    let metrics: Vec<Arc<JobMetrics>> = (0..2).map(|_| Arc::new(JobMetrics::default())).collect();
+    let processes: Vec<_> = (0..2)
+        .map(|process| {
+            let config = source_config(&path, metrics[process].clone());
+            let metrics = metrics[process].clone();
+            let release = release.clone();
+            let addresses = addresses.clone();
+            std::thread::spawn(move || -> Result<Option<Seen>> {
+                let config = config?;
+                let timely_config = timely::Config {
+                    communication: timely::CommunicationConfig::Cluster {
+                        threads: 1,
+                        process,
+                        addresses,
+                        report: false,
+                        zerocopy: false,
+                    },
+                    worker: timely::WorkerConfig::default(),
+                };
+                let guards = timely::execute(timely_config, move |worker| {
+                    run_worker(worker, config.clone(), &metrics, &release)
+                })
+                .map_err(|e| anyhow::anyhow!("cannot start the Timely process: {e}"))?;
+                let mut results = guards.join().into_iter();
+                results
+                    .next()
+                    .context("one worker")?
+                    .map_err(|e| anyhow::anyhow!("worker panicked: {e}"))?
+            })
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for process in processes {
+        seen.push(
+            process
+                .join()
+                .map_err(|_| anyhow::anyhow!("a process thread panicked"))??,
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let Seen {
+        at_hold,
+        while_held,
+    } = seen[0].take().context("process 0 reports what it saw")?;
+    ensure!(
+        at_hold < LINES / 2,
+        "the source read {at_hold} of {LINES} lines before holding back"
+    );
+    ensure!(
+        while_held == at_hold,
+        "the source read {} lines while the stage was held",
+        while_held - at_hold
+    );
+    let read = JobMetrics::get(&metrics[0].events_in);
+    ensure!(
+        read == LINES,
+        "{read} of {LINES} lines read after the stage was let go"
+    );
+    ensure!(JobMetrics::get(&metrics[0].lag_episodes) >= 1);
+    ensure!(
+        JobMetrics::get(&metrics[0].source_pauses) == 0,
+        "no score backlog is involved"
+    );
+    Ok(())
+}
+
+/// One worker of the two-process cluster; process 0's worker drives the test and returns
+/// what it saw.
+fn run_worker(
+    worker: &mut timely::worker::Worker,
+    config: FileSourceConfig,
+    metrics: &JobMetrics,
+    release: &Arc<AtomicBool>,
+) -> Result<Option<Seen>> {
+    let released = release.clone();
+    worker.dataflow::<u64, _, _>(|scope| {
+        let source = file_source(scope, config).expect("the input file exists");
+        let progress = source.progress.clone();
+        // A slow score instance on worker 1: it keeps its first tick's capability until
+        // released (as a batch in flight would), and passes the events on.
+        let mut kept = None;
+        source
+            .events
+            .unary_frontier(Exchange::new(|_: &Event| 1), "HeldStage", |_, _| {
+                move |(input, _frontier), output| {
+                    input.for_each(|cap, data| {
+                        if let Some(cap) = cap.retain_least(0) {
+                            if kept.is_none() && !released.load(Ordering::SeqCst) {
+                                kept = Some(cap.clone());
+                            }
+                            output.session(&cap).give_container(data);
+                        }
+                    });
+                    if released.load(Ordering::SeqCst) {
+                        kept = None;
+                    }
+                }
+            })
+            .probe_with(&progress);
+    });
+    if worker.index() != 0 {
+        while worker.step_or_park(Some(Duration::from_millis(5))) {}
+        return Ok(None);
+    }
+    let seen = watch_the_source(worker, metrics);
+    // Let the stage go and run the dataflow to its end either way, so that a failed check
+    // fails the test instead of leaving process 1 waiting for progress forever.
+    release.store(true, Ordering::SeqCst);
+    while worker.step_or_park(Some(Duration::from_millis(5))) {}
+    seen.map(Some)
+}
+
+/// Steps process 0's worker until its source holds back, then 300 ms longer.
+fn watch_the_source(worker: &mut timely::worker::Worker, metrics: &JobMetrics) -> Result<Seen> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while JobMetrics::get(&metrics.lag_episodes) == 0 {
+        ensure!(
+            Instant::now() < deadline && JobMetrics::get(&metrics.events_in) < LINES,
+            "the source never held back ({} lines read)",
+            JobMetrics::get(&metrics.events_in)
+        );
+        worker.step_or_park(Some(Duration::from_millis(1)));
+    }
+    let at_hold = JobMetrics::get(&metrics.events_in);
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        worker.step_or_park(Some(Duration::from_millis(5)));
+    }
+    Ok(Seen {
+        at_hold,
+        while_held: JobMetrics::get(&metrics.events_in),
+    })
+}
