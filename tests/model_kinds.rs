@@ -20,6 +20,7 @@ use serde_json::Value;
 use support::oracle::raw_ort_scores;
 use weir::gen::{Clickstream, ClickstreamConfig};
 use weir::{run_job, JobFile};
+use weir_checkpoint::{LocalDirStore, SnapshotStore};
 
 const MODELS: [&str; 3] = [
     "tests/fixtures/model",
@@ -169,6 +170,12 @@ fn registry_run_with_shadow(from_control: bool) -> Result<()> {
     } else {
         job.model.shadow = Some(shadow.clone());
     }
+    // A checkpoint every tick, so that the run commits some: their manifests must name
+    // what served, the second version included (from the score instances, not the start).
+    job.checkpoint = Some(toml::from_str(&format!(
+        "dir = \"{}\"\ninterval = \"100ms\"",
+        dir.join("ckpt").display()
+    ))?);
     let out = dir.join("scores.jsonl");
     job.use_input_files(vec![events.clone()]);
     job.use_output_file(out.clone(), None);
@@ -206,6 +213,22 @@ fn registry_run_with_shadow(from_control: bool) -> Result<()> {
         summary.models
     );
     ensure!(summary.models.reload_failures == 0, "{:?}", summary.models);
+    let manifest = LocalDirStore::open(dir.join("ckpt"))?
+        .latest_valid()?
+        .context("the run committed no checkpoint")?;
+    let expected = BTreeMap::from([
+        ("purchase_propensity".to_owned(), "tiny-mlp-1".to_owned()),
+        (
+            "purchase_propensity:shadow".to_owned(),
+            "tiny-lightgbm-1".to_owned(),
+        ),
+    ]);
+    ensure!(
+        manifest.model_versions == expected,
+        "manifest of epoch {:?} names {:?}",
+        manifest.epoch,
+        manifest.model_versions
+    );
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

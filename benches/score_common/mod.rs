@@ -122,6 +122,7 @@ pub fn session_options() -> SessionOptions {
 /// An inference thread's setup for `model_dir`.
 pub fn setup(model_dir: &Path) -> InferenceSetup {
     InferenceSetup {
+        instance: 0,
         source: ModelSource::Dir(model_dir.to_path_buf()),
         secondary: None,
         job_features: feature_names(),

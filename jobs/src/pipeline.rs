@@ -70,7 +70,8 @@ pub struct JobPlan {
     pub stop: Arc<AtomicBool>,
     /// Checkpointing of this run (`None`: no `[checkpoint]` section).
     pub checkpoints: Option<CheckpointPlan>,
-    /// Model versions in use, by model name (recorded in checkpoint manifests).
+    /// Model versions loaded at start, by model name: checkpoint manifests record them while
+    /// no score instance of this process reports what it serves (`JobMetrics::serving`).
     pub model_versions: BTreeMap<String, String>,
     /// Run after each committed checkpoint (consumer-group offsets).
     pub on_commit: Option<CommitHook>,

@@ -2,8 +2,9 @@
 //! every [`CheckpointPart`] of the job. When its input frontier passes a checkpoint epoch `E`,
 //! every source has sent its offsets for `E`, every window instance has written its snapshot
 //! of `E` and every sink has flushed its output of ticks `<= E` (they hold their capabilities
-//! until then). It then writes `ckpt/<E>/MANIFEST` — offsets, key groups, parallelism, model
-//! versions, topology hash, snapshot files — with the store's atomic rename (the commit point),
+//! until then). It then writes `ckpt/<E>/MANIFEST` — offsets, key groups, parallelism, the
+//! model versions served at that moment (`crate::serving`, this process's score instances),
+//! topology hash, snapshot files — with the store's atomic rename (the commit point),
 //! prunes old epochs and runs the commit hook (Kafka consumer-group offsets, for lag
 //! visibility only).
 
@@ -34,7 +35,8 @@ pub struct CommitterConfig {
     pub key_groups: u32,
     /// Parallelism of every operator, by name.
     pub parallelism: BTreeMap<String, usize>,
-    /// Model versions in use, by model name.
+    /// Model versions loaded at start, by model name: recorded while no score instance of
+    /// this process reports what it serves (`JobMetrics::serving`, which follows hot reloads).
     pub model_versions: BTreeMap<String, String>,
     /// Hash of the job's features and topology.
     pub topology_hash: u64,
@@ -104,7 +106,12 @@ fn commit(
     let mut manifest = Manifest::new(Epoch(tick), config.key_groups);
     manifest.parallelism = config.parallelism.clone();
     manifest.sources = offsets.clone();
-    manifest.model_versions = config.model_versions.clone();
+    let serving = config.metrics.serving.versions();
+    manifest.model_versions = if serving.is_empty() {
+        config.model_versions.clone()
+    } else {
+        serving
+    };
     manifest.topology_hash = config.topology_hash;
     manifest.files = files;
     if !manifest.files.iter().any(|f| f.operator == WINDOW_OPERATOR) {

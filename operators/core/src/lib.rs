@@ -2,7 +2,7 @@
 //!
 //! Weir's Timely Dataflow operators between the edges: where each stage's instances run
 //! ([`placement`]), the keyed window-feature operator ([`window_features`]) and the job's
-//! shared counters ([`metrics`]). Kafka (`weir-kafka`) and ONNX scoring (`weir-score`) live
+//! shared counters ([`metrics`]) and served model versions ([`serving`]). Kafka (`weir-kafka`) and ONNX scoring (`weir-score`) live
 //! in their own crates so this one builds and tests without native dependencies.
 
 pub mod clock;
@@ -14,6 +14,7 @@ pub mod file_sink;
 pub mod file_source;
 pub mod metrics;
 pub mod placement;
+pub mod serving;
 mod snapshot_writer;
 pub mod source;
 pub mod source_operator;

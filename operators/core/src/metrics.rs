@@ -7,6 +7,8 @@ use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
 
+use crate::serving::ServingModels;
+
 use weir_features::dead_letter::DeadLetterReason;
 
 /// Counters of one job run in this process.
@@ -53,6 +55,8 @@ pub struct JobMetrics {
     pub lag_episodes: AtomicU64,
     /// Checkpoint epochs committed (manifests written).
     pub checkpoints_committed: AtomicU64,
+    /// The model versions this process's score instances serve now (for the manifests).
+    pub serving: ServingModels,
     dead_letters: [AtomicU64; 6],
     /// Late records by source partition (DESIGN.md §2: "counted per partition").
     late_by_partition: Mutex<BTreeMap<i32, u64>>,

@@ -14,6 +14,7 @@
 //! scores part of the batch leaves a [`Verdict`] naming itself (and its error when it failed),
 //! from which the operator builds the scored batches and dead letters (`crate::records`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -200,6 +201,22 @@ impl ModelSet {
     /// operator reads it to flag rows.
     pub fn canary_share(&self) -> &Arc<CanaryShare> {
         &self.canary_share
+    }
+
+    /// What this set serves, keyed for checkpoint manifests (`weir_operators::serving`): the
+    /// primary under its model name, a second version under `name:canary` / `name:shadow`.
+    pub fn serving(&self) -> BTreeMap<String, String> {
+        let primary = &self.primary.tag;
+        let mut versions =
+            BTreeMap::from([(primary.name.to_string(), primary.version.to_string())]);
+        if let Some((role, tag)) = self.secondary() {
+            let role = match role {
+                SecondaryRole::Shadow => "shadow",
+                SecondaryRole::Canary { .. } => "canary",
+            };
+            versions.insert(format!("{}:{role}", tag.name), tag.version.to_string());
+        }
+        versions
     }
 
     /// The second version's role and tag, when one serves.

@@ -77,6 +77,7 @@ impl ScoreConfig {
     /// What instance `instance`'s inference thread needs.
     pub fn inference_setup(&self, instance: usize) -> InferenceSetup {
         InferenceSetup {
+            instance,
             source: self.source.clone(),
             secondary: self.secondary.clone(),
             job_features: self.job_features.clone(),

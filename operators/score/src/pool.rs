@@ -32,6 +32,8 @@ use crate::session::SessionOptions;
 /// Everything an inference thread needs to load and serve its models.
 #[derive(Clone, Debug)]
 pub struct InferenceSetup {
+    /// The score instance this thread serves (its entry in `JobMetrics::serving`).
+    pub instance: usize,
     /// Where the primary version comes from.
     pub source: ModelSource,
     /// The job file's shadow or canary version, a fixed directory (its files are not
@@ -118,6 +120,8 @@ impl InferenceThread {
                     }
                 };
                 let share = models.canary_share().clone();
+                // Visible (to checkpoint manifests) once the stage has started.
+                publish_serving(&models, &setup);
                 let _ = ready_tx.send(Ok((models.primary_tag().clone(), share)));
                 serve(models, watcher, &setup, hand, wake);
             })
@@ -231,6 +235,11 @@ fn contain_panic(f: impl FnOnce()) -> std::result::Result<(), String> {
 }
 
 /// The thread's loop: score jobs in order, reload between them, stop when the operator goes.
+/// Records what `models` serves for checkpoint manifests (`JobMetrics::serving`).
+fn publish_serving(models: &ModelSet, setup: &InferenceSetup) {
+    setup.metrics.serving.set(setup.instance, models.serving());
+}
+
 fn serve(
     mut models: ModelSet,
     mut watcher: Option<Watcher>,
@@ -271,6 +280,7 @@ fn serve(
         }
         if let Some(w) = watcher.as_mut().filter(|w| w.due().is_zero()) {
             w.check(&mut models, setup);
+            publish_serving(&models, setup);
         }
     }
 }

@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use weir_operators::metrics::JobMetrics;
 use weir_score::budget::{available_cores, InstanceCores};
@@ -28,8 +28,12 @@ fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() 
         cfg.cores = Some(vec![InstanceCores { cores: vec![1] }]);
     }
     let counters = cfg.counters.clone();
+    let metrics = cfg.metrics.clone();
+    let serving = move || metrics.serving.versions();
+    let serves = |version: &str| BTreeMap::from([("pp".to_owned(), version.to_owned())]);
     let dir = model_dir.clone();
     let (ticks, out) = with_score_dataflow(cfg, move |driver| -> anyhow::Result<u64> {
+        anyhow::ensure!(serving() == serves("v1"), "at start: {:?}", serving());
         let mut phase = 0; // 0: serving v1, 1: v2 published, 2: rollback to v1 asked
         let mut switched_at = Vec::new();
         for _ in 0..TICK_BUDGET {
@@ -41,11 +45,14 @@ fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() 
                     phase = 1;
                 }
                 (1, Some("v2")) => {
+                    // What checkpoint manifests record follows the swap.
+                    anyhow::ensure!(serving() == serves("v2"), "after v2: {:?}", serving());
                     switched_at.push(tick);
                     std::fs::write(dir.join("CONTROL"), "rollback v1 # v2 misbehaves\n")?;
                     phase = 2;
                 }
                 (2, Some("v1")) => {
+                    anyhow::ensure!(serving() == serves("v1"), "rolled back: {:?}", serving());
                     switched_at.push(tick);
                     break;
                 }
