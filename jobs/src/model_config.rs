@@ -135,9 +135,13 @@ impl ModelSection {
             (Some(_), Some(_), _) => {
                 bail!("[model] has both shadow and canary; run one second version at a time")
             }
-            (_, Some(_), Some(share)) if share > 0.0 && share <= 1.0 => {}
-            (_, Some(_), share) => {
-                bail!("[model] canary needs canary_share in (0, 1], e.g. 0.05 (got {share:?})")
+            (_, Some(_), Some(share)) => {
+                if let Err(problem) = weir_score::control::check_share(share) {
+                    bail!("[model] canary_share {share} {problem} (a fraction, e.g. 0.05)");
+                }
+            }
+            (_, Some(_), None) => {
+                bail!("[model] canary needs canary_share in (0, 1], e.g. 0.05")
             }
             (_, None, Some(_)) => bail!("[model] canary_share is only used with canary = \"dir\""),
             _ => {}

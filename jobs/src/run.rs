@@ -127,8 +127,8 @@ impl ModelActivity {
             return String::new();
         }
         format!(
-            "\nmodels:          {} hot reloads ({} failed), {} second-version changes, \
-             {} canary rows, {} shadow errors",
+            "\nmodels:          {} hot reloads ({} failed), {} second-version changes (each \
+             counted per score instance), {} canary rows, {} shadow errors",
             self.reloads,
             self.reload_failures,
             self.secondary_changes,
@@ -433,8 +433,8 @@ mod tests {
         };
         assert_eq!(
             busy.line(),
-            "\nmodels:          2 hot reloads (1 failed), 0 second-version changes, 40 canary \
-             rows, 0 shadow errors"
+            "\nmodels:          2 hot reloads (1 failed), 0 second-version changes (each \
+             counted per score instance), 40 canary rows, 0 shadow errors"
         );
         // A shadow started and stopped by CONTROL, with no row in a canary, still shows.
         let shadowed = ModelActivity {

@@ -184,7 +184,11 @@ fn model_section_rules() -> Result<()> {
     )?;
     rejected(
         &job(one, "path = \"m\"\ncanary = \"c\"\ncanary_share = 1.5"),
-        &["canary_share in (0, 1]"],
+        &["canary_share 1.5 must be above 0 and at most 100% (1.0)"],
+    )?;
+    rejected(
+        &job(one, "path = \"m\"\ncanary = \"c\"\ncanary_share = 0.00004"),
+        &["canary_share 0.00004 is below the canary split's resolution of 0.01%"],
     )?;
     rejected(
         &job(

@@ -59,6 +59,8 @@ pub fn parse_control(text: &str) -> Result<Control, String> {
     let mut control = Control::default();
     let mut primary_line: Option<(usize, &str)> = None;
     let mut second_line: Option<(usize, &str)> = None;
+    // Editors that save a byte order mark put it before the first directive.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (at, raw) in text.lines().enumerate() {
         let n = at + 1;
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -139,8 +141,9 @@ fn parse_second(line: &str, words: &[&str]) -> Result<SecondVersion, String> {
     }
 }
 
-/// A canary share: a percentage (`5%`, `12.5%`) or a fraction (`0.05`), in (0, 1] and no
-/// finer than the canary split's buckets can tell apart from none.
+/// A canary share: a percentage (`5%`, `12.5%`, `100%`) or a fraction below 1 (`0.05`); see
+/// [`check_share`]. A bare number from 1 to 100 is refused as ambiguous (`1` could mean 1 %
+/// or every key).
 pub fn parse_share(word: &str) -> Result<f64, String> {
     let (number, percent) = match word.strip_suffix('%') {
         Some(number) => (number, true),
@@ -152,26 +155,32 @@ pub fn parse_share(word: &str) -> Result<f64, String> {
         )
     })?;
     let share = if percent { value / 100.0 } else { value };
-    if !percent && value > 1.0 && value <= 100.0 {
+    if !percent && (1.0..=100.0).contains(&value) {
         return Err(format!(
-            "the share `{word}` is above 1; write `{word}%` for a percentage, or a fraction \
-             such as `0.05`"
+            "the share `{word}` is ambiguous; write `{word}%` for a percentage, `100%` for \
+             every key, or a fraction below 1 such as `0.05`"
         ));
     }
+    check_share(share).map_err(|problem| format!("the share `{word}` {problem}"))?;
+    Ok(share)
+}
+
+/// A canary share must be above 0, at most 1 (every key) and at least the canary split's
+/// resolution (1 / [`CANARY_BUCKETS`], 0.01 %): a smaller one would load the canary and give
+/// it no key. The error completes "the share ... ".
+pub fn check_share(share: f64) -> Result<(), String> {
     if !(share > 0.0 && share <= 1.0) {
-        return Err(format!(
-            "the share `{word}` must be above 0 and at most 100% (1.0); to stop the canary, \
-             remove its line"
-        ));
+        return Err(
+            "must be above 0 and at most 100% (1.0); to stop the canary, remove it".to_owned(),
+        );
     }
-    if (share * CANARY_BUCKETS as f64).round() < 1.0 {
+    if share * (CANARY_BUCKETS as f64) < 1.0 {
         return Err(format!(
-            "the share `{word}` is below the canary split's resolution of {}%, so no key \
-             would be in it",
+            "is below the canary split's resolution of {}%, so no key would be in it",
             100.0 / CANARY_BUCKETS as f64
         ));
     }
-    Ok(share)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -250,6 +259,14 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_directive() {
+        assert_eq!(
+            parse_control("\u{feff}pin v3\n").map(|c| c.primary),
+            Ok(pin("v3"))
+        );
+    }
+
+    #[test]
     fn shares_as_percentages_and_fractions_agree() {
         for (percent, fraction) in [("5%", "0.05"), ("50%", "0.5"), ("0.01%", "0.0001")] {
             assert_eq!(parse_share(percent), parse_share(fraction), "{percent}");
@@ -286,13 +303,19 @@ mod tests {
                 "line 3: `canary v5 5%` after `shadow v4` (line 1); run one second version",
             ),
             ("canary v4 five", "the share `five` is not a number"),
-            ("canary v4 5", "the share `5` is above 1; write `5%`"),
+            ("canary v4 5", "the share `5` is ambiguous; write `5%`"),
+            ("canary v4 1", "the share `1` is ambiguous; write `1%`"),
+            ("canary v4 1.0", "`100%` for every key"),
             ("canary v4 0%", "must be above 0 and at most 100%"),
             ("canary v4 150%", "must be above 0 and at most 100%"),
             ("canary v4 -0.1", "must be above 0 and at most 100%"),
             ("canary v4 NaN", "must be above 0 and at most 100%"),
             (
                 "canary v4 0.001%",
+                "below the canary split's resolution of 0.01%",
+            ),
+            (
+                "canary v4 0.008%",
                 "below the canary split's resolution of 0.01%",
             ),
         ];

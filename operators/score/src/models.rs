@@ -95,12 +95,15 @@ pub struct SecondaryModel {
 }
 
 /// Counters of the scoring stage beyond [`JobMetrics`]: reloads and the second version.
+/// Shared by the score instances of a process; each instance's thread watches the registry
+/// and swaps on its own, so a reload, a failure or a second-version change counts once per
+/// instance.
 #[derive(Debug, Default)]
 pub struct ScoreCounters {
     /// Successful hot reloads (the primary version was swapped).
     pub reloads: AtomicU64,
     /// Failed reload attempts of either version, and unreadable or invalid `CONTROL` files
-    /// (what served kept serving); one per distinct failure.
+    /// (what served kept serving); one per distinct failure and instance.
     pub reload_failures: AtomicU64,
     /// Changes of the second version that took effect: started, stopped, another version, or
     /// another role or share (`CONTROL`'s `canary` / `shadow` line).

@@ -184,7 +184,13 @@ impl Registry {
 
 /// Orders version names "naturally": runs of digits compare as numbers (`v9 < v10`), other
 /// runs as text, so dates (`2026-11-30.2`) and counters (`7`, `12`) both sort as expected.
+/// Names equal as numbers (`v7`, `v07`) then order by their text, so which one is newest never
+/// depends on the order the file system lists them in.
 pub fn version_order(a: &str, b: &str) -> Ordering {
+    natural_order(a, b).then_with(|| a.cmp(b))
+}
+
+fn natural_order(a: &str, b: &str) -> Ordering {
     let (mut a, mut b) = (a, b);
     loop {
         match (a.is_empty(), b.is_empty()) {
@@ -261,6 +267,9 @@ mod tests {
                 "v10"
             ]
         );
-        assert_eq!(version_order("007", "7"), Ordering::Equal);
+        // Equal as numbers: the text decides, whatever order they are listed in.
+        assert_eq!(version_order("007", "7"), Ordering::Less);
+        assert_eq!(version_order("v7", "v07"), Ordering::Greater);
+        assert_eq!(version_order("v7", "v7"), Ordering::Equal);
     }
 }
