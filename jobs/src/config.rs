@@ -394,7 +394,7 @@ impl JobFile {
         }
         if runtime.max_lag < 0 || (runtime.max_lag > 0 && runtime.max_lag < runtime.tick) {
             bail!(
-                "[runtime] max_lag must be at least one tick ({} ms) or 0 for no bound, e.g. \"2s\"",
+                "[runtime] max_lag must be at least one tick ({} ms) or \"0s\" for no bound, e.g. \"2s\"",
                 runtime.tick
             );
         }

@@ -303,7 +303,7 @@ fn zero_durations_are_rejected() -> Result<()> {
 fn max_lag_is_zero_for_no_bound_or_at_least_one_tick() -> Result<()> {
     assert_rejected(
         &edited("[window]", "[runtime]\nmax_lag = \"50ms\"\n\n[window]"),
-        &["[runtime] max_lag must be at least one tick (100 ms) or 0"],
+        &["[runtime] max_lag must be at least one tick (100 ms) or \"0s\" for no bound"],
     )?;
     let unbounded: JobFile = toml::from_str(&edited(
         "[window]",

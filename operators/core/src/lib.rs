@@ -18,6 +18,7 @@ pub mod serving;
 mod snapshot_writer;
 pub mod source;
 pub mod source_operator;
+mod source_pace;
 pub mod window_features;
 
 pub use placement::{Placement, StageParallelism};

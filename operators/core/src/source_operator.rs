@@ -7,10 +7,15 @@
 //! Backpressure: a source reads nothing while a score instance of its process is at its
 //! in-flight bound (`JobMetrics::score_backlog`, immediate, this process only), or while the
 //! progress of the stage the job attaches to [`SourceStreams::progress`] (the scores) lags
-//! more than [`Pacing::max_lag_ms`] behind the source's tick. Timely tracks progress across
-//! all workers and processes, so the second rule holds a source back when scoring falls
-//! behind in another process, whose rows would otherwise pile up in the exchange between
-//! them. Paused sources keep closing ticks, so progress goes on and they resume by themselves.
+//! more than [`Pacing::max_lag_ms`] behind the slowest source instance (probed on the
+//! sources' own `reports` output). Timely tracks progress across all workers and processes,
+//! so the second rule holds a source back when scoring falls behind in another process,
+//! whose rows would otherwise pile up in the exchange between them; measuring against the
+//! slowest source, not this source's own tick, keeps hosts whose clocks disagree from
+//! reading as lag. With the bound on, a source also reads nothing until every worker has
+//! started the dataflow (until then every frontier is at tick 0, and nothing read could get
+//! past the missing worker). Paused sources keep closing ticks, so progress goes on and they
+//! resume by themselves.
 //!
 //! Checkpoints (DESIGN.md §5): when the source moves past a checkpoint epoch `E` (including
 //! epochs skipped while the worker was busy), it sends a report and its resume positions at
@@ -25,7 +30,7 @@ use std::time::Duration;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
-use timely::dataflow::operators::Capability;
+use timely::dataflow::operators::{Capability, Probe};
 use timely::dataflow::Scope;
 
 use weir_checkpoint::SourceOffset;
@@ -38,6 +43,7 @@ use crate::clock::unix_ms;
 use crate::epochs::{CheckpointPart, EpochClock};
 use crate::metrics::JobMetrics;
 use crate::source::SourceStreams;
+use crate::source_pace::{pace, Pace};
 
 type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
 
@@ -67,8 +73,8 @@ pub struct Pacing {
     /// Job counters; `score_backlog` pauses the source.
     pub metrics: Arc<JobMetrics>,
     /// Read nothing while the progress probed by [`SourceStreams::progress`] is more than
-    /// this many milliseconds (rounded up to whole ticks) behind the source's tick; `None`:
-    /// no bound.
+    /// this many milliseconds (rounded up to whole ticks) behind the slowest source instance,
+    /// or before every worker has started; `None`: no bound.
     pub max_lag_ms: Option<u64>,
 }
 
@@ -91,14 +97,15 @@ pub fn build_source<'scope, R: SourceReader>(
     } = pacing;
     let max_lag_ticks = max_lag_ms.map(|ms| ms.div_ceil(tick_ms).max(1));
     let progress = ProbeHandle::<Tick>::new();
-    // Lagging: the probed progress is at a tick more than the bound before `tick`. Tick 0
-    // (Timely's minimum) is no tick of a source: it is the frontier before the first
-    // progress of every worker has arrived, not a lag.
-    let lagging = {
-        let progress = progress.clone();
-        move |tick: Tick| {
-            max_lag_ticks.is_some_and(|lag| {
-                progress.with_frontier(|f| f.iter().any(|t| *t > 0 && t.saturating_add(lag) < tick))
+    // The slowest source instance's tick, cluster-wide (probed on `reports` below).
+    let sources = ProbeHandle::<Tick>::new();
+    let pace_now = {
+        let (progress, sources) = (progress.clone(), sources.clone());
+        move || {
+            max_lag_ticks.map_or(Pace::Keeping, |lag| {
+                progress.with_frontier(|output| {
+                    sources.with_frontier(|sources| pace(&output, &sources, lag))
+                })
             })
         }
     };
@@ -160,15 +167,17 @@ pub fn build_source<'scope, R: SourceReader>(
                 activator.activate_after(Duration::from_millis(1));
                 return;
             }
-            let lags = lagging(*caps[0].time());
+            let pace = pace_now();
+            let lags = pace == Pace::Lagging;
             if lags != *held_back {
                 *held_back = lags;
                 if lags {
                     JobMetrics::add(&metrics.lag_episodes, 1);
                 }
             }
-            if lags {
-                // The job's progress (in some process) is behind: the same, until it is not.
+            if pace != Pace::Keeping {
+                // Some worker has not started, or the job's output (in some process) is
+                // behind: keep closing ticks, read nothing until that changes.
                 activator.activate_after(Duration::from_millis(1));
                 return;
             }
@@ -217,7 +226,7 @@ pub fn build_source<'scope, R: SourceReader>(
     SourceStreams {
         events,
         dead_letters,
-        reports,
+        reports: reports.probe_with(&sources),
         checkpoint,
         progress,
     }

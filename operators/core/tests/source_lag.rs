@@ -6,7 +6,9 @@
 //! the file source; every event goes to a stand-in for a slow score instance on process 1,
 //! which keeps a capability at the first tick it saw until the test lets it go. The source
 //! must stop reading (and count a lag episode) with most of its file unread, read nothing
-//! more while the stage is held, and read the whole file once it is let go.
+//! more while the stage is held, and read the whole file once it is let go. And while
+//! process 1 has not built its dataflow yet (a slow model load, say), the source reads
+//! nothing at all: nothing it read could get past the missing worker.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -88,20 +90,34 @@ struct Seen {
     while_held: u64,
 }
 
-#[test]
-fn lagging_progress_in_another_process_holds_the_source_back() -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("weir-source-lag-{}", std::process::id()));
+/// How the two processes behave.
+#[derive(Clone)]
+struct Scenario {
+    /// While false, process 1's stage keeps its first tick's capability.
+    release: Arc<AtomicBool>,
+    /// Whether process 1 builds its dataflow only once process 0 has watched its source.
+    late_start: bool,
+    /// Set by process 0 when its watch is over.
+    watched: Arc<AtomicBool>,
+}
+
+/// Runs the two-process cluster; process 0's worker runs `watch` and returns its result.
+fn run_cluster<T: Send + 'static>(
+    label: &str,
+    scenario: &Scenario,
+    watch: fn(&mut timely::worker::Worker, &JobMetrics, &Scenario) -> Result<T>,
+) -> Result<(T, Arc<JobMetrics>)> {
+    let dir = std::env::temp_dir().join(format!("weir-source-{label}-{}", std::process::id()));
     let path = write_input(&dir)?;
     let addresses = addresses()?;
-    let release = Arc::new(AtomicBool::new(false));
     let metrics: Vec<Arc<JobMetrics>> = (0..2).map(|_| Arc::new(JobMetrics::default())).collect();
     let processes: Vec<_> = (0..2)
         .map(|process| {
             let config = source_config(&path, metrics[process].clone());
             let metrics = metrics[process].clone();
-            let release = release.clone();
+            let scenario = scenario.clone();
             let addresses = addresses.clone();
-            std::thread::spawn(move || -> Result<Option<Seen>> {
+            std::thread::spawn(move || -> Result<Option<T>> {
                 let config = config?;
                 let timely_config = timely::Config {
                     communication: timely::CommunicationConfig::Cluster {
@@ -114,7 +130,7 @@ fn lagging_progress_in_another_process_holds_the_source_back() -> Result<()> {
                     worker: timely::WorkerConfig::default(),
                 };
                 let guards = timely::execute(timely_config, move |worker| {
-                    run_worker(worker, config.clone(), &metrics, &release)
+                    run_worker(worker, config.clone(), &metrics, &scenario, watch)
                 })
                 .map_err(|e| anyhow::anyhow!("cannot start the Timely process: {e}"))?;
                 let mut results = guards.join().into_iter();
@@ -134,10 +150,22 @@ fn lagging_progress_in_another_process_holds_the_source_back() -> Result<()> {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+    let seen = seen[0].take().context("process 0 reports what it saw")?;
+    Ok((seen, metrics[0].clone()))
+}
+
+#[test]
+fn lagging_progress_in_another_process_holds_the_source_back() -> Result<()> {
+    let scenario = Scenario {
+        release: Arc::new(AtomicBool::new(false)),
+        late_start: false,
+        watched: Arc::new(AtomicBool::new(false)),
+    };
+    let (seen, metrics) = run_cluster("lag", &scenario, watch_until_held)?;
     let Seen {
         at_hold,
         while_held,
-    } = seen[0].take().context("process 0 reports what it saw")?;
+    } = seen;
     ensure!(
         at_hold < LINES / 2,
         "the source read {at_hold} of {LINES} lines before holding back"
@@ -147,28 +175,57 @@ fn lagging_progress_in_another_process_holds_the_source_back() -> Result<()> {
         "the source read {} lines while the stage was held",
         while_held - at_hold
     );
-    let read = JobMetrics::get(&metrics[0].events_in);
+    let read = JobMetrics::get(&metrics.events_in);
     ensure!(
         read == LINES,
         "{read} of {LINES} lines read after the stage was let go"
     );
-    ensure!(JobMetrics::get(&metrics[0].lag_episodes) >= 1);
+    ensure!(JobMetrics::get(&metrics.lag_episodes) >= 1);
     ensure!(
-        JobMetrics::get(&metrics[0].source_pauses) == 0,
+        JobMetrics::get(&metrics.source_pauses) == 0,
         "no score backlog is involved"
     );
     Ok(())
 }
 
-/// One worker of the two-process cluster; process 0's worker drives the test and returns
-/// what it saw.
-fn run_worker(
+#[test]
+fn a_source_reads_nothing_until_every_worker_has_started() -> Result<()> {
+    let scenario = Scenario {
+        release: Arc::new(AtomicBool::new(true)),
+        late_start: true,
+        watched: Arc::new(AtomicBool::new(false)),
+    };
+    let (read_before, metrics) = run_cluster("start", &scenario, watch_until_built)?;
+    ensure!(
+        read_before == 0,
+        "the source read {read_before} lines before process 1 had built its dataflow"
+    );
+    let read = JobMetrics::get(&metrics.events_in);
+    ensure!(read == LINES, "{read} of {LINES} lines read in the end");
+    ensure!(
+        JobMetrics::get(&metrics.lag_episodes) == 0,
+        "waiting for a worker to start is not a lag"
+    );
+    Ok(())
+}
+
+/// One worker of the two-process cluster; process 0's worker runs `watch`, then (whatever
+/// it found) lets the held stage go and runs the dataflow to its end, so that a failed check
+/// fails the test instead of leaving process 1 waiting for progress forever.
+fn run_worker<T>(
     worker: &mut timely::worker::Worker,
     config: FileSourceConfig,
     metrics: &JobMetrics,
-    release: &Arc<AtomicBool>,
-) -> Result<Option<Seen>> {
-    let released = release.clone();
+    scenario: &Scenario,
+    watch: fn(&mut timely::worker::Worker, &JobMetrics, &Scenario) -> Result<T>,
+) -> Result<Option<T>> {
+    if worker.index() != 0 && scenario.late_start {
+        // A slow start (a model loading, say): no dataflow here until process 0 has looked.
+        while !scenario.watched.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let released = scenario.release.clone();
     worker.dataflow::<u64, _, _>(|scope| {
         let source = file_source(scope, config).expect("the input file exists");
         let progress = source.progress.clone();
@@ -198,16 +255,19 @@ fn run_worker(
         while worker.step_or_park(Some(Duration::from_millis(5))) {}
         return Ok(None);
     }
-    let seen = watch_the_source(worker, metrics);
-    // Let the stage go and run the dataflow to its end either way, so that a failed check
-    // fails the test instead of leaving process 1 waiting for progress forever.
-    release.store(true, Ordering::SeqCst);
+    let seen = watch(worker, metrics, scenario);
+    scenario.watched.store(true, Ordering::SeqCst);
+    scenario.release.store(true, Ordering::SeqCst);
     while worker.step_or_park(Some(Duration::from_millis(5))) {}
     seen.map(Some)
 }
 
 /// Steps process 0's worker until its source holds back, then 300 ms longer.
-fn watch_the_source(worker: &mut timely::worker::Worker, metrics: &JobMetrics) -> Result<Seen> {
+fn watch_until_held(
+    worker: &mut timely::worker::Worker,
+    metrics: &JobMetrics,
+    _: &Scenario,
+) -> Result<Seen> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while JobMetrics::get(&metrics.lag_episodes) == 0 {
         ensure!(
@@ -226,4 +286,18 @@ fn watch_the_source(worker: &mut timely::worker::Worker, metrics: &JobMetrics) -
         at_hold,
         while_held: JobMetrics::get(&metrics.events_in),
     })
+}
+
+/// Steps process 0's worker for 300 ms while process 1 has not built its dataflow (it
+/// waits for this watch to end); returns the lines read in that time.
+fn watch_until_built(
+    worker: &mut timely::worker::Worker,
+    metrics: &JobMetrics,
+    _: &Scenario,
+) -> Result<u64> {
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        worker.step_or_park(Some(Duration::from_millis(1)));
+    }
+    Ok(JobMetrics::get(&metrics.events_in))
 }
