@@ -234,12 +234,12 @@ fn contain_panic(f: impl FnOnce()) -> std::result::Result<(), String> {
     })
 }
 
-/// The thread's loop: score jobs in order, reload between them, stop when the operator goes.
 /// Records what `models` serves for checkpoint manifests (`JobMetrics::serving`).
 fn publish_serving(models: &ModelSet, setup: &InferenceSetup) {
     setup.metrics.serving.set(setup.instance, models.serving());
 }
 
+/// The thread's loop: score jobs in order, reload between them, stop when the operator goes.
 fn serve(
     mut models: ModelSet,
     mut watcher: Option<Watcher>,
@@ -279,7 +279,16 @@ fn serve(
             }
         }
         if let Some(w) = watcher.as_mut().filter(|w| w.due().is_zero()) {
-            w.check(&mut models, setup);
+            if let Err(message) = contain_panic(|| w.check(&mut models, setup)) {
+                // A swap is one assignment, so `models` is whole; the watcher may not be, and
+                // retrying would panic again every poll: this instance stops watching.
+                tracing::error!(%message, instance = setup.instance, "hot reload panicked; this score instance keeps serving what it serves and stops watching the registry");
+                setup
+                    .counters
+                    .reload_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                watcher = None;
+            }
             publish_serving(&models, setup);
         }
     }

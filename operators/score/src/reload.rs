@@ -18,7 +18,9 @@
 //! On any failure (unreadable or invalid `CONTROL`, a version that does not load or check)
 //! what served keeps serving; the failure is logged and counted once
 //! (`ScoreCounters::reload_failures`) and not retried until its files or `CONTROL` change.
-//! Changes are logged with from/to and counted (`reloads`, `secondary_changes`).
+//! Changes are logged with from/to and counted (`reloads`, `secondary_changes`). Should a
+//! check ever panic (no input known to do so), the thread (`crate::pool`) keeps serving what
+//! it serves, logs and counts it as a failure, and stops watching for that instance.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
