@@ -2,14 +2,19 @@
 //!
 //! Inside the scoring stage, between the operator (`crate::batcher`, on the worker thread) and
 //! the inference thread (`crate::pool`): the feature rows stay with the operator; only their
-//! values travel, gathered as the rows arrive into one contiguous row-major `Vec<f64>` (plus a
-//! canary flag per row when a canary version runs, or started or stopped while the batch
-//! filled). The inference thread writes one `f32` score per row and one [`Verdict`] per model
-//! version into the same [`ScoreBatch`] and sends it back; the operator hands the rows on with
+//! values travel, gathered as the rows arrive into one contiguous row-major `Vec<f64>` (plus
+//! each row's canary bucket, its key's stable hash, when a canary version runs, or started or
+//! stopped while the batch filled). The inference thread decides which rows the canary
+//! scores, against the share serving when it takes the batch, and writes one `f32` score per
+//! row, those per-row canary flags and one [`Verdict`] per model version into the same
+//! [`ScoreBatch`] and sends it back; the operator hands the rows on with
 //! their scores as scored batches (`crate::records`) and keeps the spent batch for a later
 //! one, so a steady stream allocates no batch buffers.
 
 pub use weir_features::scored::Verdict;
+
+/// The canary bucket of a row pushed without one: above every cut, so in no canary.
+pub const NO_BUCKET: u16 = u16::MAX;
 
 /// One micro-batch's inputs and, once scored, its scores.
 #[derive(Debug, Default)]
@@ -18,27 +23,33 @@ pub struct ScoreBatch {
     pub values: Vec<f64>,
     /// Rows in the batch.
     pub rows: usize,
-    /// Per row, whether the canary version scores it: one flag per row, or empty when no row
-    /// was pushed with a flag (no canary ran while the batch filled).
+    /// Input: per row, its key's canary bucket (`crate::models::key_bucket`), or
+    /// [`NO_BUCKET`]; one per row, or empty when no row was pushed with one (no canary ran
+    /// while the batch filled).
+    pub canary_buckets: Vec<u16>,
+    /// Output, written by the inference thread (`crate::models::ModelSet::score`): per row,
+    /// whether the canary version scored it, decided from `canary_buckets` against the share
+    /// serving when the batch was scored; empty when the canary scored no row.
     pub canary: Vec<bool>,
     /// What the inference thread wrote.
     pub scores: BatchScores,
 }
 
 impl ScoreBatch {
-    /// Appends one row's values and its canary flag (`None`: no canary runs). The flags stay
-    /// one per row once any row has one, so they line up with the rows when a canary starts
-    /// or stops (hot reload) while the batch fills: rows before the first flag, and rows
-    /// after the last, are not in the canary.
+    /// Appends one row's values and its key's canary bucket (`None`: no canary runs, so no
+    /// bucket was computed). The buckets stay one per row once any row has one, so they line
+    /// up with the rows when a canary starts or stops (hot reload) while the batch fills:
+    /// rows before the first bucket, and rows after the last, get [`NO_BUCKET`] and are in
+    /// no canary.
     #[inline]
-    pub fn push_row(&mut self, values: &[f64], canary: Option<bool>) {
+    pub fn push_row(&mut self, values: &[f64], bucket: Option<u16>) {
         self.values.extend_from_slice(values);
-        match canary {
-            Some(flag) => {
-                self.canary.resize(self.rows, false);
-                self.canary.push(flag);
+        match bucket {
+            Some(bucket) => {
+                self.canary_buckets.resize(self.rows, NO_BUCKET);
+                self.canary_buckets.push(bucket);
             }
-            None if !self.canary.is_empty() => self.canary.push(false),
+            None if !self.canary_buckets.is_empty() => self.canary_buckets.push(NO_BUCKET),
             None => {}
         }
         self.rows += 1;
@@ -48,6 +59,7 @@ impl ScoreBatch {
     pub fn clear(&mut self) {
         self.values.clear();
         self.rows = 0;
+        self.canary_buckets.clear();
         self.canary.clear();
         self.scores.clear();
     }
@@ -60,7 +72,7 @@ pub struct BatchScores {
     pub values: Vec<f32>,
     /// How the primary version did on its rows (all rows, or the rows outside the canary).
     pub primary: Option<Verdict>,
-    /// How the canary version did on the rows flagged for it.
+    /// How the canary version did on the rows it scored (`ScoreBatch::canary`).
     pub canary: Option<Verdict>,
     /// How the shadow version did; it scores every row into `shadow_values`.
     pub shadow: Option<Verdict>,
@@ -81,21 +93,27 @@ impl BatchScores {
 
 #[cfg(test)]
 mod tests {
-    use super::ScoreBatch;
+    use super::{ScoreBatch, NO_BUCKET};
 
     #[test]
-    fn canary_flags_line_up_with_rows_when_a_canary_starts_or_stops() {
+    fn canary_buckets_line_up_with_rows_when_a_canary_starts_or_stops() {
         let mut batch = ScoreBatch::default();
         batch.push_row(&[1.0], None);
-        assert!(batch.canary.is_empty(), "no canary, no flags");
+        assert!(batch.canary_buckets.is_empty(), "no canary, no buckets");
         batch.push_row(&[2.0], None);
-        batch.push_row(&[3.0], Some(true)); // a canary started
-        batch.push_row(&[4.0], Some(false));
+        batch.push_row(&[3.0], Some(7)); // a canary started
+        batch.push_row(&[4.0], Some(9_999));
         batch.push_row(&[5.0], None); // and stopped
         assert_eq!(batch.rows, 5);
-        assert_eq!(batch.canary, [false, false, true, false, false]);
+        assert_eq!(
+            batch.canary_buckets,
+            [NO_BUCKET, NO_BUCKET, 7, 9_999, NO_BUCKET]
+        );
+        assert!(batch.canary.is_empty(), "flags are the inference thread's");
+        batch.canary.extend([false, false, true, false, false]);
         batch.clear();
-        batch.push_row(&[1.0], Some(true));
-        assert_eq!(batch.canary, [true]);
+        assert!(batch.canary.is_empty());
+        batch.push_row(&[1.0], Some(0));
+        assert_eq!(batch.canary_buckets, [0]);
     }
 }

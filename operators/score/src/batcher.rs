@@ -3,7 +3,8 @@
 //!
 //! Between the operator's input and the inference thread (`crate::pool`): rows of one tick
 //! are cut into batches of at most `max_batch_rows`; as rows arrive their values are copied
-//! into the open batch's contiguous buffer ([`ScoreBatch`]) and the rows themselves stay
+//! into the open batch's contiguous buffer ([`ScoreBatch`], with each row's canary bucket
+//! while a canary runs; the inference thread applies the share) and the rows themselves stay
 //! here, in the containers they came in (a container is split only where it overflows a
 //! batch; no row is moved on its own). A batch is sent when full, when its tick is complete,
 //! or after `max_batch_delay`; at most `max_in_flight` batches are queued or running. Scored
@@ -20,7 +21,7 @@ use weir_features::vocab::Tick;
 use weir_operators::metrics::JobMetrics;
 
 use crate::batch::ScoreBatch;
-use crate::models::{canary_bucket, CanaryShare, ScoreCounters};
+use crate::models::{key_bucket, CanaryShare, ScoreCounters};
 use crate::operator::ScoreConfig;
 use crate::pool::{Done, InferenceThread, Job};
 use crate::records::{scored_batches, unscorable, BatchOutcome, RecordContext};
@@ -48,11 +49,13 @@ impl<C> Pending<C> {
         }
     }
 
-    /// Adds a run of rows (at most the batch's room): their values go into the batch.
+    /// Adds a run of rows (at most the batch's room): their values go into the batch, with
+    /// their keys' canary buckets while a canary runs (`canary_share` is `Some`); whether the
+    /// canary scores a row is decided on the inference thread, with the share serving then.
     fn add(&mut self, rows: Vec<FeatureRow>, canary_share: Option<f64>) {
         for row in &rows {
-            let canary = canary_share.map(|share| canary_bucket(&row.key, share));
-            self.batch.push_row(&row.values, canary);
+            let bucket = canary_share.map(|_| key_bucket(&row.key));
+            self.batch.push_row(&row.values, bucket);
         }
         self.runs.push(rows);
     }

@@ -7,9 +7,12 @@
 //! (scores the rows whose key falls in its share, by [`canary_bucket`], a stable xxh3 hash of
 //! the key, so a key always sees the same version). Hot reload (`crate::reload`) swaps either
 //! version, or the second version's role and share, between two batches; the set publishes
-//! its current canary share ([`CanaryShare`]) for the operator, which flags each row with
-//! [`canary_bucket`] as it gathers the batch. A flagged row that reaches the set after the
-//! canary stopped is scored by the primary.
+//! whether a canary runs ([`CanaryShare`]) for the operator, which then gives each row its
+//! key's bucket ([`key_bucket`]) as it gathers the batch. The split itself is decided here,
+//! when the batch is scored, against the share serving at that moment ([`canary_cut`]), so
+//! rows queued before a share change follow the new share; a row without a bucket (pushed
+//! before the canary started) is scored by the primary, and so is every row once the canary
+//! stopped.
 //! Runs on the inference thread, on a [`ScoreBatch`]'s contiguous values: every version that
 //! scores part of the batch leaves a [`Verdict`] naming itself (and its error when it failed),
 //! from which the operator builds the scored batches and dead letters (`crate::records`).
@@ -32,11 +35,25 @@ pub const CANARY_SEED: u64 = 0x5745_4952_4341_4e31; // "WEIRCAN1"
 /// Resolution of the canary share: buckets of 1/10 000.
 pub const CANARY_BUCKETS: u64 = 10_000;
 
-/// Whether `key` is in a canary of `share` (0..=1): `xxh3_64(key, CANARY_SEED) % 10 000 <
-/// round(share × 10 000)`. Stable across runs, processes and restarts.
+/// The canary bucket of `key`: `xxh3_64(key, CANARY_SEED) % 10 000`. Stable across runs,
+/// processes and restarts, and independent of any share.
+#[inline]
+pub fn key_bucket(key: &str) -> u16 {
+    // Below CANARY_BUCKETS (10 000), so it fits.
+    (xxhash_rust::xxh3::xxh3_64_with_seed(key.as_bytes(), CANARY_SEED) % CANARY_BUCKETS) as u16
+}
+
+/// The first bucket outside a canary of `share` (0..=1, clamped): `round(share × 10 000)`.
+/// Buckets below it are in the canary; a bucket of `u16::MAX` never is.
+#[inline]
+pub fn canary_cut(share: f64) -> u16 {
+    // At most CANARY_BUCKETS (10 000); NaN clamps to NaN and casts to 0 (no canary).
+    (share.clamp(0.0, 1.0) * CANARY_BUCKETS as f64).round() as u16
+}
+
+/// Whether `key` is in a canary of `share` (0..=1): `key_bucket(key) < canary_cut(share)`.
 pub fn canary_bucket(key: &str, share: f64) -> bool {
-    let cut = (share.clamp(0.0, 1.0) * CANARY_BUCKETS as f64).round() as u64;
-    xxhash_rust::xxh3::xxh3_64_with_seed(key.as_bytes(), CANARY_SEED) % CANARY_BUCKETS < cut
+    key_bucket(key) < canary_cut(share)
 }
 
 /// What the second model version does.
@@ -64,8 +81,10 @@ impl std::fmt::Display for SecondaryRole {
 }
 
 /// The canary share an inference thread serves now, published by its [`ModelSet`] for the
-/// operator that flags the rows (`crate::batcher`): written on every change of the second
-/// version, read once per push of rows. `f64` bits in an atomic; 0 = no canary.
+/// operator (`crate::batcher`), which gives rows their key's bucket only while a canary runs:
+/// written on every change of the second version, read once per push of rows. The split is
+/// not decided with it: [`ModelSet::score`] applies the share serving when it scores the
+/// batch. `f64` bits in an atomic; 0 = no canary.
 #[derive(Debug, Default)]
 pub struct CanaryShare(AtomicU64);
 
@@ -73,8 +92,8 @@ impl CanaryShare {
     /// The share of keys the canary scores now; `None` when no canary runs.
     #[inline]
     pub fn get(&self) -> Option<f64> {
-        // Relaxed: the value is all that is shared; a row flagged with a stale share is
-        // still scored by a version that names itself (see `ModelSet::score`).
+        // Relaxed: the value is all that is shared; a stale read only decides whether rows
+        // get a bucket (a row without one is scored by the primary, see `ModelSet::score`).
         let bits = self.0.load(Ordering::Relaxed);
         (bits != 0).then(|| f64::from_bits(bits))
     }
@@ -201,7 +220,7 @@ impl ModelSet {
     }
 
     /// The canary share this set serves, kept current as its second version changes; the
-    /// operator reads it to flag rows.
+    /// operator reads it to know whether rows need their key's bucket.
     pub fn canary_share(&self) -> &Arc<CanaryShare> {
         &self.canary_share
     }
@@ -260,6 +279,7 @@ impl ModelSet {
     /// Marks every row of `batch` failed with `error` under the primary version (counted as
     /// inference errors): what a batch gets when its inference panicked.
     pub fn fail_batch(&self, batch: &mut ScoreBatch, error: ScoreError) {
+        batch.canary.clear();
         batch.scores.clear();
         batch.scores.primary = Some(count(
             &self.metrics,
@@ -271,20 +291,31 @@ impl ModelSet {
 
     /// Scores one batch: writes a score per row and a verdict per version into
     /// `batch.scores` (cleared first); a version that fails marks its rows with the error.
+    /// With a canary serving, the rows whose bucket is below the cut of its share now are
+    /// the canary's: `batch.canary` gets one flag per row (left empty when no row is).
     pub fn score(&mut self, batch: &mut ScoreBatch) {
         ScoreCounters::add(&self.counters.batches, 1);
         let ScoreBatch {
             values,
             rows,
+            canary_buckets,
             canary,
             scores,
-            ..
         } = batch;
         let rows = *rows;
         scores.clear();
         let role = self.secondary.as_ref().map(|(role, _)| *role);
-        let canary_rows = canary.iter().filter(|c| **c).count();
-        if !matches!(role, Some(SecondaryRole::Canary { .. })) || canary_rows == 0 {
+        canary.clear();
+        let mut canary_rows = 0;
+        if let Some(SecondaryRole::Canary { share }) = role {
+            let cut = canary_cut(share);
+            canary_rows = canary_buckets.iter().filter(|b| **b < cut).count();
+            if canary_rows > 0 {
+                // Buckets are one per row once any row has one (`ScoreBatch::push_row`).
+                canary.extend(canary_buckets.iter().map(|b| *b < cut));
+            }
+        }
+        if canary_rows == 0 {
             scores.primary = Some(self.run_primary(values, rows, &mut scores.values));
         } else {
             ScoreCounters::add(&self.counters.canary_rows, canary_rows as u64);
@@ -330,8 +361,9 @@ impl ModelSet {
         count(&self.metrics, &self.primary.tag, rows, result)
     }
 
-    /// Scores the rows whose canary flag is `secondary` (`n` of them) with the canary (or
-    /// the primary) version, writing their scores into their slots of `out`.
+    /// Scores the rows whose canary flag (as decided by [`Self::score`]) is `secondary` (`n`
+    /// of them) with the canary (or the primary) version, writing their scores into their
+    /// slots of `out`.
     fn run_part(
         &mut self,
         secondary: bool,
@@ -418,6 +450,18 @@ mod tests {
         }
         assert!(keys.iter().all(|k| !canary_bucket(k, 0.0)));
         assert!(keys.iter().all(|k| canary_bucket(k, 1.0)));
+        assert!(keys.iter().all(|k| key_bucket(k) < CANARY_BUCKETS as u16));
+    }
+
+    #[test]
+    fn canary_cut_rounds_and_clamps_the_share() {
+        assert_eq!(canary_cut(0.05), 500);
+        assert_eq!(canary_cut(0.000_05), 1); // rounds half up
+        assert_eq!(canary_cut(0.125), 1_250);
+        assert_eq!(canary_cut(1.0), 10_000);
+        assert_eq!(canary_cut(2.0), 10_000);
+        assert_eq!(canary_cut(-1.0), 0);
+        assert_eq!(canary_cut(f64::NAN), 0);
     }
 
     #[test]

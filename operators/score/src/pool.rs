@@ -10,7 +10,8 @@
 //! to serve and hot-reloads (`crate::reload`): the primary version, and the second version's
 //! version, role and share, each loaded, validated and warmed beside the serving one before
 //! the swap; on failure what served keeps serving. The thread hands the operator its
-//! [`CanaryShare`] at start, so the rows are flagged with the canary share it serves now.
+//! [`CanaryShare`] at start, so the operator gives rows their keys' canary buckets while a
+//! canary serves; the thread splits each batch by the share serving when it scores it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -155,7 +156,7 @@ impl InferenceThread {
     }
 
     /// The canary share the thread serves now (`None` from it: no canary), kept current
-    /// across hot reloads; the operator flags rows with it.
+    /// across hot reloads; while it is `Some` the operator gives rows their keys' buckets.
     pub fn canary_share(&self) -> Arc<CanaryShare> {
         self.canary_share.clone()
     }
