@@ -77,7 +77,7 @@ fn a_canary_started_ramped_and_stopped_by_control_under_load() -> anyhow::Result
     let counters = cfg.counters.clone();
     let seen = counters.clone();
     // Ticks: written = the first tick sent after a CONTROL write; on = the tick the change
-    // showed in a score (rows of that tick may have been flagged before and after it).
+    // showed in a score (rows of that tick may have been scored before and after it).
     let (marks, out) = with_score_dataflow(cfg, move |driver| -> anyhow::Result<[u64; 6]> {
         steps(driver, 3);
         let start_written = driver.sent();
