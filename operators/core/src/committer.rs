@@ -40,6 +40,8 @@ pub struct CommitterConfig {
     pub model_versions: BTreeMap<String, String>,
     /// Hash of the job's features and topology.
     pub topology_hash: u64,
+    /// The job's tick in milliseconds (epochs are numbered in ticks).
+    pub tick_ms: u64,
     /// Committed epochs to keep.
     pub retain: usize,
     /// Positions of the restored checkpoint (partitions that have not moved since keep them).
@@ -63,6 +65,8 @@ impl CommitCheckpoints for CheckpointStream<'_> {
         let worker = config.worker as u64;
         let mut stash: BTreeMap<Tick, Vec<CheckpointPart>> = BTreeMap::new();
         let mut offsets = config.restored_offsets.clone();
+        // Set once a sink reports lost output: no later epoch commits (the run fails anyway).
+        let mut output_lost = false;
         self.sink(
             Exchange::new(move |_: &CheckpointPart| worker),
             "CheckpointCommitter",
@@ -85,9 +89,19 @@ impl CommitCheckpoints for CheckpointStream<'_> {
                                 offsets.entry(source).or_default().extend(partitions);
                             }
                             CheckpointPart::Snapshot(file) => files.push(file),
+                            CheckpointPart::OutputLost => {
+                                if !output_lost {
+                                    tracing::error!(
+                                        tick,
+                                        "a sink lost output from this tick on; no further \
+                                         checkpoint is committed, so a restart replays it"
+                                    );
+                                }
+                                output_lost = true;
+                            }
                         }
                     }
-                    if config.epochs.is_epoch(tick) && !files.is_empty() {
+                    if !output_lost && config.epochs.is_epoch(tick) && !files.is_empty() {
                         commit(&config, tick, files, &offsets);
                     }
                 }
@@ -113,6 +127,7 @@ fn commit(
         serving
     };
     manifest.topology_hash = config.topology_hash;
+    manifest.tick_ms = config.tick_ms;
     manifest.files = files;
     if !manifest.files.iter().any(|f| f.operator == WINDOW_OPERATOR) {
         tracing::warn!(

@@ -6,7 +6,10 @@
 //! record acknowledged — checked without blocking the worker, which keeps running its other
 //! operators and re-checks every millisecond; files: fsync), so the committer cannot commit `E`
 //! while output of ticks `<= E` could still be lost. At the end of the input it flushes once
-//! more (blocking) and releases the writer. Sinks differ only in their [`SinkWriter`].
+//! more (blocking) and releases the writer; if anything it wrote is not durable then (a
+//! delivery failed, now or earlier), it sends [`CheckpointPart::OutputLost`] at the tick it
+//! held before letting go, so the committer commits no epoch from there on — releasing the
+//! capability alone would let them all pass. Sinks differ only in their [`SinkWriter`].
 
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::ParallelizationContract;
@@ -66,7 +69,7 @@ where
             // The tick the capability may move to once the mark is durable.
             let mut waiting: Option<(Tick, u64)> = None;
             let activator = worker.activator_for(info.address);
-            move |(input, frontier), _output| {
+            move |(input, frontier), output| {
                 input.for_each(|_time, batch| {
                     if let Some(writer) = writer.as_mut() {
                         writer.write(batch);
@@ -78,7 +81,13 @@ where
                 match frontier.frontier().iter().min().copied() {
                     None => {
                         if let Some(mut writer) = writer.take() {
-                            writer.flush(true);
+                            let everything = writer.mark();
+                            let flushed = writer.flush(true);
+                            if !flushed || writer.durable_through(everything) != Some(true) {
+                                output
+                                    .session(&*capability)
+                                    .give(CheckpointPart::OutputLost);
+                            }
                         }
                         held = None;
                     }

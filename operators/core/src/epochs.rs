@@ -69,6 +69,9 @@ pub enum CheckpointPart {
     },
     /// A snapshot file written for the epoch.
     Snapshot(SnapshotEntry),
+    /// A sink lost output of ticks from this part's time on (a failed delivery, or records
+    /// still unacknowledged when its input ended): no epoch at or after it may commit.
+    OutputLost,
 }
 
 /// A stream of checkpoint parts (empty batches never travel; the capabilities are the point).

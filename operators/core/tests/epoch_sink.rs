@@ -1,6 +1,7 @@
 //! The sink shape (DESIGN.md §5): a sink's checkpoint stream must not pass an epoch until the
 //! output written up to it is durable, without blocking the worker while it waits; output lost
-//! for good keeps the epoch from ever passing.
+//! for good keeps the epoch from ever passing, and is reported to the committer when the input
+//! ends (so that the epochs the sink then lets go cannot commit).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -8,12 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::{Input, Probe};
+use timely::dataflow::operators::{Input, Inspect, Probe};
 use timely::dataflow::ProbeHandle;
 
 use weir_features::vocab::Tick;
 use weir_operators::epoch_sink::{epoch_sink, SinkWriter};
-use weir_operators::epochs::EpochClock;
+use weir_operators::epochs::{CheckpointPart, EpochClock};
 
 /// A writer whose records become durable only when the test acknowledges them.
 struct AckedWriter {
@@ -123,4 +124,62 @@ fn lost_output_never_lets_the_epoch_pass() {
     let (held, passed, _) = run(5, true);
     assert!(held);
     assert!(!passed);
+}
+
+/// Writes 3 records at tick 1, acknowledges `acks` of them (`lost`: the writer reports a
+/// loss), ends the input and runs the dataflow to its end; returns whether the sink sent
+/// `CheckpointPart::OutputLost`.
+fn ended(acks: u64, lost: bool) -> bool {
+    timely::execute_directly(move |worker| {
+        let acked = Arc::new(AtomicU64::new(acks));
+        let writer = AckedWriter {
+            written: 0,
+            acked,
+            lost,
+            polls: Rc::new(RefCell::new(0)),
+        };
+        let reported = Rc::new(RefCell::new(false));
+        let seen = reported.clone();
+        let mut input = worker.dataflow::<Tick, _, _>(|scope| {
+            let (input, stream) = scope.new_input::<Vec<u64>>();
+            epoch_sink(
+                stream,
+                Pipeline,
+                "TestSink",
+                EpochClock::every(200, 100),
+                Some(writer),
+            )
+            .inspect(move |part| {
+                if matches!(part, CheckpointPart::OutputLost) {
+                    *seen.borrow_mut() = true;
+                }
+            });
+            input
+        });
+        input.advance_to(1);
+        for r in 0..3 {
+            input.send(r);
+        }
+        input.advance_to(5);
+        for _ in 0..20 {
+            worker.step();
+        }
+        drop(input);
+        while worker.step() {}
+        let reported = *reported.borrow();
+        reported
+    })
+}
+
+#[test]
+fn output_lost_when_the_input_ends_is_reported_to_the_committer() {
+    assert!(
+        ended(3, true),
+        "a sink that lost output let its epochs go without saying so"
+    );
+    assert!(
+        ended(2, false),
+        "a record still unacknowledged at the end was not reported"
+    );
+    assert!(!ended(3, false), "durable output was reported lost");
 }

@@ -192,6 +192,9 @@ impl Delivery {
     /// their way, `Some(false)` once any record of this producer was lost.
     fn durable_through(&self, mark: u64) -> Option<bool> {
         let context = self.producer.context();
+        // `settled` first: the callback counts a failure before it settles the record, so a
+        // settled count that includes a failed record is read with that failure visible.
+        let settled = context.settled.load(Ordering::Acquire);
         if self.unqueued.get() > 0 || context.failed.load(Ordering::Relaxed) > 0 {
             if !self.loss_reported.replace(true) {
                 tracing::error!(
@@ -201,7 +204,7 @@ impl Delivery {
             }
             return Some(false);
         }
-        (context.settled.load(Ordering::Acquire) >= mark).then_some(true)
+        (settled >= mark).then_some(true)
     }
 
     /// Waits until every queued record is acknowledged (or failed). At the end of the input,
