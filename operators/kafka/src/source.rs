@@ -166,8 +166,16 @@ impl SourceReader for Reader {
                 }
                 Some(Ok(message)) => {
                     handled += 1;
-                    self.next_offsets
-                        .insert(message.partition(), message.offset() + 1);
+                    // Bounded runs drop records at or past the end offset they read to: the
+                    // resume position must not move past records never emitted.
+                    let past_end = self
+                        .end_offsets
+                        .get(&message.partition())
+                        .is_some_and(|end| message.offset() >= *end);
+                    if !past_end {
+                        self.next_offsets
+                            .insert(message.partition(), message.offset() + 1);
+                    }
                     let partitions = (&mut self.watermarks, &self.end_offsets);
                     handle(message, now_ms, partitions, &self.decoder, events, dead);
                 }
