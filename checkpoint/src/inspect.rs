@@ -119,6 +119,9 @@ impl fmt::Display for EpochSummary {
         };
         writeln!(f, "  created: {}", created(m.created_unix_ms))?;
         writeln!(f, "  key groups: {}", m.key_groups)?;
+        if m.tick_ms > 0 {
+            writeln!(f, "  tick: {} ms", m.tick_ms)?;
+        }
         writeln!(f, "  topology hash: {:016x}", m.topology_hash)?;
         let parallelism: Vec<String> = m
             .parallelism

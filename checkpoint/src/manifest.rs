@@ -103,6 +103,11 @@ pub struct Manifest {
     pub model_versions: BTreeMap<String, String>,
     /// Hash of the job's topology and feature definitions (refuse incompatible restores).
     pub topology_hash: u64,
+    /// The job's tick in milliseconds: epochs are numbered in ticks (`unix_ms / tick_ms`), so
+    /// checkpoints of another tick cannot be ordered with this job's. 0: not recorded (older
+    /// checkpoints).
+    #[serde(default)]
+    pub tick_ms: u64,
     /// Every snapshot file of the epoch.
     pub files: Vec<SnapshotEntry>,
 }
@@ -128,6 +133,7 @@ impl Manifest {
             sources: BTreeMap::new(),
             model_versions: BTreeMap::new(),
             topology_hash: 0,
+            tick_ms: 0,
             files: Vec::new(),
         }
     }

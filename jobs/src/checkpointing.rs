@@ -146,7 +146,13 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
     let store = LocalDirStore::open(&dir)
         .with_context(|| format!("cannot open the checkpoint directory {}", dir.display()))?;
     let manifest = match choice {
-        RestoreChoice::Fresh => None,
+        RestoreChoice::Fresh => {
+            // New epochs share the directory with these: they must be numbered alike.
+            if let Some(newest) = store.latest_valid()? {
+                check_same_tick(&newest, file.runtime.tick)?;
+            }
+            None
+        }
         RestoreChoice::Auto | RestoreChoice::Latest => {
             let found = store.latest_valid()?;
             if found.is_none() && choice == RestoreChoice::Latest {
@@ -185,7 +191,21 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
     }))
 }
 
+/// Epochs are numbered in ticks (`unix_ms / tick`): checkpoints taken with another tick
+/// cannot be ordered with this job's, so a restore would pick a stale one and retention would
+/// delete the new ones as old.
+fn check_same_tick(manifest: &Manifest, tick_ms: i64) -> Result<()> {
+    let (epoch, recorded) = (manifest.epoch.0, manifest.tick_ms);
+    if recorded != 0 && recorded != tick_ms as u64 {
+        bail!(
+            "checkpoint {epoch} was taken with [runtime] tick = {recorded} ms but the job has {tick_ms} ms; epochs are numbered in ticks, so the two cannot share a checkpoint directory — run with the original tick, or use another checkpoint directory"
+        );
+    }
+    Ok(())
+}
+
 fn check_compatible(job: &CompiledJob, manifest: &Manifest, hash: u64) -> Result<()> {
+    check_same_tick(manifest, job.file.runtime.tick)?;
     let epoch = manifest.epoch.0;
     let groups = job.file.runtime.key_groups;
     if manifest.key_groups != groups {

@@ -164,6 +164,7 @@ impl JobPlan {
             parallelism: parallelism_by_operator(&self.job),
             model_versions: self.model_versions.clone(),
             topology_hash: checkpoints.topology_hash,
+            tick_ms: self.job.file.runtime.tick as u64,
             retain: checkpoints.retain,
             restored_offsets,
             worker: self.placement.worker_of(0),

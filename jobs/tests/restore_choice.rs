@@ -97,3 +97,28 @@ fn checkpoints_of_another_topology_or_key_group_count_are_refused() -> Result<()
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+#[test]
+fn checkpoints_of_another_tick_are_refused_even_when_starting_over() -> Result<()> {
+    let dir = scratch("tick")?;
+    let file = job(&dir)?;
+    let store = LocalDirStore::open(&dir)?;
+    let mut manifest = Manifest::new(Epoch(17_000_000_000), file.runtime.key_groups);
+    manifest.topology_hash = topology_hash(&file);
+    manifest.tick_ms = 100;
+    store.commit_manifest(&manifest)?;
+    assert!(prepare(&file.clone().compile()?, RestoreChoice::Auto)?.is_some());
+
+    let mut slower = file.clone();
+    slower.runtime.tick = 1_000;
+    for choice in [RestoreChoice::Auto, RestoreChoice::Fresh] {
+        let err = error_of(prepare(&slower.clone().compile()?, choice));
+        assert!(
+            err.contains("taken with [runtime] tick = 100 ms but the job has 1000 ms"),
+            "{choice:?}: {err}"
+        );
+        assert!(err.contains("another checkpoint directory"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
