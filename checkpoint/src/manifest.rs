@@ -108,6 +108,11 @@ pub struct Manifest {
     /// checkpoints).
     #[serde(default)]
     pub tick_ms: u64,
+    /// The window stage's combined watermark after the epoch (the lowest any instance
+    /// reported); restored instances start from it, so records that were late stay late.
+    /// `None`: not recorded (older checkpoints); restores then start from the minimum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_watermark: Option<i64>,
     /// Every snapshot file of the epoch.
     pub files: Vec<SnapshotEntry>,
 }
@@ -134,6 +139,7 @@ impl Manifest {
             model_versions: BTreeMap::new(),
             topology_hash: 0,
             tick_ms: 0,
+            window_watermark: None,
             files: Vec::new(),
         }
     }

@@ -169,6 +169,16 @@ impl WatermarkCombiner {
         }
     }
 
+    /// A combiner for `sources` source instances that starts from `watermark` (restored from
+    /// a checkpoint) instead of [`Watermark::MIN`]: until every source has reported again,
+    /// and afterwards as a floor, since a watermark never goes backwards.
+    pub fn resumed(sources: usize, watermark: Watermark) -> Self {
+        WatermarkCombiner {
+            latest: vec![None; sources],
+            current: watermark,
+        }
+    }
+
     /// Takes a report into account (reports from unknown instances are ignored).
     pub fn observe(&mut self, report: &WatermarkReport) {
         if let Some(slot) = self.latest.get_mut(report.source as usize) {
@@ -239,5 +249,18 @@ mod tests {
         c.observe(&report(0, SourceProgress::Idle));
         c.observe(&report(1, SourceProgress::Idle));
         assert_eq!(c.watermark(), Watermark(50), "all idle holds");
+    }
+
+    #[test]
+    fn a_resumed_combiner_starts_at_its_restored_watermark_and_never_goes_below() {
+        let mut c = WatermarkCombiner::resumed(2, Watermark(40));
+        let report = |source, progress| WatermarkReport { source, progress };
+        assert_eq!(c.watermark(), Watermark(40), "before any report");
+        c.observe(&report(0, SourceProgress::Active(Watermark(30))));
+        c.observe(&report(1, SourceProgress::Active(Watermark(35))));
+        assert_eq!(c.watermark(), Watermark(40));
+        c.observe(&report(0, SourceProgress::Active(Watermark(60))));
+        c.observe(&report(1, SourceProgress::Active(Watermark(45))));
+        assert_eq!(c.watermark(), Watermark(45));
     }
 }

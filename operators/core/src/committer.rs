@@ -83,12 +83,16 @@ impl CommitCheckpoints for CheckpointStream<'_> {
                     }
                     let (tick, parts) = entry.remove_entry();
                     let mut files = Vec::new();
+                    let mut watermark: Option<i64> = None;
                     for part in parts {
                         match part {
                             CheckpointPart::Offsets { source, partitions } => {
                                 offsets.entry(source).or_default().extend(partitions);
                             }
                             CheckpointPart::Snapshot(file) => files.push(file),
+                            CheckpointPart::Watermark(w) => {
+                                watermark = Some(watermark.map_or(w, |m| m.min(w)));
+                            }
                             CheckpointPart::OutputLost => {
                                 if !output_lost {
                                     tracing::error!(
@@ -102,7 +106,7 @@ impl CommitCheckpoints for CheckpointStream<'_> {
                         }
                     }
                     if !output_lost && config.epochs.is_epoch(tick) && !files.is_empty() {
-                        commit(&config, tick, files, &offsets);
+                        commit(&config, tick, files, &offsets, watermark);
                     }
                 }
             },
@@ -115,6 +119,7 @@ fn commit(
     tick: Tick,
     mut files: Vec<SnapshotEntry>,
     offsets: &BTreeMap<String, BTreeMap<i32, SourceOffset>>,
+    window_watermark: Option<i64>,
 ) {
     files.sort_by(|a, b| (&a.operator, a.range).cmp(&(&b.operator, b.range)));
     let mut manifest = Manifest::new(Epoch(tick), config.key_groups);
@@ -128,6 +133,7 @@ fn commit(
     };
     manifest.topology_hash = config.topology_hash;
     manifest.tick_ms = config.tick_ms;
+    manifest.window_watermark = window_watermark;
     manifest.files = files;
     if !manifest.files.iter().any(|f| f.operator == WINDOW_OPERATOR) {
         tracing::warn!(

@@ -69,6 +69,9 @@ pub enum CheckpointPart {
     },
     /// A snapshot file written for the epoch.
     Snapshot(SnapshotEntry),
+    /// A window instance's combined watermark after the epoch's tick: where event time
+    /// stood, so that a restore judges lateness as the uninterrupted run would have.
+    Watermark(i64),
     /// A sink lost output of ticks from this part's time on (a failed delivery, or records
     /// still unacknowledged when its input ended): no epoch at or after it may commit.
     OutputLost,

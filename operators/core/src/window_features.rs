@@ -32,7 +32,7 @@ use weir_features::record::Event;
 use weir_features::row::FeatureRow;
 use weir_features::schema::RecordSchema;
 use weir_features::state_shards::StateShards;
-use weir_features::vocab::Tick;
+use weir_features::vocab::{Tick, Watermark};
 use weir_features::watermark::{WatermarkCombiner, WatermarkReport};
 use weir_features::window_state::Applied;
 
@@ -175,7 +175,17 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         builder.build(move |initial_capabilities| {
             drop(initial_capabilities);
             let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
-            let mut combiner = WatermarkCombiner::new(config.sources);
+            // Restored: where event time stood at the checkpoint, so that the replayed records
+            // of the first ticks are judged late as they were in the uninterrupted run.
+            let mut combiner = match config
+                .checkpoints
+                .restore
+                .as_ref()
+                .and_then(|m| m.window_watermark)
+            {
+                Some(w) => WatermarkCombiner::resumed(config.sources, Watermark(w)),
+                None => WatermarkCombiner::new(config.sources),
+            };
             let mut last_expiry_ms = 0i64;
             move |frontiers| {
                 events_in.for_each(|cap, data| {
@@ -244,6 +254,13 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                             .give_container(&mut late);
                     }
                     if let Some(writer) = writer.as_mut().filter(|_| clock.is_epoch(tick)) {
+                        // Not the end of a bounded input's `MAX`: that is no point in event time,
+                        // and a run restored from it (going on live) would find every record late.
+                        let watermark = combiner.watermark();
+                        if watermark < Watermark::MAX {
+                            let part = CheckpointPart::Watermark(watermark.0);
+                            parts_out.activate().session(&ready.parts_cap).give(part);
+                        }
                         let started = std::time::Instant::now();
                         match state.changed_snapshots() {
                             Ok(changed) => {

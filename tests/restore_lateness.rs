@@ -1,0 +1,166 @@
+//! A restore judges lateness as the uninterrupted run did (issue #4's oracle, DESIGN.md §5):
+//! the window stage starts from the combined watermark recorded in the checkpoint, not from
+//! the minimum. A job is stopped mid-file after some checkpoints; its input is then rewritten
+//! with an hour-old record at exactly the position the checkpoint resumes from, so the
+//! restored run reads it first. The uninterrupted run would have found it late (the
+//! watermark stood far past it), so the restored run must dead-letter it as late too.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use weir::checkpointing::RestoreChoice;
+use weir::gen::{Clickstream, ClickstreamConfig};
+use weir::pipeline::Mode;
+use weir::run::{run_job_with, RunOptions};
+use weir::JobFile;
+use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
+use weir_features::dead_letter::DeadLetterReason;
+
+fn temp_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("weir-restore-late-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn events() -> Result<Vec<Vec<u8>>> {
+    let config = ClickstreamConfig {
+        seed: 7,
+        events: 200_000,
+        users: 500,
+        malformed_fraction: 0.0,
+        ..ClickstreamConfig::default()
+    };
+    Ok(Clickstream::new(config)?.map(|e| e.payload).collect())
+}
+
+fn write_lines(path: &Path, lines: &[Vec<u8>]) -> Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for line in lines {
+        file.write_all(line)?;
+        file.write_all(b"\n")?;
+    }
+    file.flush()?;
+    Ok(())
+}
+
+/// The clickstream job over `input`, one record per source activation (so that it is still
+/// reading when stopped), 1 s ticks and a checkpoint every tick in `dir/ckpt`. Long ticks make
+/// the restored run read the rewritten record in its first tick, before any source has
+/// reported a watermark: the case the recorded window watermark is for.
+fn job(dir: &Path, input: &Path) -> Result<JobFile> {
+    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    job.runtime.workers = 1;
+    job.runtime.tick = 1_000;
+    job.source.max_batch = 1;
+    job.use_input_files(vec![input.to_path_buf()]);
+    job.use_output_file(dir.join("scores.jsonl"), Some(dir.join("dead.jsonl")));
+    job.checkpoint = Some(toml::from_str(&format!(
+        "dir = \"{}\"\ninterval = \"1s\"",
+        dir.join("ckpt").display()
+    ))?);
+    Ok(job)
+}
+
+fn run(job: JobFile, stop: Arc<AtomicBool>) -> Result<weir::RunSummary> {
+    let options = RunOptions {
+        restore: RestoreChoice::Auto,
+        ..RunOptions::default()
+    };
+    run_job_with(job.compile()?, Mode::Score, stop, &options)
+}
+
+/// The newest checkpoint once it records a window watermark and has read `at_least` lines.
+fn committed(store: &LocalDirStore, at_least: u64) -> Result<Option<Manifest>> {
+    let Some(manifest) = store.latest_valid()? else {
+        return Ok(None);
+    };
+    let read = manifest
+        .sources
+        .values()
+        .flat_map(|partitions| partitions.values())
+        .map(|at| at.next_offset)
+        .max()
+        .unwrap_or(0);
+    Ok((manifest.window_watermark.is_some() && read >= at_least as i64).then_some(manifest))
+}
+
+#[test]
+fn records_late_before_a_checkpoint_are_late_after_restoring_it() -> Result<()> {
+    let dir = temp_dir()?;
+    let input = dir.join("events.jsonl");
+    let lines = events()?;
+    write_lines(&input, &lines)?;
+
+    // Run 1: stopped (not ended: the watermark stays a point in event time) once a
+    // checkpoint has some of the input behind it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let first = {
+        let (job, stop) = (job(&dir, &input)?, stop.clone());
+        std::thread::spawn(move || run(job, stop))
+    };
+    let store = LocalDirStore::open(dir.join("ckpt"))?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while committed(&store, 100)?.is_none() {
+        if first.is_finished() {
+            let ended = first
+                .join()
+                .map_err(|_| anyhow::anyhow!("run 1 panicked"))?;
+            anyhow::bail!("run 1 ended before a checkpoint had 100 lines behind it: {ended:?}");
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "no checkpoint with 100 lines behind it"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::SeqCst);
+    first
+        .join()
+        .map_err(|_| anyhow::anyhow!("run 1 panicked"))??;
+    let manifest = store.latest_valid()?.context("run 1 left a checkpoint")?;
+    let watermark = manifest.window_watermark.context("a window watermark")?;
+    let resume = manifest
+        .sources
+        .values()
+        .flat_map(|partitions| partitions.get(&0))
+        .map(|at| at.next_offset)
+        .next()
+        .context("the file's resume position")?;
+    let resume = usize::try_from(resume)?;
+    ensure!(resume < lines.len(), "run 1 read the whole file");
+
+    // The input again, with an hour-old record where the restored run resumes.
+    let mut late: Value = serde_json::from_slice(&lines[resume])?;
+    late["ts"] = Value::from(watermark - 3_600_000);
+    let mut rewritten = lines[..resume].to_vec();
+    rewritten.push(serde_json::to_vec(&late)?);
+    rewritten.extend(
+        lines[resume + 1..(resume + 200).min(lines.len())]
+            .iter()
+            .cloned(),
+    );
+    write_lines(&input, &rewritten)?;
+
+    let summary = run(job(&dir, &input)?, Arc::new(AtomicBool::new(false)))?;
+    let late = summary
+        .dead_letters
+        .iter()
+        .find(|(reason, _)| *reason == DeadLetterReason::Late)
+        .map_or(0, |(_, n)| *n);
+    ensure!(
+        late == 1,
+        "{late} late records after restoring epoch {} (watermark {watermark}); the hour-old \
+         record was {}",
+        manifest.epoch.0,
+        if late == 0 { "accepted" } else { "not alone" }
+    );
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
