@@ -236,30 +236,28 @@ impl Reader {
         for &partition in &owned {
             watermarks.assign(partition, now);
             let resume = config.resume.get(&partition);
-            let start = match (resume, config.start) {
+            let (low, high) = consumer
+                .fetch_watermarks(&config.topic, partition, Duration::from_secs(10))
+                .map_err(request(format!(
+                    "list offsets of {}/{partition}",
+                    config.topic
+                )))?;
+            // Every owned partition starts at a concrete offset, recorded as its resume
+            // position at once: a partition that stays quiet is still in every checkpoint, so
+            // a restore resumes it where this run started instead of at the then-latest end.
+            let first = match (resume, config.start) {
                 (Some(resume), _) => {
                     watermarks.resume(partition, resume.watermark);
-                    next_offsets.insert(partition, resume.next_offset);
-                    Offset::Offset(resume.next_offset)
+                    resume.next_offset
                 }
-                (None, StartFrom::Earliest) => Offset::Beginning,
-                (None, StartFrom::Latest) => Offset::End,
+                (None, StartFrom::Earliest) => low,
+                (None, StartFrom::Latest) => high,
             };
+            next_offsets.insert(partition, first);
             assignment
-                .add_partition_offset(&config.topic, partition, start)
+                .add_partition_offset(&config.topic, partition, Offset::Offset(first))
                 .map_err(request("assign".to_owned()))?;
             if config.bounded {
-                let (low, high) = consumer
-                    .fetch_watermarks(&config.topic, partition, Duration::from_secs(10))
-                    .map_err(request(format!(
-                        "list offsets of {}/{partition}",
-                        config.topic
-                    )))?;
-                let first = match (resume, config.start) {
-                    (Some(resume), _) => resume.next_offset,
-                    (None, StartFrom::Earliest) => low,
-                    (None, StartFrom::Latest) => high,
-                };
                 end_offsets.insert(partition, high);
                 if first >= high {
                     watermarks.finish(partition);
