@@ -6,8 +6,9 @@
 //! record acknowledged — checked without blocking the worker, which keeps running its other
 //! operators and re-checks every millisecond; files: fsync), so the committer cannot commit `E`
 //! while output of ticks `<= E` could still be lost. At the end of the input it flushes once
-//! more (blocking) and releases the writer; if anything it wrote is not durable then (a
-//! delivery failed, now or earlier), it sends [`CheckpointPart::OutputLost`] at the tick it
+//! more (blocking), waits briefly for the acknowledgements of that flush to be counted, and
+//! releases the writer; if anything it wrote is not durable then (a delivery failed, now or
+//! earlier), it sends [`CheckpointPart::OutputLost`] at the tick it
 //! held before letting go, so the committer commits no epoch from there on — releasing the
 //! capability alone would let them all pass. Sinks differ only in their [`SinkWriter`].
 
@@ -47,6 +48,24 @@ pub trait SinkWriter<D>: 'static {
 /// How often a sink waiting for its output to become durable checks again.
 const DURABILITY_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// How long a sink waits at the end of its input, after its flush, for the acknowledgements
+/// of what it flushed to be counted (a producer may report them on its own thread just after
+/// the flush returns).
+const SETTLE_AT_END: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether everything up to `mark` is durable, waiting up to [`SETTLE_AT_END`] for the
+/// writer to know (blocking: the input has ended, the flush blocked too).
+fn settled_at_end<D, W: SinkWriter<D>>(writer: &mut W, mark: u64) -> bool {
+    let deadline = std::time::Instant::now() + SETTLE_AT_END;
+    loop {
+        match writer.durable_through(mark) {
+            Some(durable) => return durable,
+            None if std::time::Instant::now() < deadline => std::thread::sleep(DURABILITY_POLL),
+            None => return false,
+        }
+    }
+}
+
 /// Runs `writer` (on workers that host a sink instance; `None` elsewhere) over `stream`.
 pub fn epoch_sink<'scope, D, P, W>(
     stream: Stream<'scope, Tick, Vec<D>>,
@@ -83,7 +102,7 @@ where
                         if let Some(mut writer) = writer.take() {
                             let everything = writer.mark();
                             let flushed = writer.flush(true);
-                            if !flushed || writer.durable_through(everything) != Some(true) {
+                            if !flushed || !settled_at_end(&mut writer, everything) {
                                 output
                                     .session(&*capability)
                                     .give(CheckpointPart::OutputLost);

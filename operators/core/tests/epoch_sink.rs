@@ -127,11 +127,13 @@ fn lost_output_never_lets_the_epoch_pass() {
 }
 
 /// Writes 3 records at tick 1, acknowledges `acks` of them (`lost`: the writer reports a
-/// loss), ends the input and runs the dataflow to its end; returns whether the sink sent
-/// `CheckpointPart::OutputLost`.
-fn ended(acks: u64, lost: bool) -> bool {
+/// loss; `late_acks`: 3 more acknowledgements arrive 50 ms after the input ends, as a
+/// producer's callbacks may after its flush), ends the input and runs the dataflow to its
+/// end; returns whether the sink sent `CheckpointPart::OutputLost`.
+fn ended(acks: u64, lost: bool, late_acks: bool) -> bool {
     timely::execute_directly(move |worker| {
         let acked = Arc::new(AtomicU64::new(acks));
+        let later = acked.clone();
         let writer = AckedWriter {
             written: 0,
             acked,
@@ -165,6 +167,12 @@ fn ended(acks: u64, lost: bool) -> bool {
             worker.step();
         }
         drop(input);
+        if late_acks {
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                later.fetch_add(3, Ordering::Relaxed);
+            });
+        }
         while worker.step() {}
         let reported = *reported.borrow();
         reported
@@ -174,12 +182,16 @@ fn ended(acks: u64, lost: bool) -> bool {
 #[test]
 fn output_lost_when_the_input_ends_is_reported_to_the_committer() {
     assert!(
-        ended(3, true),
+        ended(3, true, false),
         "a sink that lost output let its epochs go without saying so"
     );
     assert!(
-        ended(2, false),
+        ended(2, false, false),
         "a record still unacknowledged at the end was not reported"
     );
-    assert!(!ended(3, false), "durable output was reported lost");
+    assert!(!ended(3, false, false), "durable output was reported lost");
+    assert!(
+        !ended(0, false, true),
+        "acknowledgements counted just after the flush were taken for a loss"
+    );
 }
