@@ -41,7 +41,9 @@ use kafka::{create_topic, produce, read_all, unique_topic, ReadRecord};
 use weir::gen::{Clickstream, ClickstreamConfig};
 use weir_checkpoint::{LocalDirStore, SnapshotStore};
 
-const EVENTS: u64 = 12_000;
+/// Enough that a run is still reading when it is killed a little after a commit: with 12 000
+/// on a quiet machine, a restored run sometimes finished before its first commit.
+const EVENTS: u64 = 24_000;
 const PARTITIONS: i32 = 4;
 /// No run may take longer than this (a hung broker fails the test instead of hanging it).
 const RUN_LIMIT: Duration = Duration::from_secs(240);
@@ -203,7 +205,7 @@ fn run_and_kill(config: &Config, args: &[&str], log: &Path, rng: &mut impl Rng) 
             return Ok(false);
         }
         if newest_commit(dir) > before {
-            std::thread::sleep(Duration::from_millis(rng.random_range(0..600)));
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
             child.kill()?; // SIGKILL
             child.wait()?;
             return Ok(true);
