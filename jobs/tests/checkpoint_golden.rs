@@ -41,8 +41,9 @@ use kafka::{create_topic, produce, read_all, unique_topic, ReadRecord};
 use weir::gen::{Clickstream, ClickstreamConfig};
 use weir_checkpoint::{LocalDirStore, SnapshotStore};
 
-/// Enough that a run is still reading when it is killed a little after a commit: with 12 000
-/// on a quiet machine, a restored run sometimes finished before its first commit.
+/// Enough that a run is still reading when it is killed a little after a commit (checkpoints
+/// every 100 ms): with 12 000 events and 300 ms, a restored run on a quiet machine sometimes
+/// finished before its first commit.
 const EVENTS: u64 = 24_000;
 const PARTITIONS: i32 = 4;
 /// No run may take longer than this (a hung broker fails the test instead of hanging it).
@@ -102,7 +103,7 @@ fn job_file(scratch: &Path, label: &'static str, input: &str, checkpoints: bool)
     let checkpoint_dir = dir.join("ckpt");
     if checkpoints {
         text.push_str(&format!(
-            "\n[checkpoint]\ndir = \"{}\"\ninterval = \"300ms\"\nretain = 3\n",
+            "\n[checkpoint]\ndir = \"{}\"\ninterval = \"100ms\"\nretain = 3\n",
             checkpoint_dir.display()
         ));
     }
