@@ -98,12 +98,29 @@ wait_ready() {
     die "broker not ready on $HOST:$PORT after ${READY_TIMEOUT_S}s (pid $pid still running)"
 }
 
+# tansu 0.6's SQLite schema has no index on record headers, and every Fetch looks up each
+# record's headers: once the topics hold ~10^4 records with headers (Weir's scores and dead
+# letters carry them), each fetched record scans the whole table. Reads slow down ~50x and
+# requests from closed connections keep the broker spinning until clients time out. The
+# index below (same file, standard SQLite; tansu's queries use it unchanged) removes that.
+index_headers() {
+    [[ "$STORAGE" == sqlite://* ]] || return 0
+    local db="$BROKER_DIR/${STORAGE#sqlite://}"
+    python3 - "$db" <<'PY' || die "cannot index record headers in $db"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=30)
+db.execute("create index if not exists weir_header_record on header (topition, offset_id)")
+db.commit()
+PY
+}
+
 cmd_start() {
     require_tansu
     mkdir -p "$BROKER_DIR"
     local pid
     if pid="$(our_pid)"; then
         wait_ready "$pid"
+        index_headers
         log "already running (pid $pid) on $HOST:$PORT"
         return
     fi
@@ -137,6 +154,7 @@ cmd_start() {
     printf '%s\n' "$pid" >"$PID_FILE"
     local start=$SECONDS
     wait_ready "$pid"
+    index_headers
     log "ready (pid $pid) in $((SECONDS - start))s"
 }
 

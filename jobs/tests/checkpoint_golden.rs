@@ -49,19 +49,29 @@ const PARTITIONS: i32 = 4;
 /// No run may take longer than this (a hung broker fails the test instead of hanging it).
 const RUN_LIMIT: Duration = Duration::from_secs(240);
 
-struct Scratch(PathBuf);
+/// The test's directory: job files, checkpoints, logs and the broker's data. Kept (and named
+/// on stderr) when the test fails, so the runs' logs can be read afterwards.
+struct Scratch(PathBuf, bool);
 
 impl Scratch {
     fn new() -> Result<Scratch> {
         let dir = std::env::temp_dir().join(unique_topic("weir-golden"));
         fs::create_dir_all(&dir)?;
-        Ok(Scratch(dir))
+        Ok(Scratch(dir, false))
+    }
+
+    fn passed(&mut self) {
+        self.1 = true;
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
+        if self.1 {
+            let _ = fs::remove_dir_all(&self.0);
+        } else {
+            eprintln!("kept the failed test's logs and data in {}", self.0.display());
+        }
     }
 }
 
@@ -201,7 +211,7 @@ fn run_and_kill(config: &Config, args: &[&str], log: &Path, rng: &mut impl Rng) 
             ensure!(
                 status.success(),
                 "weir exited with {status}: {}",
-                log.display()
+                log_tail(log)
             );
             return Ok(false);
         }
@@ -392,7 +402,7 @@ fn free_port() -> Result<u16> {
 
 #[test]
 fn killed_restored_and_rescaled_runs_equal_a_straight_run() -> Result<()> {
-    let scratch = Scratch::new()?;
+    let mut scratch = Scratch::new()?;
     let _broker = OwnBroker::start(&scratch.0)?;
     let input = unique_topic("golden-clicks");
     create_topic(&input, PARTITIONS)?;
@@ -537,5 +547,6 @@ fn killed_restored_and_rescaled_runs_equal_a_straight_run() -> Result<()> {
             config.label
         );
     }
+    scratch.passed();
     Ok(())
 }
