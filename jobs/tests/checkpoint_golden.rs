@@ -70,7 +70,10 @@ impl Drop for Scratch {
         if self.1 {
             let _ = fs::remove_dir_all(&self.0);
         } else {
-            eprintln!("kept the failed test's logs and data in {}", self.0.display());
+            eprintln!(
+                "kept the failed test's logs and data in {}",
+                self.0.display()
+            );
         }
     }
 }
