@@ -6,6 +6,7 @@
 //! used, so jobs run unchanged against Apache Kafka, Redpanda or tansu.
 
 pub mod admin;
+pub mod dead_letter_fit;
 pub mod error;
 pub mod group_offsets;
 pub mod properties;

@@ -1,7 +1,8 @@
 //! The Kafka sinks: score records (one per row of the scoring stage's scored batches, encoded
 //! straight from the batch: JSON payload keyed by entity, model name/version, score id and
 //! inference time also as headers) and dead letters (the original bytes as payload, the
-//! reason, error and source position as headers, as Kafka Connect's DLQ does). Delivery is
+//! reason, error and source position as headers, as Kafka Connect's DLQ does; a letter over
+//! `message.max.bytes` is cut to fit and says so, see [`crate::dead_letter_fit`]). Delivery is
 //! at-least-once: before a checkpoint epoch passes, every record sent so far must be
 //! acknowledged (counted by the delivery callback and checked without blocking the worker);
 //! before the job ends the producer is flushed ([`weir_operators::epoch_sink`]). Any failed
@@ -32,6 +33,9 @@ use weir_operators::epochs::{CheckpointStream, EpochClock};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::{instance_for_key_group, Placement};
 
+use crate::dead_letter_fit::{
+    fit, headers_size, message_max_bytes, KEY_TRUNCATED_HEADER, PAYLOAD_TRUNCATED_HEADER,
+};
 use crate::error::{KafkaEdgeError, Result};
 use crate::properties::client_config;
 
@@ -295,46 +299,75 @@ impl ScoreWriter {
 /// The dead-letter sink's writer on one instance.
 struct DeadLetterWriter {
     out: Delivery,
+    /// The producer's `message.max.bytes`: larger letters are cut to fit ([`fit`]).
+    max_bytes: usize,
+}
+
+impl DeadLetterWriter {
+    /// Sends one dead letter: its original key and bytes, with why and where as headers.
+    fn write_one(&self, letter: &DeadLetter) {
+        let partition = letter.position.partition.to_string();
+        let offset = letter.position.offset.to_string();
+        let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();
+        let fields: [(&str, &[u8]); 6] = [
+            ("weir.dlq.reason", letter.reason.as_str().as_bytes()),
+            ("weir.dlq.error", letter.error.as_bytes()),
+            ("weir.dlq.topic", letter.topic.as_bytes()),
+            ("weir.dlq.partition", partition.as_bytes()),
+            ("weir.dlq.offset", offset.as_bytes()),
+            ("weir.dlq.timestamp", timestamp.as_bytes()),
+        ];
+        let fitted = fit(
+            letter.key.as_deref(),
+            &letter.raw,
+            headers_size(fields),
+            self.max_bytes,
+        );
+        let cut = [
+            (PAYLOAD_TRUNCATED_HEADER, fitted.payload_cut_from),
+            (KEY_TRUNCATED_HEADER, fitted.key_cut_from),
+        ]
+        .map(|(name, from)| (name, from.map(|n| n.to_string())));
+        if fitted.payload_cut_from.is_some() || fitted.key_cut_from.is_some() {
+            tracing::warn!(
+                topic = letter.topic,
+                partition = letter.position.partition,
+                offset = letter.position.offset,
+                payload = letter.raw.len(),
+                key = letter.key.as_ref().map_or(0, Vec::len),
+                max_bytes = self.max_bytes,
+                "dead letter larger than message.max.bytes; sent cut, with its original length in a header"
+            );
+        }
+        let mut headers = OwnedHeaders::new_with_capacity(fields.len() + 2);
+        for (key, value) in fields {
+            headers = headers.insert(Header {
+                key,
+                value: Some(value),
+            });
+        }
+        for (key, value) in &cut {
+            if let Some(value) = value {
+                headers = headers.insert(Header {
+                    key,
+                    value: Some(value.as_str()),
+                });
+            }
+        }
+        let mut record = BaseRecord::with_opaque_to(&self.out.config.topic, Box::new(0u64))
+            .payload(fitted.payload)
+            .headers(headers);
+        if let Some(key) = fitted.key {
+            record = record.key(key);
+        }
+        self.out.send(record);
+    }
 }
 
 impl SinkWriter<DeadLetter> for DeadLetterWriter {
     fn write(&mut self, batch: &mut Vec<DeadLetter>) {
         for letter in batch.drain(..) {
-            let partition = letter.position.partition.to_string();
-            let offset = letter.position.offset.to_string();
-            let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();
-            let headers = OwnedHeaders::new()
-                .insert(Header {
-                    key: "weir.dlq.reason",
-                    value: Some(letter.reason.as_str()),
-                })
-                .insert(Header {
-                    key: "weir.dlq.error",
-                    value: Some(letter.error.as_str()),
-                })
-                .insert(Header {
-                    key: "weir.dlq.topic",
-                    value: Some(letter.topic.as_str()),
-                })
-                .insert(Header {
-                    key: "weir.dlq.partition",
-                    value: Some(partition.as_str()),
-                })
-                .insert(Header {
-                    key: "weir.dlq.offset",
-                    value: Some(offset.as_str()),
-                })
-                .insert(Header {
-                    key: "weir.dlq.timestamp",
-                    value: Some(timestamp.as_str()),
-                });
-            let mut record = BaseRecord::with_opaque_to(&self.out.config.topic, Box::new(0u64))
-                .payload(letter.raw.as_slice())
-                .headers(headers);
-            if let Some(key) = letter.key.as_deref() {
-                record = record.key(key);
-            }
-            self.out.send(record);
+            self.write_one(&letter);
         }
     }
 
@@ -413,8 +446,10 @@ impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter
             placement.worker_of(d.position.partition.unsigned_abs() as usize % parallelism) as u64
         };
         let epochs = config.epochs;
+        let max_bytes = message_max_bytes(&config.properties);
         let writer = producer.map(|producer| DeadLetterWriter {
             out: Delivery::new(producer, config),
+            max_bytes,
         });
         Ok(epoch_sink(
             self,
