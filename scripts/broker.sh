@@ -8,6 +8,7 @@
 #   scripts/broker.sh pid                           print the pid of the broker this checkout started
 #   scripts/broker.sh create-topic NAME [PARTITIONS] create NAME (default 1 partition) if absent
 #   scripts/broker.sh delete-topic NAME             delete NAME if present
+#   scripts/broker.sh add-partitions NAME COUNT     grow NAME to COUNT partitions (tests)
 #   scripts/broker.sh list-topics                   print "name partitions" per topic
 #   scripts/broker.sh reset                         stop and delete all broker data
 #
@@ -44,7 +45,7 @@ TANSU_BIN="${WEIR_TANSU_BIN:-$WEIR_MACHINE_CACHE/tansu-$TANSU_VERSION/bin/tansu}
 log() { printf '[broker] %s\n' "$*"; }
 die() { printf '[broker] ERROR: %s\n' "$*" >&2; exit 1; }
 
-usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 require_tansu() {
     [[ -x "$TANSU_BIN" ]] || die "tansu not found at $TANSU_BIN; run scripts/setup.sh first"
@@ -250,6 +251,34 @@ cmd_delete_topic() {
     log "deleted topic $name"
 }
 
+# tansu 0.6 does not implement CreatePartitions (Apache Kafka's kafka-topics --alter
+# --partitions); tests of partition discovery grow a topic the way tansu's own create-topic
+# lays partitions out in its SQLite database (a topic row's partition count, one topition and
+# one watermark row per partition). Only for the broker this checkout started.
+cmd_add_partitions() {
+    local name="${1:-}" count="${2:-}"
+    [[ -n "$name" && "$count" =~ ^[1-9][0-9]*$ ]] || die "usage: broker.sh add-partitions NAME COUNT"
+    [[ "$STORAGE" == sqlite://* ]] || die "add-partitions needs the sqlite storage engine"
+    our_pid >/dev/null || die "add-partitions works on the broker this checkout started (scripts/broker.sh start)"
+    local before
+    before="$(topic_partitions "$name")"
+    [[ -n "$before" ]] || die "topic $name does not exist"
+    ((count > before)) || die "topic $name already has $before partitions (asked for $count)"
+    python3 - "$BROKER_DIR/${STORAGE#sqlite://}" "$name" "$before" "$count" <<'PY' || die "adding partitions to $name failed"
+import sqlite3, sys
+path, name, before, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+db = sqlite3.connect(path, timeout=30)
+with db:
+    (topic,) = db.execute("select id from topic where name = ?", (name,)).fetchone()
+    for partition in range(before, count):
+        db.execute("insert into topition (topic, partition) values (?, ?)", (topic, partition))
+        db.execute("insert into watermark (topition) select id from topition where topic = ? and partition = ?", (topic, partition))
+    db.execute("update topic set partitions = ? where id = ?", (count, topic))
+PY
+    [[ "$(topic_partitions "$name")" == "$count" ]] || die "topic $name does not show $count partitions after the change"
+    log "topic $name now has $count partitions (was $before)"
+}
+
 cmd_reset() {
     cmd_stop
     log "deleting broker data in $BROKER_DIR"
@@ -267,6 +296,7 @@ main() {
         pid) our_pid ;;
         create-topic) cmd_create_topic "$@" ;;
         delete-topic) cmd_delete_topic "$@" ;;
+        add-partitions) cmd_add_partitions "$@" ;;
         list-topics) require_tansu; topic_table ;;
         reset) cmd_reset ;;
         -h | --help | help) usage ;;

@@ -164,10 +164,26 @@ pub struct SourceSection {
     /// Consumer-only librdkafka properties, on top of `[kafka]`.
     #[serde(default)]
     pub kafka: BTreeMap<String, String>,
+    /// How often an unbounded Kafka source looks for partitions added to its topic (0 = never).
+    #[serde(default = "default_partition_discovery", with = "duration_ms")]
+    pub partition_discovery: i64,
+}
+
+impl SourceSection {
+    /// `partition_discovery` for the Kafka source (`None` when it is 0: no discovery).
+    pub fn partition_discovery_ms(&self) -> Option<u64> {
+        u64::try_from(self.partition_discovery)
+            .ok()
+            .filter(|ms| *ms > 0)
+    }
 }
 
 fn earliest() -> StartFrom {
     StartFrom::Earliest
+}
+
+fn default_partition_discovery() -> i64 {
+    30_000
 }
 
 fn default_max_batch() -> usize {

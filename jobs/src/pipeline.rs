@@ -259,6 +259,7 @@ impl JobPlan {
             epochs: self.epochs(),
             resume: self.resume(),
             max_lag_ms: file.runtime.max_lag_ms(),
+            partition_discovery_ms: file.source.partition_discovery_ms(),
         }
     }
 

@@ -42,6 +42,15 @@ pub fn create_topic(topic: &str, partitions: i32) -> Result<()> {
 
 /// Produces `(key, payload)` records in order and waits for every acknowledgement.
 pub fn produce(topic: &str, records: &[(String, Vec<u8>)]) -> Result<()> {
+    produce_keyed(topic, None, records)
+}
+
+/// Produces `(key, payload)` records in order to one partition and waits for them.
+pub fn produce_to(topic: &str, partition: i32, records: &[(String, Vec<u8>)]) -> Result<()> {
+    produce_keyed(topic, Some(partition), records)
+}
+
+fn produce_keyed(topic: &str, partition: Option<i32>, records: &[(String, Vec<u8>)]) -> Result<()> {
     let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers())
         .set("partitioner", "murmur2_random")
@@ -53,6 +62,7 @@ pub fn produce(topic: &str, records: &[(String, Vec<u8>)]) -> Result<()> {
         let mut record = BaseRecord::to(topic)
             .key(key.as_bytes())
             .payload(payload.as_slice());
+        record.partition = partition;
         loop {
             match producer.send(record) {
                 Ok(()) => break,

@@ -30,6 +30,14 @@ pub enum KafkaEdgeError {
         /// librdkafka's error.
         source: rdkafka::error::KafkaError,
     },
+    /// A helper thread (partition discovery) could not be started.
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        /// The thread's job.
+        what: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
 }
 
 /// Result alias of this crate.

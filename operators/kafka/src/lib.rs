@@ -9,6 +9,7 @@ pub mod admin;
 pub mod dead_letter_fit;
 pub mod error;
 pub mod group_offsets;
+pub mod partition_watch;
 pub mod properties;
 pub mod sink;
 pub mod source;

@@ -3,7 +3,8 @@
 //! events (bad records become dead letters with their raw bytes), tracks a watermark per
 //! partition and reports its progress once per tick (the shared operator in
 //! `weir_operators::source_operator`). In bounded mode it stops at the high watermarks captured
-//! at start and then reports the end of input, which flushes every window downstream.
+//! at start and then reports the end of input, which flushes every window downstream. Unbounded,
+//! it also reads partitions added to the topic while it runs ([`crate::partition_watch`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;
@@ -32,6 +33,7 @@ use weir_operators::source_operator::{build_source, Pacing, SourceReader};
 
 use crate::admin::partition_count;
 use crate::error::{KafkaEdgeError, Result};
+use crate::partition_watch::{NewPartition, PartitionWatch, WatchConfig};
 use crate::properties::{brokers, client_config};
 
 /// Where a source starts reading when there is no checkpoint.
@@ -80,8 +82,12 @@ pub struct KafkaSourceConfig {
     pub epochs: EpochClock,
     /// Read nothing while the job's progress lags more than this behind (`Pacing`).
     pub max_lag_ms: Option<u64>,
-    /// Where to resume, per partition, from a checkpoint (others start at `start`).
+    /// Where to resume, per partition, from a checkpoint. Without a checkpoint partitions
+    /// start at `start`; when restoring, a partition the checkpoint lacks was added to the
+    /// topic after it was taken and starts at its earliest offset.
     pub resume: BTreeMap<i32, SourceOffset>,
+    /// How often to look for partitions added to the topic (unbounded runs; `None` = never).
+    pub partition_discovery_ms: Option<u64>,
 }
 
 /// librdkafka callbacks of the source's consumer: partition-EOF is an expected event here
@@ -112,6 +118,10 @@ struct Reader {
     /// First offset not yet emitted, per partition that has a known position.
     next_offsets: BTreeMap<i32, i64>,
     decoder: RecordDecoder,
+    /// Finds partitions added while the job runs (unbounded runs with discovery on).
+    watch: Option<PartitionWatch>,
+    /// Discovered partitions not yet assigned (the assignment failed; retried each poll).
+    unassigned: Vec<NewPartition>,
     config: KafkaSourceConfig,
 }
 
@@ -147,6 +157,7 @@ impl SourceReader for Reader {
     }
 
     fn poll(&mut self, now_ms: u64, events: &mut Vec<Event>, dead: &mut Vec<DeadLetter>) -> usize {
+        self.assign_discovered(now_ms);
         let mut handled = 0;
         while handled < self.config.max_batch {
             match self.consumer.poll(Duration::ZERO) {
@@ -233,6 +244,7 @@ impl Reader {
         let mut end_offsets = HashMap::new();
         let mut next_offsets = BTreeMap::new();
         let request = |what: String| move |source| KafkaEdgeError::Request { what, source };
+        let restoring = !config.resume.is_empty();
         for &partition in &owned {
             watermarks.assign(partition, now);
             let resume = config.resume.get(&partition);
@@ -249,6 +261,15 @@ impl Reader {
                 (Some(resume), _) => {
                     watermarks.resume(partition, resume.watermark);
                     resume.next_offset
+                }
+                (None, _) if restoring => {
+                    tracing::info!(
+                        topic = config.topic,
+                        partition,
+                        offset = low,
+                        "partition added since the checkpoint; reading it from its earliest offset"
+                    );
+                    low
                 }
                 (None, StartFrom::Earliest) => low,
                 (None, StartFrom::Latest) => high,
@@ -280,6 +301,17 @@ impl Reader {
             source_name: config.topic.clone(),
             metrics: config.metrics.clone(),
         };
+        let watch = match config.partition_discovery_ms {
+            Some(every) if !config.bounded => Some(PartitionWatch::start(WatchConfig {
+                topic: config.topic.clone(),
+                properties: config.properties.clone(),
+                instance,
+                parallelism: config.parallelism,
+                known: partitions,
+                every: Duration::from_millis(every),
+            })?),
+            _ => None,
+        };
         Ok(Reader {
             instance,
             consumer,
@@ -287,8 +319,49 @@ impl Reader {
             end_offsets,
             next_offsets,
             decoder,
+            watch,
+            unassigned: Vec::new(),
             config,
         })
+    }
+
+    /// Starts reading the partitions discovery found since the last poll, at their earliest
+    /// offset, recorded as their resume position at once. A new partition holds the
+    /// watermark like any other until it has records or is caught up and idle.
+    fn assign_discovered(&mut self, now_ms: u64) {
+        if let Some(watch) = &self.watch {
+            self.unassigned.extend(watch.take());
+        }
+        if self.unassigned.is_empty() {
+            return;
+        }
+        let mut assignment = TopicPartitionList::new();
+        for new in &self.unassigned {
+            let added = assignment.add_partition_offset(
+                &self.config.topic,
+                new.partition,
+                Offset::Offset(new.first_offset),
+            );
+            if let Err(error) = added {
+                tracing::error!(%error, partition = new.partition, "cannot list a new partition for assignment");
+                return;
+            }
+        }
+        if let Err(error) = self.consumer.incremental_assign(&assignment) {
+            tracing::warn!(%error, topic = self.config.topic, "cannot assign new partitions yet; retrying");
+            return;
+        }
+        for new in self.unassigned.drain(..) {
+            self.watermarks.assign(new.partition, now_ms);
+            self.next_offsets.insert(new.partition, new.first_offset);
+            tracing::info!(
+                instance = self.instance,
+                topic = self.config.topic,
+                partition = new.partition,
+                offset = new.first_offset,
+                "reading a new partition"
+            );
+        }
     }
 }
 
