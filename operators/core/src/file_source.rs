@@ -198,7 +198,7 @@ impl SourceReader for FileReader {
                     offset,
                 };
                 let record = RawRecord {
-                    payload,
+                    payload: Some(payload),
                     position,
                     timestamp: None,
                     key: None,

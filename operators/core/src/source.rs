@@ -8,7 +8,8 @@ use timely::dataflow::operators::probe::Handle as ProbeHandle;
 use timely::dataflow::Stream;
 
 use weir_features::dead_letter::DeadLetter;
-use weir_features::decode::JsonDecoder;
+use weir_features::dead_letter::DeadLetterReason;
+use weir_features::decode::{DecodeError, JsonDecoder};
 use weir_features::record::Event;
 use weir_features::vocab::{EventTime, KeyGroup, SourcePosition, Tick};
 use weir_features::watermark::WatermarkReport;
@@ -38,6 +39,10 @@ pub struct SourceStreams<'scope> {
     pub progress: ProbeHandle<Tick>,
 }
 
+/// The dead-letter error of a record with a null payload.
+pub const TOMBSTONE: &str =
+    "null payload (a tombstone, a delete in a compacted topic), not an event";
+
 /// Turns raw records into events (or dead letters) for one source instance.
 #[derive(Clone, Debug)]
 pub struct RecordDecoder {
@@ -54,8 +59,8 @@ pub struct RecordDecoder {
 /// One raw record as read from a source.
 #[derive(Clone, Copy, Debug)]
 pub struct RawRecord<'a> {
-    /// The payload bytes.
-    pub payload: &'a [u8],
+    /// The payload bytes; `None` for a null payload (a Kafka tombstone).
+    pub payload: Option<&'a [u8]>,
     /// Where it was read.
     pub position: SourcePosition,
     /// The source's own timestamp (Kafka message time), if any.
@@ -74,7 +79,17 @@ impl RecordDecoder {
         dead: &mut Vec<DeadLetter>,
     ) -> Option<EventTime> {
         JobMetrics::add(&self.metrics.records_in, 1);
-        match self.decoder.decode(record.payload) {
+        // A tombstone (null payload: a delete in a compacted topic) is not an event. Its dead
+        // letter has an empty payload, not a null one: a null record in a compacted
+        // dead-letter topic would delete the earlier letters of its key.
+        let decoded = match record.payload {
+            Some(payload) => self.decoder.decode(payload),
+            None => Err(DecodeError {
+                reason: DeadLetterReason::Malformed,
+                message: TOMBSTONE.to_owned(),
+            }),
+        };
+        match decoded {
             Ok(decoded) => {
                 JobMetrics::add(&self.metrics.events_in, 1);
                 let ts = decoded.ts;
@@ -96,7 +111,7 @@ impl RecordDecoder {
                     position: record.position,
                     timestamp: record.timestamp,
                     key: record.key.map(<[u8]>::to_vec),
-                    raw: record.payload.to_vec(),
+                    raw: record.payload.unwrap_or_default().to_vec(),
                 });
                 None
             }
@@ -123,4 +138,66 @@ pub fn resume_positions(
             (partition, position)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+
+    use super::*;
+
+    fn decoder() -> RecordDecoder {
+        let fields = BTreeMap::from([
+            ("user".to_owned(), FieldDecl::Type(FieldType::String)),
+            ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
+        ]);
+        let schema = RecordSchema::new(&fields, "user", "ts").expect("schema");
+        RecordDecoder {
+            decoder: JsonDecoder::new(schema),
+            key_groups: 16,
+            source_name: "clicks".to_owned(),
+            metrics: Arc::new(JobMetrics::default()),
+        }
+    }
+
+    fn record(payload: Option<&[u8]>) -> RawRecord<'_> {
+        RawRecord {
+            payload,
+            position: SourcePosition {
+                partition: 3,
+                offset: 41,
+            },
+            timestamp: Some(7),
+            key: Some(b"u1"),
+        }
+    }
+
+    #[test]
+    fn a_tombstone_is_a_dead_letter_that_says_so() {
+        let (mut events, mut dead) = (Vec::new(), Vec::new());
+        let decoder = decoder();
+        assert_eq!(decoder.push(record(None), &mut events, &mut dead), None);
+        assert!(events.is_empty());
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].reason, DeadLetterReason::Malformed);
+        assert_eq!(dead[0].error, TOMBSTONE);
+        assert_eq!(dead[0].raw, b"");
+        assert_eq!(dead[0].key.as_deref(), Some(&b"u1"[..]));
+        assert_eq!(dead[0].position.offset, 41);
+    }
+
+    #[test]
+    fn an_empty_payload_is_malformed_json_not_a_tombstone() {
+        let (mut events, mut dead) = (Vec::new(), Vec::new());
+        decoder().push(record(Some(b"")), &mut events, &mut dead);
+        assert_eq!(dead.len(), 1);
+        assert_ne!(dead[0].error, TOMBSTONE);
+        let good = br#"{"user":"u1","ts":5}"#;
+        assert_eq!(
+            decoder().push(record(Some(good)), &mut events, &mut dead),
+            Some(5)
+        );
+    }
 }

@@ -383,7 +383,7 @@ fn handle(
     }
     watermarks.set_caught_up(partition, false);
     let record = RawRecord {
-        payload: message.payload().unwrap_or_default(),
+        payload: message.payload(),
         position: SourcePosition { partition, offset },
         timestamp: message.timestamp().to_millis(),
         key: message.key(),
