@@ -106,8 +106,17 @@ impl EpochSummary {
     }
 }
 
+/// RFC 3339 time of a manifest's `created_unix_ms`; a value past year 9999 (a damaged or
+/// hand-edited manifest) is shown as the number instead of overflowing.
 fn created(unix_ms: u64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(unix_ms)).to_string()
+    /// 9999-12-31T23:59:59.999Z, the last instant RFC 3339 can write.
+    const LAST_RFC3339_MS: u64 = 253_402_300_799_999;
+    match UNIX_EPOCH.checked_add(Duration::from_millis(unix_ms)) {
+        Some(time) if unix_ms <= LAST_RFC3339_MS => {
+            humantime::format_rfc3339_millis(time).to_string()
+        }
+        _ => format!("{unix_ms} ms after the Unix epoch (not a valid date)"),
+    }
 }
 
 impl fmt::Display for EpochSummary {
@@ -170,5 +179,18 @@ impl fmt::Display for EpochSummary {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::created;
+
+    #[test]
+    fn creation_times_print_as_dates_and_absurd_ones_do_not_overflow() {
+        assert_eq!(created(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(created(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+        assert!(created(u64::MAX).contains("not a valid date"));
+        assert!(created(253_402_300_800_000).contains("not a valid date"));
     }
 }
