@@ -183,7 +183,7 @@ fn earliest() -> StartFrom {
 }
 
 fn default_partition_discovery() -> i64 {
-    30_000
+    10_000
 }
 
 fn default_max_batch() -> usize {

@@ -89,21 +89,58 @@ pub fn fit<'a>(
 mod tests {
     use super::*;
 
-    fn wire(f: &Fitted<'_>, headers: usize) -> usize {
-        let markers = [
-            f.payload_cut_from.map(|n| (PAYLOAD_TRUNCATED_HEADER, n)),
-            f.key_cut_from.map(|n| (KEY_TRUNCATED_HEADER, n)),
+    /// Bytes of a zigzag varint (how librdkafka writes lengths in a v2 record).
+    fn varint(n: usize) -> usize {
+        let mut zigzag = (n as u64) << 1;
+        let mut bytes = 1;
+        while zigzag >= 0x80 {
+            zigzag >>= 7;
+            bytes += 1;
+        }
+        bytes
+    }
+
+    /// librdkafka's own check, independent of this module's estimate: 36 bytes of record
+    /// overhead (`RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD`) + key + value + every header's name
+    /// and value with their varint lengths (`rd_kafka_msg_new0`, `rd_kafka_headers_serialized_size`).
+    fn librdkafka_size(f: &Fitted<'_>, headers: &[(&str, usize)]) -> usize {
+        let cut = [
+            f.payload_cut_from
+                .map(|n| (PAYLOAD_TRUNCATED_HEADER, n.to_string().len())),
+            f.key_cut_from
+                .map(|n| (KEY_TRUNCATED_HEADER, n.to_string().len())),
         ];
-        let marker_bytes = headers_size(
-            markers
-                .iter()
-                .flatten()
-                .map(|(name, n)| (*name, n.to_string().into_bytes()))
-                .collect::<Vec<_>>()
-                .iter()
-                .map(|(name, v)| (*name, v.as_slice())),
-        );
-        RECORD_FRAMING + headers + marker_bytes + f.key.map_or(0, <[u8]>::len) + f.payload.len()
+        let header_bytes: usize = headers
+            .iter()
+            .copied()
+            .chain(cut.into_iter().flatten())
+            .map(|(name, value)| varint(name.len()) + name.len() + varint(value) + value)
+            .sum();
+        36 + f.key.map_or(0, <[u8]>::len) + f.payload.len() + header_bytes
+    }
+
+    /// A dead letter's six headers with values of the given total length.
+    fn six_headers(values: usize) -> Vec<(&'static str, usize)> {
+        let names = [
+            "weir.dlq.reason",
+            "weir.dlq.error",
+            "weir.dlq.topic",
+            "weir.dlq.partition",
+            "weir.dlq.offset",
+            "weir.dlq.timestamp",
+        ];
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (*name, if i == 1 { values } else { 0 }))
+            .collect()
+    }
+
+    fn estimate(headers: &[(&str, usize)]) -> usize {
+        headers
+            .iter()
+            .map(|(name, value)| name.len() + value + PER_HEADER)
+            .sum()
     }
 
     #[test]
@@ -116,25 +153,35 @@ mod tests {
     }
 
     #[test]
-    fn a_payload_at_the_limit_is_cut_to_fit_with_its_headers() {
+    fn a_payload_at_the_limit_is_cut_to_what_librdkafka_accepts() {
         let limit = DEFAULT_MESSAGE_MAX_BYTES;
-        let payload = vec![b'x'; limit - 20];
-        let f = fit(Some(b"user-1"), &payload, 300, limit);
-        assert_eq!(f.payload_cut_from, Some(limit - 20));
-        assert_eq!(f.key_cut_from, None);
-        assert!(f.payload.len() > limit - 1_000, "cut far more than needed");
-        assert!(wire(&f, 300) <= limit, "{} > {limit}", wire(&f, 300));
-        assert_eq!(f.payload, &payload[..f.payload.len()]);
+        let headers = six_headers(200);
+        for len in [limit - 400, limit - 300, limit - 20, limit, 3 * limit] {
+            let payload = vec![b'x'; len];
+            let f = fit(Some(b"user-1"), &payload, estimate(&headers), limit);
+            let size = librdkafka_size(&f, &headers);
+            assert!(
+                size <= limit,
+                "{len}: librdkafka would refuse {size} > {limit}"
+            );
+            assert!(
+                size > limit - 200,
+                "{len}: cut far more than needed ({size})"
+            );
+            assert_eq!(f.payload, &payload[..f.payload.len()]);
+            assert_eq!(f.payload_cut_from.is_some(), f.payload.len() < len);
+        }
     }
 
     #[test]
     fn an_oversized_key_is_cut_after_the_payload() {
         let key = vec![b'k'; 5_000];
-        let f = fit(Some(&key), b"{", 200, 2_000);
+        let headers = six_headers(50);
+        let f = fit(Some(&key), b"{", estimate(&headers), 2_000);
         assert_eq!(f.payload, b"");
         assert_eq!(f.payload_cut_from, Some(1));
         assert_eq!(f.key_cut_from, Some(5_000));
-        assert!(wire(&f, 200) <= 2_000);
+        assert!(librdkafka_size(&f, &headers) <= 2_000);
         assert!(f.key.is_some_and(|k| k.len() > 1_500));
     }
 

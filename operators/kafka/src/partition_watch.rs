@@ -42,7 +42,9 @@ pub struct WatchConfig {
     pub every: Duration,
 }
 
-/// The running watch of one source instance; dropping it stops the thread (at its next wake).
+/// The running watch of one source instance. Dropping it stops the thread at its next wake
+/// (it is not joined: a metadata request in flight may take up to 30 s, and the worker must
+/// not wait for it at shutdown).
 pub struct PartitionWatch {
     found: Receiver<NewPartition>,
     /// Dropped with the watch: the thread's wait ends with `Disconnected` and it returns.
@@ -96,6 +98,13 @@ fn watch(
         match stop.recv_timeout(config.every) {
             Err(RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // Serve the client's own events (errors) so they do not pile up between wakes; it
+        // is subscribed to nothing, so no message comes back.
+        while let Some(event) = consumer.poll(Duration::ZERO) {
+            if let Err(error) = event {
+                tracing::debug!(topic = config.topic, %error, "partition discovery client event");
+            }
         }
         let count = match partition_count(consumer, &config.topic) {
             Ok(count) => count,

@@ -120,8 +120,10 @@ struct Reader {
     decoder: RecordDecoder,
     /// Finds partitions added while the job runs (unbounded runs with discovery on).
     watch: Option<PartitionWatch>,
-    /// Discovered partitions not yet assigned (the assignment failed; retried each poll).
+    /// Discovered partitions not yet assigned (the assignment failed).
     unassigned: Vec<NewPartition>,
+    /// When to retry assigning `unassigned` (ms, processing time).
+    retry_assign_at_ms: u64,
     config: KafkaSourceConfig,
 }
 
@@ -196,6 +198,13 @@ impl SourceReader for Reader {
     }
 
     fn progress(&self, now_ms: u64) -> SourceProgress {
+        // Unbounded, an instance without partitions (more source instances than partitions)
+        // holds nothing back but must not end event time either: a partition may come to it
+        // later, and `MAX` would let the job's watermark jump to the end as soon as the other
+        // instances' partitions went idle, making every later record late.
+        if !self.config.bounded && self.next_offsets.is_empty() {
+            return SourceProgress::Idle;
+        }
         self.watermarks.progress(now_ms)
     }
 
@@ -321,44 +330,60 @@ impl Reader {
             decoder,
             watch,
             unassigned: Vec::new(),
+            retry_assign_at_ms: 0,
             config,
         })
     }
 
     /// Starts reading the partitions discovery found since the last poll, at their earliest
-    /// offset, recorded as their resume position at once. A new partition holds the
-    /// watermark like any other until it has records or is caught up and idle.
+    /// offset (or, if the checkpoint restored has them, at its position: metadata at open may
+    /// have been stale), recorded as their resume position at once. A new partition holds the
+    /// watermark like any other until it has records or is caught up and idle. A failed
+    /// assignment is retried once per discovery interval.
     fn assign_discovered(&mut self, now_ms: u64) {
-        if let Some(watch) = &self.watch {
-            self.unassigned.extend(watch.take());
-        }
-        if self.unassigned.is_empty() {
+        let Some(watch) = &self.watch else {
+            return;
+        };
+        let found = watch.take();
+        if found.is_empty() && (self.unassigned.is_empty() || now_ms < self.retry_assign_at_ms) {
             return;
         }
+        self.unassigned.extend(found);
         let mut assignment = TopicPartitionList::new();
+        let mut starts = Vec::with_capacity(self.unassigned.len());
         for new in &self.unassigned {
+            let resume = self.config.resume.get(&new.partition).copied();
+            let first = resume.map_or(new.first_offset, |r| r.next_offset);
+            starts.push((new.partition, first, resume));
             let added = assignment.add_partition_offset(
                 &self.config.topic,
                 new.partition,
-                Offset::Offset(new.first_offset),
+                Offset::Offset(first),
             );
             if let Err(error) = added {
                 tracing::error!(%error, partition = new.partition, "cannot list a new partition for assignment");
+                self.retry_assign_at_ms =
+                    now_ms + self.config.partition_discovery_ms.unwrap_or(1_000);
                 return;
             }
         }
         if let Err(error) = self.consumer.incremental_assign(&assignment) {
-            tracing::warn!(%error, topic = self.config.topic, "cannot assign new partitions yet; retrying");
+            tracing::warn!(%error, topic = self.config.topic, "cannot assign new partitions yet; retrying next discovery interval");
+            self.retry_assign_at_ms = now_ms + self.config.partition_discovery_ms.unwrap_or(1_000);
             return;
         }
-        for new in self.unassigned.drain(..) {
-            self.watermarks.assign(new.partition, now_ms);
-            self.next_offsets.insert(new.partition, new.first_offset);
+        self.unassigned.clear();
+        for (partition, first, resume) in starts {
+            self.watermarks.assign(partition, now_ms);
+            if let Some(resume) = resume {
+                self.watermarks.resume(partition, resume.watermark);
+            }
+            self.next_offsets.insert(partition, first);
             tracing::info!(
                 instance = self.instance,
                 topic = self.config.topic,
-                partition = new.partition,
-                offset = new.first_offset,
+                partition,
+                offset = first,
                 "reading a new partition"
             );
         }
