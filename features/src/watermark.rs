@@ -135,15 +135,33 @@ impl PartitionWatermarks {
             && now_ms.saturating_sub(p.last_record_ms) >= self.idle_timeout_ms
     }
 
-    /// This instance's progress at `now_ms`: the minimum over non-idle partitions, `Idle` when
-    /// every unfinished partition is idle, `Active(MAX)` when all are finished.
+    /// Leaves `paused_ms` of processing time (ending at `now_ms`) out of the quiet time of
+    /// every partition that was not idle when that stretch began: while the source reads nothing
+    /// (backpressure), a partition's records may be waiting unread, so the pause must not make
+    /// it idle; a partition already idle stays idle. Call it for each stretch of a pause.
+    pub fn exclude_paused(&mut self, paused_ms: u64, now_ms: u64) {
+        let idle_timeout_ms = self.idle_timeout_ms;
+        let paused_at = now_ms.saturating_sub(paused_ms);
+        for p in self.partitions.values_mut() {
+            let quiet = paused_at.saturating_sub(p.last_record_ms);
+            let idle = !p.finished && p.caught_up && quiet >= idle_timeout_ms;
+            if !idle {
+                p.last_record_ms = p.last_record_ms.saturating_add(paused_ms).min(now_ms);
+            }
+        }
+    }
+
+    /// This instance's progress at `now_ms`: the minimum over partitions that are neither idle
+    /// nor finished; `Idle` when every unfinished partition is idle; `Active(MAX)` when all are
+    /// finished (vacuously so with no partition: a bounded instance with nothing to read; an
+    /// unbounded reader must report `Idle` itself then, as partitions may come later).
     pub fn progress(&self, now_ms: u64) -> SourceProgress {
         if self.all_finished() {
             return SourceProgress::Active(Watermark::MAX);
         }
         self.partitions
             .values()
-            .filter(|p| !self.is_idle(p, now_ms))
+            .filter(|p| !p.finished && !self.is_idle(p, now_ms))
             .map(|p| self.watermark_of(p))
             .min()
             .map_or(SourceProgress::Idle, SourceProgress::Active)
@@ -262,5 +280,40 @@ mod tests {
         c.observe(&report(0, SourceProgress::Active(Watermark(60))));
         c.observe(&report(1, SourceProgress::Active(Watermark(45))));
         assert_eq!(c.watermark(), Watermark(45));
+    }
+
+    #[test]
+    fn a_pause_does_not_make_a_partition_idle_and_an_idle_one_stays_idle() {
+        let mut w = PartitionWatermarks::new(0, 5_000);
+        w.assign(0, 0);
+        w.assign(1, 0);
+        w.observe(0, 100, 1_000);
+        w.observe(1, 200, 0);
+        w.set_caught_up(0, true);
+        w.set_caught_up(1, true);
+        // Partition 1 is idle at 5 000; partition 0 is not (quiet for 4 000).
+        assert_eq!(w.progress(5_000), SourceProgress::Active(Watermark(100)));
+        // Paused from 5 000 to 20 000, in stretches: partition 0's records may be waiting,
+        // so it must still hold the watermark; partition 1 stays idle.
+        for now in (6_000..=20_000).step_by(1_000) {
+            w.exclude_paused(1_000, now);
+        }
+        assert_eq!(w.progress(20_000), SourceProgress::Active(Watermark(100)));
+        // Reading again: partition 0 becomes idle after its unpaused quiet time (4 000 before
+        // the pause) reaches the timeout.
+        assert_eq!(w.progress(20_999), SourceProgress::Active(Watermark(100)));
+        assert_eq!(w.progress(21_000), SourceProgress::Idle);
+    }
+
+    #[test]
+    fn finished_and_idle_partitions_together_are_idle_not_the_end() {
+        let mut w = PartitionWatermarks::new(0, 10);
+        w.assign(0, 0);
+        w.assign(1, 0);
+        w.finish(0);
+        w.set_caught_up(1, true);
+        assert_eq!(w.progress(20), SourceProgress::Idle);
+        w.observe(1, 7, 20);
+        assert_eq!(w.progress(25), SourceProgress::Active(Watermark(7)));
     }
 }

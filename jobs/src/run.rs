@@ -294,6 +294,13 @@ pub fn run_job_with(
     }
     let summary = summarize(&metrics, &score_counters, started.elapsed());
     summary.models.log();
+    let read_failures = JobMetrics::get(&metrics.source_read_failures);
+    if read_failures > 0 {
+        return Err(anyhow!(
+            "the input could not be read ({read_failures} read errors, logged above); the job stopped without finishing its windows\n{}",
+            summary.render()
+        ));
+    }
     if summary.delivery_failures > 0 {
         return Err(anyhow!(
             "{} records could not be delivered to Kafka\n{}",

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use timely::dataflow::Scope;
@@ -19,6 +19,7 @@ use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 
 use crate::clock::unix_ms;
 use crate::epochs::EpochClock;
+use crate::metrics::JobMetrics;
 use crate::placement::Placement;
 use crate::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
 use crate::source_operator::{build_source, Pacing, SourceReader};
@@ -67,6 +68,8 @@ struct FileReader {
     decoder: RecordDecoder,
     max_batch: usize,
     line: Vec<u8>,
+    /// Set on a read error: every source stops without declaring the end of input.
+    stop: Arc<AtomicBool>,
 }
 
 /// Builds the file source on every worker.
@@ -131,6 +134,7 @@ impl FileReader {
             decoder: config.decoder.clone(),
             max_batch: config.max_batch.max(1),
             line: Vec::new(),
+            stop: config.stop.clone(),
         })
     }
 }
@@ -179,10 +183,12 @@ impl SourceReader for FileReader {
                     }
                     Ok(_) => {}
                     Err(error) => {
-                        tracing::error!(%error, partition = file.partition, "read error; treating the file as ended");
-                        file.done = true;
-                        self.watermarks.finish(file.partition);
-                        break;
+                        // Ending the file here would skip its unread lines silently and flush
+                        // every window as if the input were complete: the run stops and fails.
+                        tracing::error!(%error, partition = file.partition, line = file.next_line, "cannot read the input file; stopping the job");
+                        JobMetrics::add(&self.decoder.metrics.source_read_failures, 1);
+                        self.stop.store(true, Ordering::SeqCst);
+                        return handled;
                     }
                 }
                 let offset = file.next_line;
@@ -215,6 +221,10 @@ impl SourceReader for FileReader {
 
     fn progress(&self, now_ms: u64) -> SourceProgress {
         self.watermarks.progress(now_ms)
+    }
+
+    fn exclude_paused(&mut self, paused_ms: u64, now_ms: u64) {
+        self.watermarks.exclude_paused(paused_ms, now_ms);
     }
 
     fn finished(&self) -> bool {

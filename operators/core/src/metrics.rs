@@ -34,6 +34,9 @@ pub struct JobMetrics {
     pub dead_letters_delivered: AtomicU64,
     /// Records the sinks failed to deliver (a non-zero value fails the run).
     pub delivery_failures: AtomicU64,
+    /// Input reads that failed (an I/O error in an input file): the sources stop without
+    /// declaring the end of input, and a non-zero value fails the run.
+    pub source_read_failures: AtomicU64,
     /// Snapshot files written by window instances (one per changed state shard per epoch).
     pub snapshots_written: AtomicU64,
     /// Bytes of those files.

@@ -56,6 +56,10 @@ pub trait SourceReader: 'static {
     fn poll(&mut self, now_ms: u64, events: &mut Vec<Event>, dead: &mut Vec<DeadLetter>) -> usize;
     /// Event-time progress at `now_ms`.
     fn progress(&self, now_ms: u64) -> SourceProgress;
+    /// The source read nothing for the `paused_ms` before `now_ms` (backpressure): that time
+    /// must not make a partition idle, as its records may be waiting unread
+    /// ([`weir_features::watermark::PartitionWatermarks::exclude_paused`]).
+    fn exclude_paused(&mut self, paused_ms: u64, now_ms: u64);
     /// Whether a bounded input has been read completely.
     fn finished(&self) -> bool;
     /// The source's name in checkpoint manifests (topic, or the input files).
@@ -125,13 +129,14 @@ pub fn build_source<'scope, R: SourceReader>(
         let mut running = reader.map(|reader| {
             let caps: Vec<Capability<Tick>> =
                 capabilities.iter().map(|c| c.delayed(&tick)).collect();
-            (reader, caps, false)
+            (reader, caps, false, None)
         });
         drop(capabilities);
         activator.activate();
         move |_frontiers| {
-            // `held_back`: whether the source is holding back for lagging progress.
-            let Some((reader, caps, held_back)) = running.as_mut() else {
+            // `held_back`: whether the source is holding back for lagging progress;
+            // `paused_at`: when the last activation read nothing because of a pause.
+            let Some((reader, caps, held_back, paused_at)) = running.as_mut() else {
                 return;
             };
             if stop.load(Ordering::Relaxed) {
@@ -140,6 +145,10 @@ pub fn build_source<'scope, R: SourceReader>(
                 return;
             }
             let now = unix_ms();
+            if let Some(since) = paused_at.take() {
+                // Nothing was read since then: that time does not count as quiet.
+                reader.exclude_paused(now.saturating_sub(since), now);
+            }
             let tick = now / tick_ms;
             let current = *caps[0].time();
             if tick > current {
@@ -164,6 +173,7 @@ pub fn build_source<'scope, R: SourceReader>(
             if metrics.score_backlog.load(Ordering::Relaxed) > 0 {
                 // Scoring is behind: keep closing ticks, but read nothing until it catches up.
                 JobMetrics::add(&metrics.source_pauses, 1);
+                *paused_at = Some(now);
                 activator.activate_after(Duration::from_millis(1));
                 return;
             }
@@ -178,6 +188,7 @@ pub fn build_source<'scope, R: SourceReader>(
             if pace != Pace::Keeping {
                 // Some worker has not started, or the job's output (in some process) is
                 // behind: keep closing ticks, read nothing until that changes.
+                *paused_at = Some(now);
                 activator.activate_after(Duration::from_millis(1));
                 return;
             }

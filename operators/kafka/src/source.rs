@@ -208,6 +208,10 @@ impl SourceReader for Reader {
         self.watermarks.progress(now_ms)
     }
 
+    fn exclude_paused(&mut self, paused_ms: u64, now_ms: u64) {
+        self.watermarks.exclude_paused(paused_ms, now_ms);
+    }
+
     fn finished(&self) -> bool {
         self.config.bounded && self.watermarks.all_finished()
     }
@@ -231,7 +235,19 @@ impl Reader {
             ("enable.partition.eof", "true"),
             ("auto.offset.reset", "earliest"),
         ];
+        // Partition EOF is how a partition is known to be caught up (idleness, and the end of
+        // a bounded run past control records): it cannot be turned off.
+        if config
+            .properties
+            .get("enable.partition.eof")
+            .is_some_and(|v| v.trim() != "true")
+        {
+            tracing::warn!(
+                "ignoring enable.partition.eof = false: the source needs end-of-partition events"
+            );
+        }
         let consumer: BaseConsumer<SourceContext> = client_config(&config.properties, &defaults)
+            .set("enable.partition.eof", "true")
             .create_with_context(SourceContext)
             .map_err(|source| KafkaEdgeError::Client {
                 role: "consumer",

@@ -341,6 +341,10 @@ impl SourceReader for ScriptedReader {
         0
     }
 
+    fn exclude_paused(&mut self, _paused_ms: u64, _wall_clock_ms: u64) {
+        // Scripts never pause the source, and their watermarks run on the injected clock.
+    }
+
     fn progress(&self, _wall_clock_ms: u64) -> SourceProgress {
         self.watermarks.progress(self.clock.load(Ordering::SeqCst))
     }
