@@ -242,7 +242,15 @@ impl KeyedFeatures {
         self.closed.iter().map(ClosedWindows::len).sum()
     }
 
-    /// See [`KeyedWindows::set_processing_time`].
+    /// Restored state joins a run at `now_ms` (see [`KeyedWindows::resume_processing_time`]).
+    pub fn resume_processing_time(&mut self, now_ms: i64) {
+        self.states
+            .iter_mut()
+            .for_each(|s| s.resume_processing_time(now_ms));
+    }
+
+    /// Sets the processing time of the records applied next in every window group (see
+    /// [`KeyedWindows::set_processing_time`]).
     pub fn set_processing_time(&mut self, now_ms: i64) {
         self.states
             .iter_mut()

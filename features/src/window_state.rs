@@ -98,6 +98,21 @@ impl KeyedWindows {
         self.now_ms = Some(now_ms);
     }
 
+    /// Restored state joins a run at processing time `now_ms`: the time between the snapshot
+    /// and now (the job was down, or restoring) is not quiet time for the TTL, so every
+    /// key's last-record time moves forward by it. Without this, every key quiet since the
+    /// checkpoint would expire on the restored run's first tick, before its replayed records
+    /// are read, which the uninterrupted run never does.
+    pub fn resume_processing_time(&mut self, now_ms: i64) {
+        let Some(saved) = self.now_ms.take() else {
+            return;
+        };
+        let downtime = now_ms.saturating_sub(saved).max(0);
+        for seen in self.last_seen.values_mut() {
+            *seen = seen.saturating_add(downtime);
+        }
+    }
+
     /// Whether a record at `event.ts` is too late for `watermark`.
     #[inline]
     pub fn is_late(&self, event: &Event, watermark: Watermark) -> bool {

@@ -497,3 +497,31 @@ fn quiet_keys_are_closed_by_timeout_and_forgotten() {
         assert_eq!(state.open_slots(), 0);
     }
 }
+
+#[test]
+fn a_restore_does_not_count_the_downtime_as_quiet_time() {
+    let features = features();
+    let mut state = KeyedWindows::new(WindowSpec::Tumbling { size: 10 }, 0);
+    state.set_processing_time(1_000);
+    let e = event("k", 3, "a", Some(1.0), 0);
+    assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+    // Checkpointed at 2 000 (quiet for 1 000 of a 5 000 TTL), restored at 100 000.
+    state.set_processing_time(2_000);
+    let mut restored = state.clone();
+    restored.resume_processing_time(100_000);
+    assert_eq!(
+        restored.expire(&features, 100_000, 5_000, |_| panic!("expired at restore")),
+        0
+    );
+    assert_eq!(
+        restored.expire(&features, 103_999, 5_000, |_| panic!("expired early")),
+        0
+    );
+    let mut rows = Vec::new();
+    assert_eq!(
+        restored.expire(&features, 104_000, 5_000, |r| rows.push(r)),
+        1,
+        "quiet for the TTL after the restore, counting the 1 000 before the checkpoint"
+    );
+    assert!(rows.iter().all(|r| r.closed_by_timeout));
+}

@@ -349,7 +349,9 @@ fn restore_state(config: &WindowConfig, instance: usize, state: &mut StateShards
         manifest.epoch,
         &mut files.iter().map(|(file, _)| *file),
         &mut |file, bytes| {
-            if let Err(e) = state.restore(&config.features, file.range.lo, file.range.hi, bytes) {
+            let range = (file.range.lo, file.range.hi);
+            let now_ms = (unix_nanos() / 1_000_000) as i64;
+            if let Err(e) = state.restore(&config.features, range, bytes, now_ms) {
                 let stored = file.file_epoch(manifest.epoch);
                 let path = store.snapshot_location(stored, &file.operator, file.file_range());
                 unfit.get_or_insert(OperatorError::Restore {
