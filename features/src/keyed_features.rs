@@ -390,8 +390,12 @@ impl KeyedFeatures {
     }
 
     /// Drops closed secondary windows no future primary row can ask for; returns whether any
-    /// was dropped.
+    /// was dropped. A primary window can still be emitted (revised) while its end is after
+    /// `watermark − allowed_lateness`, and it asks as of its end: the horizon is the latest
+    /// secondary end at or before that point, not before the watermark.
     fn prune(&mut self, job: &JobFeatures, watermark: Watermark) -> bool {
+        let lateness = self.states.first().map_or(0, KeyedWindows::allowed_lateness);
+        let watermark = Watermark(watermark.0.saturating_sub(lateness));
         let mut dropped = false;
         for (group, closed) in job.groups.iter().zip(self.closed.iter_mut()).skip(1) {
             let horizon = match group.spec.aligned() {

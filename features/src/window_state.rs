@@ -86,6 +86,11 @@ impl KeyedWindows {
         }
     }
 
+    /// How far behind the watermark a record may be and still update its window.
+    pub fn allowed_lateness(&self) -> i64 {
+        self.allowed_lateness
+    }
+
     /// Number of keys whose last-record time is tracked for [`KeyedWindows::expire`].
     pub fn tracked_keys(&self) -> usize {
         self.last_seen.len()

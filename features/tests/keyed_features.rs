@@ -198,3 +198,44 @@ fn schedule_rejects_over_range_windows_and_non_positive_periods() -> Result<()> 
     assert!(err.contains("every must be > 0"), "{err}");
     Ok(())
 }
+
+#[test]
+fn a_late_primary_revision_still_finds_its_secondary_window() -> Result<()> {
+    let schema = user_ts_x_schema()?;
+    let named = BTreeMap::from([("five".to_owned(), WindowSpec::Tumbling { size: 300_000 })]);
+    let specs = vec![
+        spec("count_1m", "count", None, None)?,
+        spec("count_5m", "count", None, Some("five"))?,
+    ];
+    let job = JobFeatures::compile(
+        &specs,
+        &schema,
+        &WindowSpec::Tumbling { size: 60_000 },
+        &named,
+    )?;
+    let minute = 60_000;
+    let lateness = 20 * minute;
+    let mut state = KeyedFeatures::new(&job, lateness);
+    let mut rows = Vec::new();
+    let mut watermark = Watermark::MIN;
+    // 5-minute windows [0,5m) with 2 records, [5m,10m) with 1, [15m,20m) with 1; then the
+    // watermark reaches 30m, and a record at 11m is late but within the allowed lateness
+    // (30m - 20m = 10m): its 1-minute window [11m,12m) is emitted and must see, as of 12m,
+    // the 5-minute window [5m,10m).
+    for (i, m) in [1, 2, 6, 16, 30, 11].into_iter().enumerate() {
+        let e = event(&schema, "k", m * minute, 1.0, i as i64);
+        state.apply(&job, &e, watermark);
+        watermark = Watermark(watermark.0.max(e.ts));
+        state.fire(&job, watermark, |r| rows.push(r));
+    }
+    let late = rows
+        .iter()
+        .find(|r| r.window_end == 12 * minute)
+        .expect("the late record's window was emitted");
+    assert_eq!(
+        late.values,
+        [1.0, 1.0],
+        "the 5-minute window as of 12m was dropped before no primary row could ask for it"
+    );
+    Ok(())
+}
