@@ -159,7 +159,7 @@ fn restore(
             &mut files.iter().map(|(f, _)| *f),
             &mut |entry, bytes| {
                 state
-                    .restore(job, (entry.range.lo, entry.range.hi), bytes, 0)
+                    .restore(job, (entry.range.lo, entry.range.hi), bytes, (0, None))
                     .unwrap_or_else(|e| panic!("{e}"));
                 Ok(())
             },

@@ -242,11 +242,16 @@ impl KeyedFeatures {
         self.closed.iter().map(ClosedWindows::len).sum()
     }
 
-    /// Restored state joins a run at `now_ms` (see [`KeyedWindows::resume_processing_time`]).
-    pub fn resume_processing_time(&mut self, now_ms: i64) {
+    /// Restored state joins a run at processing time `now_ms` (see
+    /// [`KeyedWindows::resume_processing_time`]), from a checkpoint taken at window watermark
+    /// `watermark` (see [`Schedule::resume_through`]; `None`: not recorded).
+    pub fn resume(&mut self, now_ms: i64, watermark: Option<i64>) {
         self.states
             .iter_mut()
             .for_each(|s| s.resume_processing_time(now_ms));
+        if let (Some(schedule), Some(watermark)) = (&mut self.schedule, watermark) {
+            schedule.resume_through(watermark);
+        }
     }
 
     /// Sets the processing time of the records applied next in every window group (see

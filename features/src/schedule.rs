@@ -98,6 +98,14 @@ impl Schedule {
         self.through = self.through.max(other.through);
     }
 
+    /// Restored state joins a run whose watermark at the checkpoint was `watermark`: every
+    /// point up to it was evaluated then (moving `through` alone does not rewrite a snapshot,
+    /// so a restored `through` may be older). Re-evaluating those points after the restored
+    /// run's first records would emit rows the uninterrupted run never did.
+    pub fn resume_through(&mut self, watermark: EventTime) {
+        self.through = self.through.max(watermark);
+    }
+
     /// Emits the rows of every schedule point in `(through, watermark]`, given every window
     /// closed by `watermark` in `closed` (one per window group of `job`), then drops the
     /// closed windows no later schedule point can use. Returns whether a row was emitted or a

@@ -185,17 +185,18 @@ impl StateShards {
 
     /// Loads a stored snapshot of the key groups `lo..hi` (encoded by
     /// [`KeyedFeatures::encode`]): its keys in this instance's range join their shards, the
-    /// others are dropped (they belong to other instances after a rescale). `now_ms`: the
-    /// processing time the restored run starts at (key TTLs do not count the downtime).
+    /// others are dropped (they belong to other instances after a rescale). `now_ms` and
+    /// `watermark`: the processing time the restored run starts at and the checkpoint's window
+    /// watermark ([`KeyedFeatures::resume`]).
     pub fn restore(
         &mut self,
         job: &JobFeatures,
         (lo, hi): (u32, u32),
         bytes: &[u8],
-        now_ms: i64,
+        (now_ms, watermark): (i64, Option<i64>),
     ) -> Result<()> {
         let mut stored = KeyedFeatures::decode(job, bytes)?;
-        stored.resume_processing_time(now_ms);
+        stored.resume(now_ms, watermark);
         // Shards are disjoint: one that covers the stored range is the only one it touches.
         if let Some(shard) = self.shards.iter_mut().find(|s| s.lo <= lo && hi <= s.hi) {
             return shard.state.absorb(stored);

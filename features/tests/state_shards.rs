@@ -51,7 +51,7 @@ impl Job {
             let mut state = StateShards::new(job, LATENESS_MS, lo, hi, G);
             for (flo, fhi, bytes) in checkpoint.into_iter().flatten() {
                 if *flo < hi && lo < *fhi {
-                    state.restore(job, (*flo, *fhi), bytes, 0)?;
+                    state.restore(job, (*flo, *fhi), bytes, (0, None))?;
                 }
             }
             let files = vec![None; state.len()];

@@ -351,7 +351,8 @@ fn restore_state(config: &WindowConfig, instance: usize, state: &mut StateShards
         &mut |file, bytes| {
             let range = (file.range.lo, file.range.hi);
             let now_ms = (unix_nanos() / 1_000_000) as i64;
-            if let Err(e) = state.restore(&config.features, range, bytes, now_ms) {
+            let at = (now_ms, manifest.window_watermark);
+            if let Err(e) = state.restore(&config.features, range, bytes, at) {
                 let stored = file.file_epoch(manifest.epoch);
                 let path = store.snapshot_location(stored, &file.operator, file.file_range());
                 unfit.get_or_insert(OperatorError::Restore {
