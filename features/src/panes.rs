@@ -228,7 +228,8 @@ impl PaneWindows {
     }
 
     /// Force-closes every window of `keys`: emits each window not yet emitted or changed since
-    /// (marked `closed_by_timeout`), then forgets the keys.
+    /// (marked `closed_by_timeout`), then forgets the keys' state, keeping only the revision
+    /// numbers of windows that may still change.
     pub fn expire(
         &mut self,
         features: &FeatureSet,
@@ -245,6 +246,7 @@ impl PaneWindows {
         }
         due.sort_unstable();
         due.dedup();
+        let mut revisions = Vec::new();
         for (end, key) in due {
             if let Some(slot) = self.window(features, &key, end) {
                 let revision = self
@@ -253,16 +255,19 @@ impl PaneWindows {
                     .and_then(|r| r.get(&key))
                     .map_or(0, |r| r + 1);
                 emit(slot.row(features, &key, self.bounds(end), revision, true));
+                revisions.push((end, key, revision));
             }
         }
         for map in self.panes.values_mut() {
             map.retain(|k, _| !keys.contains(k));
         }
         self.panes.retain(|_, m| !m.is_empty());
-        for map in self.emitted.values_mut() {
-            map.retain(|k, _| !keys.contains(k));
+        // The keys' revision numbers stay (one number per window) until the windows can no
+        // longer change: a record after the expiry re-opens its window, and that window's
+        // next row must be a new revision of the same score id, not revision 0 again.
+        for (end, key, revision) in revisions {
+            self.emitted.entry(end).or_default().insert(key, revision);
         }
-        self.emitted.retain(|_, m| !m.is_empty());
     }
 }
 

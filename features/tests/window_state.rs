@@ -525,3 +525,28 @@ fn a_restore_does_not_count_the_downtime_as_quiet_time() {
     );
     assert!(rows.iter().all(|r| r.closed_by_timeout));
 }
+
+#[test]
+fn a_window_re_opened_after_its_key_expired_is_a_new_revision() {
+    let features = features();
+    let mut state = KeyedWindows::new(WindowSpec::Tumbling { size: 10 }, 0);
+    state.set_processing_time(1_000);
+    let e = event("k", 3, "a", Some(1.0), 0);
+    assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+    let mut expired = Vec::new();
+    assert_eq!(
+        state.expire(&features, 7_000, 5_000, |r| expired.push(r)),
+        1
+    );
+    assert_eq!(expired.len(), 1);
+    assert_eq!((expired[0].window_end, expired[0].revision), (10, 0));
+    // A record in the same window after the expiry: the window's next row is revision 1 of
+    // the same window (same score id), not a second revision 0.
+    state.set_processing_time(8_000);
+    let e = event("k", 5, "a", Some(2.0), 1);
+    assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+    let rows = collect(&mut state, &features, Watermark::MAX);
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].window_end, rows[0].revision), (10, 1));
+    assert_eq!(rows[0].records, 1, "the expired state is gone");
+}
