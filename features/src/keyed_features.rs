@@ -399,7 +399,10 @@ impl KeyedFeatures {
     /// `watermark − allowed_lateness`, and it asks as of its end: the horizon is the latest
     /// secondary end at or before that point, not before the watermark.
     fn prune(&mut self, job: &JobFeatures, watermark: Watermark) -> bool {
-        let lateness = self.states.first().map_or(0, KeyedWindows::allowed_lateness);
+        let lateness = self
+            .states
+            .first()
+            .map_or(0, KeyedWindows::allowed_lateness);
         let watermark = Watermark(watermark.0.saturating_sub(lateness));
         let mut dropped = false;
         for (group, closed) in job.groups.iter().zip(self.closed.iter_mut()).skip(1) {

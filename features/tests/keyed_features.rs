@@ -268,7 +268,9 @@ fn a_restored_schedule_does_not_re_evaluate_points_passed_before_the_checkpoint(
     let snapshot = state.encode()?;
     // Points up to 10:00.5 pass with nothing to emit, which does not rewrite the snapshot;
     // the checkpoint is taken at that watermark.
-    state.fire(&job, Watermark(600_500), |r| panic!("no row expected: {r:?}"));
+    state.fire(&job, Watermark(600_500), |r| {
+        panic!("no row expected: {r:?}")
+    });
     let uninterrupted = rows_after_a_late_record(&job, state)?;
     let mut restored = KeyedFeatures::decode(&job, &snapshot)?;
     restored.resume(0, Some(600_500));
