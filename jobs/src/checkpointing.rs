@@ -214,6 +214,14 @@ fn check_compatible(job: &CompiledJob, manifest: &Manifest, hash: u64) -> Result
             manifest.key_groups
         );
     }
+    let source = job.file.source_name();
+    if !manifest.sources.is_empty() && !manifest.sources.contains_key(&source) {
+        let read: Vec<&str> = manifest.sources.keys().map(String::as_str).collect();
+        bail!(
+            "checkpoint {epoch} was written by a job reading {} but this job reads {source}; its window state and offsets belong to that input (a replay over files, or another job sharing the directory?) — use another checkpoint directory ([checkpoint] dir or --checkpoint-dir), or start over with --restore none",
+            read.join(", ")
+        );
+    }
     if manifest.topology_hash != hash {
         bail!(
             "checkpoint {epoch} was written by a job with different features, windows, trigger, schema or lateness (topology hash {:016x}, this job {hash:016x}); its state cannot be reused — restore with the original job file, or start over with --restore none",

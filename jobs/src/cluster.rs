@@ -34,6 +34,15 @@ impl Default for ClusterArgs {
 pub fn timely_config(args: &ClusterArgs, threads: usize) -> Result<(timely::Config, Placement)> {
     let placement = Placement::new(threads * args.processes.max(1), args.processes.max(1));
     if args.processes <= 1 {
+        // `--process 1 --hosts …` without `--processes`: run alone here would be a second,
+        // independent copy of the job reading every partition.
+        if args.process != 0 || args.hosts.is_some() {
+            bail!(
+                "--process {} / --hosts describe a multi-process run, but --processes is {} ([runtime] processes): set --processes to the number of lines in the hosts file on every process",
+                args.process,
+                args.processes
+            );
+        }
         return Ok((timely::Config::process(threads), placement));
     }
     if args.process >= args.processes {
@@ -87,4 +96,26 @@ pub fn read_hosts(path: &Path) -> Result<Vec<String>> {
         }
     }
     Ok(hosts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_index_or_hosts_file_without_processes_is_refused() {
+        let alone = ClusterArgs::default();
+        assert!(timely_config(&alone, 2).is_ok());
+        let forgot = ClusterArgs {
+            process: 1,
+            ..ClusterArgs::default()
+        };
+        let err = timely_config(&forgot, 2).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("set --processes")));
+        let hosts_only = ClusterArgs {
+            hosts: Some(PathBuf::from("hosts.txt")),
+            ..ClusterArgs::default()
+        };
+        assert!(timely_config(&hosts_only, 2).is_err());
+    }
 }

@@ -26,6 +26,11 @@ pub fn compute_features(
 ) -> Result<RunSummary> {
     job.use_input_files(inputs);
     job.use_output_file(output, dead_letters);
+    // A replay over files is its own run: it must neither restore the production job's
+    // checkpoints nor write (and prune) epochs in their directory, and it runs in this
+    // process alone.
+    job.checkpoint = None;
+    job.runtime.processes = 1;
     run_job_in(
         job.compile()?,
         Mode::FeaturesOnly,

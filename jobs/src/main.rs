@@ -191,8 +191,16 @@ fn run(args: RunArgs) -> Result<()> {
     tracing::info!(library = %library.display(), "ONNX Runtime loaded");
     let stop = Arc::new(AtomicBool::new(false));
     let on_signal = stop.clone();
-    ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed))
-        .context("cannot install the Ctrl-C handler")?;
+    // Ctrl-C, SIGTERM (what Kubernetes sends) and SIGHUP stop reading and let the sinks flush;
+    // no window is flushed as if the input were complete. A second signal exits at once.
+    ctrlc::set_handler(move || {
+        if on_signal.swap(true, Ordering::SeqCst) {
+            eprintln!("second stop signal: exiting without waiting for output to flush");
+            std::process::exit(130);
+        }
+        eprintln!("stop signal: the sources stop reading; waiting for output to flush (signal again to exit now)");
+    })
+    .context("cannot install the stop-signal handler")?;
     let summary = weir::run::run_job_with(job, weir::pipeline::Mode::Score, stop, &options)?;
     println!("{}", summary.render());
     Ok(())

@@ -271,22 +271,16 @@ pub fn run_job_with(
     };
     let started = Instant::now();
     let guards = timely::execute(timely_config, move |worker| {
-        let plan = plan.clone();
-        let built = worker.dataflow::<Tick, _, _>(|scope| pipeline::build(scope, &plan));
-        if let Err(error) = built {
-            // Preflight makes this rare. A worker that cannot build would stall its peers
-            // forever, so the process exits (a supervisor restarts it from the last checkpoint).
-            tracing::error!(
-                "worker {} could not build the dataflow: {error:#}",
-                worker.index()
-            );
-            eprintln!(
-                "error: worker {} could not build the dataflow: {error:#}",
-                worker.index()
-            );
-            std::process::exit(2);
+        // A worker that panics leaves its peers waiting for its capabilities forever (the
+        // process would look alive and do nothing): the process exits instead, non-zero, so a
+        // supervisor restarts it from the last checkpoint. The panic message is already out.
+        let index = worker.index();
+        let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan));
+        if std::panic::catch_unwind(run).is_err() {
+            tracing::error!("worker {index} panicked; stopping the process");
+            eprintln!("error: worker {index} panicked; stopping the process");
+            std::process::exit(101);
         }
-        while worker.step_or_park(Some(Duration::from_millis(20))) {}
     })
     .map_err(|e| anyhow!("cannot start Timely workers: {e}"))?;
     for result in guards.join() {
@@ -309,6 +303,25 @@ pub fn run_job_with(
         ));
     }
     Ok(summary)
+}
+
+/// One Timely worker: builds the dataflow and steps it until it completes.
+fn run_worker(worker: &mut timely::worker::Worker, plan: &JobPlan) {
+    let built = worker.dataflow::<Tick, _, _>(|scope| pipeline::build(scope, plan));
+    if let Err(error) = built {
+        // Preflight makes this rare. A worker that cannot build would stall its peers
+        // forever, so the process exits (a supervisor restarts it from the last checkpoint).
+        tracing::error!(
+            "worker {} could not build the dataflow: {error:#}",
+            worker.index()
+        );
+        eprintln!(
+            "error: worker {} could not build the dataflow: {error:#}",
+            worker.index()
+        );
+        std::process::exit(2);
+    }
+    while worker.step_or_park(Some(Duration::from_millis(20))) {}
 }
 
 fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duration) -> RunSummary {

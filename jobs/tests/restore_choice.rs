@@ -85,6 +85,24 @@ fn checkpoints_of_another_topology_or_key_group_count_are_refused() -> Result<()
     let err = error_of(prepare(&regrouped.compile()?, RestoreChoice::Auto));
     assert!(err.contains("4096 key groups"), "{err}");
 
+    // Another input (a replay over files, another topic sharing the directory).
+    let dir_other = scratch("other-input")?;
+    let file = job(&dir_other)?;
+    let store = LocalDirStore::open(&dir_other)?;
+    let mut manifest = Manifest::new(Epoch(10), file.runtime.key_groups);
+    manifest.topology_hash = topology_hash(&file);
+    manifest
+        .sources
+        .insert("replay.jsonl".to_owned(), Default::default());
+    store.commit_manifest(&manifest)?;
+    let err = error_of(prepare(&file.clone().compile()?, RestoreChoice::Auto));
+    assert!(
+        err.contains("written by a job reading replay.jsonl but this job reads clicks"),
+        "{err}"
+    );
+    assert!(err.contains("--restore none"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir_other);
+
     // The same features in another worker layout are a rescale, not a different job.
     let mut wider = file.clone();
     wider.runtime.workers = 4;

@@ -1,0 +1,104 @@
+//! SIGTERM (what Kubernetes and systemd send to stop a pod or service) stops `weir run` like
+//! Ctrl-C: the sources stop reading, the sinks flush, the summary is printed and the process
+//! exits 0. Without a handler the process died at once with nothing flushed. Needs the test
+//! broker (`scripts/test.sh` starts it).
+
+#[path = "../../tests/support/kafka.rs"]
+#[allow(dead_code)]
+mod kafka;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+
+use kafka::{create_topic, produce, unique_topic};
+use weir::gen::{Clickstream, ClickstreamConfig};
+
+#[test]
+fn sigterm_stops_the_job_cleanly() -> Result<()> {
+    let dir = std::env::temp_dir().join(unique_topic("weir-sigterm"));
+    fs::create_dir_all(&dir)?;
+    let (input, scores, dlq) = (
+        unique_topic("term-clicks"),
+        unique_topic("term-scores"),
+        unique_topic("term-dlq"),
+    );
+    create_topic(&input, 2)?;
+    create_topic(&scores, 1)?;
+    create_topic(&dlq, 1)?;
+    let events: Vec<(String, Vec<u8>)> = Clickstream::new(ClickstreamConfig {
+        seed: 9,
+        events: 500,
+        users: 20,
+        ..ClickstreamConfig::default()
+    })?
+    .map(|e| (e.key, e.payload))
+    .collect();
+    produce(&input, &events)?;
+    let template =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml"))?;
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/model");
+    let text = template
+        .replace("\"127.0.0.1:9092\"", &format!("\"{}\"", kafka::brokers()))
+        .replace("topic = \"clicks\"", &format!("topic = \"{input}\""))
+        .replace("topic = \"scores\"", &format!("topic = \"{scores}\""))
+        .replace(
+            "dead_letter_topic = \"clicks-dlq\"",
+            &format!("dead_letter_topic = \"{dlq}\""),
+        )
+        .replace(
+            "path = \"../tests/fixtures/model\"",
+            &format!("path = \"{}\"", model.display()),
+        );
+    let job = dir.join("job.toml");
+    fs::write(&job, text)?;
+    let log = dir.join("run.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("run")
+        .arg(&job)
+        .env("RUST_LOG", "info,librdkafka=warn")
+        .stdout(fs::File::create(&log)?)
+        .stderr(fs::File::create(dir.join("stderr.log"))?)
+        .spawn()
+        .context("cannot start weir")?;
+
+    // Unbounded: it runs until stopped. Wait until it has read the input.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let stderr = dir.join("stderr.log");
+    while !fs::read_to_string(&stderr)?.contains("source instance assigned") {
+        ensure!(
+            Instant::now() < deadline && child.try_wait()?.is_none(),
+            "the job did not start: {}",
+            stderr.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()?;
+    ensure!(status.success(), "kill -TERM failed");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let exit = loop {
+        if let Some(exit) = child.try_wait()? {
+            break exit;
+        }
+        ensure!(Instant::now() < deadline, "weir did not stop after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let printed = fs::read_to_string(&log)?;
+    ensure!(
+        exit.success(),
+        "weir exited with {exit} after SIGTERM: {}",
+        stderr.display()
+    );
+    ensure!(
+        printed.contains("events in:"),
+        "no summary printed after SIGTERM: {printed}"
+    );
+    fs::remove_dir_all(&dir)?;
+    Ok(())
+}
