@@ -35,6 +35,15 @@ struct PartitionState {
     finished: bool,
 }
 
+impl PartitionState {
+    /// Caught up and quiet for `idle_timeout_ms` at `now_ms` (never once finished).
+    fn is_idle(&self, now_ms: u64, idle_timeout_ms: u64) -> bool {
+        !self.finished
+            && self.caught_up
+            && now_ms.saturating_sub(self.last_record_ms) >= idle_timeout_ms
+    }
+}
+
 /// Per-partition watermarks of one source instance.
 #[derive(Clone, Debug)]
 pub struct PartitionWatermarks {
@@ -130,9 +139,7 @@ impl PartitionWatermarks {
     }
 
     fn is_idle(&self, p: &PartitionState, now_ms: u64) -> bool {
-        !p.finished
-            && p.caught_up
-            && now_ms.saturating_sub(p.last_record_ms) >= self.idle_timeout_ms
+        p.is_idle(now_ms, self.idle_timeout_ms)
     }
 
     /// Leaves `paused_ms` of processing time (ending at `now_ms`) out of the quiet time of
@@ -143,9 +150,7 @@ impl PartitionWatermarks {
         let idle_timeout_ms = self.idle_timeout_ms;
         let paused_at = now_ms.saturating_sub(paused_ms);
         for p in self.partitions.values_mut() {
-            let quiet = paused_at.saturating_sub(p.last_record_ms);
-            let idle = !p.finished && p.caught_up && quiet >= idle_timeout_ms;
-            if !idle {
+            if !p.is_idle(paused_at, idle_timeout_ms) {
                 p.last_record_ms = p.last_record_ms.saturating_add(paused_ms).min(now_ms);
             }
         }

@@ -345,13 +345,13 @@ fn restore_state(config: &WindowConfig, instance: usize, state: &mut StateShards
         groups,
     );
     let mut unfit = None;
+    // Every restored file joins the run at the same instant (key TTLs skip the downtime).
+    let at = ((unix_nanos() / 1_000_000) as i64, manifest.window_watermark);
     store.for_each_snapshot(
         manifest.epoch,
         &mut files.iter().map(|(file, _)| *file),
         &mut |file, bytes| {
             let range = (file.range.lo, file.range.hi);
-            let now_ms = (unix_nanos() / 1_000_000) as i64;
-            let at = (now_ms, manifest.window_watermark);
             if let Err(e) = state.restore(&config.features, range, bytes, at) {
                 let stored = file.file_epoch(manifest.epoch);
                 let path = store.snapshot_location(stored, &file.operator, file.file_range());

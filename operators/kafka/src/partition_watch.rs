@@ -122,6 +122,8 @@ fn watch(
             now = count,
             "partition discovery: the topic has new partitions"
         );
+        // Up to where this round found everything it owns (all of it, unless a request fails).
+        let mut reached = count;
         for partition in owned_between(known, count, config.instance, config.parallelism) {
             let earliest =
                 consumer.fetch_watermarks(&config.topic, partition, Duration::from_secs(10));
@@ -139,21 +141,13 @@ fn watch(
                     // Ask again next interval, from this partition on (partitions are only
                     // ever added, so `known` moving up to here loses nothing).
                     tracing::warn!(topic = config.topic, partition, %error, "partition discovery: cannot list offsets; trying again next interval");
-                    known = partition as usize;
+                    reached = partition as usize;
                     break;
                 }
             }
-            known = partition as usize + 1;
         }
-        if known < count && found_all_owned(known, count, config) {
-            known = count;
-        }
+        known = reached;
     }
-}
-
-/// Whether `known..count` holds no partition of this instance (nothing left to find there).
-fn found_all_owned(known: usize, count: usize, config: &WatchConfig) -> bool {
-    owned_between(known, count, config.instance, config.parallelism).is_empty()
 }
 
 #[cfg(test)]

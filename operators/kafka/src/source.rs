@@ -365,6 +365,8 @@ impl Reader {
             return;
         }
         self.unassigned.extend(found);
+        // If this attempt fails, the next one waits a discovery interval.
+        self.retry_assign_at_ms = now_ms + self.config.partition_discovery_ms.unwrap_or(1_000);
         let mut assignment = TopicPartitionList::new();
         let mut starts = Vec::with_capacity(self.unassigned.len());
         for new in &self.unassigned {
@@ -378,14 +380,11 @@ impl Reader {
             );
             if let Err(error) = added {
                 tracing::error!(%error, partition = new.partition, "cannot list a new partition for assignment");
-                self.retry_assign_at_ms =
-                    now_ms + self.config.partition_discovery_ms.unwrap_or(1_000);
                 return;
             }
         }
         if let Err(error) = self.consumer.incremental_assign(&assignment) {
             tracing::warn!(%error, topic = self.config.topic, "cannot assign new partitions yet; retrying next discovery interval");
-            self.retry_assign_at_ms = now_ms + self.config.partition_discovery_ms.unwrap_or(1_000);
             return;
         }
         self.unassigned.clear();
