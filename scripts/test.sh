@@ -29,6 +29,9 @@ export WEIR_TEST_BROKERS="${WEIR_TEST_BROKERS:-127.0.0.1:$WEIR_BROKER_PORT}"
 export WEIR_ORT_LIB="${WEIR_ORT_LIB:-$REPO_ROOT/.cache/onnxruntime/libonnxruntime.so}"
 # Colour codes make CI logs hard to read.
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# This command builds every target once, from a clean clone in CI: incremental caches would
+# only add ~1 GB to the target dir (see the disk note in Cargo.toml's [profile.dev]).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -83,6 +86,9 @@ main() {
     local t0=$SECONDS
     step "setup"
     bash scripts/setup.sh
+    # A clean build of every test target needs ~2.5 GB; say how much there is, so a run that
+    # fails for space shows why at once.
+    df -h . | awk 'NR == 2 { print "[test] disk: " $4 " free on " $6 }'
 
     step "broker"
     # Stop the broker on exit only if this run started it: a broker that was
