@@ -2,7 +2,8 @@
 //!
 //! The `weir` binary's library: job files ([`config`]), the `[model]` section ([`model_config`]),
 //! checkpoint settings and restore selection ([`checkpointing`]), multi-process runs
-//! ([`cluster`]), the pipeline wiring ([`pipeline`]), running a job and its summary ([`run`]),
+//! ([`cluster`]) and the check that their processes start from one point
+//! ([`start_agreement`]), the pipeline wiring ([`pipeline`]), running a job and its summary ([`run`]),
 //! batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
 
@@ -14,6 +15,7 @@ pub mod gen;
 pub mod model_config;
 pub mod pipeline;
 pub mod run;
+pub mod start_agreement;
 
 pub use config::{CompiledJob, JobFile};
 pub use run::{run_job, ModelActivity, RunSummary};

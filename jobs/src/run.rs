@@ -24,6 +24,7 @@ use crate::checkpointing::{self, RestoreChoice};
 use crate::cluster::{timely_config, ClusterArgs};
 use crate::config::{CompiledJob, EdgeKind};
 use crate::pipeline::{self, JobPlan, Mode};
+use crate::start_agreement::{self, StartPoint};
 
 /// What a run did.
 #[derive(Clone, Debug, PartialEq)]
@@ -256,6 +257,17 @@ pub fn run_job_with(
     let (timely_config, placement) = timely_config(&options.cluster, threads)?;
     let checkpoints = checkpointing::prepare(&job, options.restore)?;
     let on_commit = group_offsets_hook(&job, checkpoints.is_some())?;
+    // Processes choose their checkpoint on their own: a cluster checks they chose alike.
+    let start = (options.cluster.processes > 1).then(|| StartPoint {
+        process: options.cluster.process,
+        workers: threads,
+        restore: checkpoints
+            .as_ref()
+            .and_then(|c| c.restore.as_ref())
+            .map(|m| m.epoch.0),
+        checkpoints: checkpoints.is_some(),
+        topology: checkpointing::topology_hash(&job.file),
+    });
     let metrics = Arc::new(JobMetrics::default());
     let score_counters = Arc::new(ScoreCounters::default());
     let plan = JobPlan {
@@ -275,7 +287,7 @@ pub fn run_job_with(
         // process would look alive and do nothing): the process exits instead, non-zero, so a
         // supervisor restarts it from the last checkpoint. The panic message is already out.
         let index = worker.index();
-        let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan));
+        let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start));
         if std::panic::catch_unwind(run).is_err() {
             tracing::error!("worker {index} panicked; stopping the process");
             eprintln!("error: worker {index} panicked; stopping the process");
@@ -305,8 +317,17 @@ pub fn run_job_with(
     Ok(summary)
 }
 
-/// One Timely worker: builds the dataflow and steps it until it completes.
-fn run_worker(worker: &mut timely::worker::Worker, plan: &JobPlan) {
+/// One Timely worker: checks that every process starts from the same point (clusters), builds
+/// the dataflow and steps it until it completes.
+fn run_worker(worker: &mut timely::worker::Worker, plan: &JobPlan, start: Option<StartPoint>) {
+    if let Some(mine) = start {
+        if let Err(disagreement) = start_agreement::agree(worker, mine) {
+            // Every worker of every process saw the same start points: all stop alike.
+            tracing::error!("{disagreement}");
+            eprintln!("error: {disagreement}");
+            std::process::exit(2);
+        }
+    }
     let built = worker.dataflow::<Tick, _, _>(|scope| pipeline::build(scope, plan));
     if let Err(error) = built {
         // Preflight makes this rare. A worker that cannot build would stall its peers

@@ -1,0 +1,145 @@
+//! A multi-process run whose processes would start from different checkpoints refuses to run
+//! (`start_agreement`): here process 0 sees a committed checkpoint in its directory and process
+//! 1 sees none in its own (a checkpoint directory local to each host instead of one shared
+//! mount). Both processes exit with status 2 and name what each would have done; without the
+//! check, process 0 restores and process 1 starts fresh, and both finish "successfully".
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+
+use weir::checkpointing::topology_hash;
+use weir::config::JobFile;
+use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
+use weir_features::vocab::Epoch;
+
+const EPOCH: u64 = 17_000_000_000;
+
+fn job_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml")
+}
+
+/// A scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// One process of the 2-process cluster, reading `input` with checkpoints in `checkpoints`.
+fn spawn(scratch: &Path, process: usize, checkpoints: &Path, hosts: &Path) -> Result<Child> {
+    let log = fs::File::create(scratch.join(format!("process-{process}.log")))?;
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("run")
+        .arg(job_path())
+        .arg("--bounded")
+        .args(["--workers", "1", "--processes", "2"])
+        .args(["--process", &process.to_string()])
+        .arg("--hosts")
+        .arg(hosts)
+        .arg("--input-file")
+        .arg(scratch.join("events.jsonl"))
+        .arg("--output-file")
+        .arg(scratch.join(format!("scores-{process}.jsonl")))
+        .arg("--dead-letter-file")
+        .arg(scratch.join(format!("dead-{process}.jsonl")))
+        .arg("--checkpoint-dir")
+        .arg(checkpoints)
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("cannot start the weir binary")
+}
+
+fn wait(child: &mut Child, deadline: Instant) -> Result<ExitStatus> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("a cluster process did not exit within its deadline");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<()> {
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("weir-cluster-start-{}", std::process::id())));
+    let _ = fs::remove_dir_all(&scratch.0);
+    fs::create_dir_all(&scratch.0)?;
+    let events: String = (0..40)
+        .map(|i| {
+            format!(
+                "{{\"user\":\"u{}\",\"ts\":{},\"type\":\"view\",\"dwell_ms\":5.0}}\n",
+                i % 7,
+                1_700_000_000_000_i64 + i * 1_000
+            )
+        })
+        .collect();
+    fs::write(scratch.0.join("events.jsonl"), events)?;
+
+    // Process 0's directory holds a committed (empty) checkpoint of this very job.
+    let job = JobFile::load(&job_path())?;
+    let (with_checkpoint, empty) = (scratch.0.join("ckpt-0"), scratch.0.join("ckpt-1"));
+    let mut manifest = Manifest::new(Epoch(EPOCH), job.runtime.key_groups);
+    manifest.topology_hash = topology_hash(&job);
+    manifest.tick_ms = job.runtime.tick as u64;
+    LocalDirStore::open(&with_checkpoint)?.commit_manifest(&manifest)?;
+
+    let hosts = scratch.0.join("hosts.txt");
+    fs::write(
+        &hosts,
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port()?, free_port()?),
+    )?;
+    let mut children = [
+        spawn(&scratch.0, 0, &with_checkpoint, &hosts)?,
+        spawn(&scratch.0, 1, &empty, &hosts)?,
+    ];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for (process, child) in children.iter_mut().enumerate() {
+        let status = wait(child, deadline)?;
+        let log = fs::read_to_string(scratch.0.join(format!("process-{process}.log")))?;
+        ensure!(
+            status.code() == Some(2),
+            "process {process} exited with {status}, not 2:\n{log}"
+        );
+        for expected in [
+            "would start from different points",
+            &format!(
+                "process 0 (1 workers, topology {:016x}) restores checkpoint {EPOCH}",
+                manifest.topology_hash
+            ),
+            "process 1 (1 workers",
+            "starts fresh (no checkpoint chosen)",
+        ] {
+            ensure!(
+                log.contains(expected),
+                "process {process}'s log lacks `{expected}`:\n{log}"
+            );
+        }
+    }
+    // Neither process ran the job.
+    for process in 0..2 {
+        let scores = scratch.0.join(format!("scores-{process}.jsonl"));
+        let written = fs::read_to_string(&scores).unwrap_or_default();
+        ensure!(
+            written.is_empty(),
+            "process {process} wrote scores:\n{written}"
+        );
+    }
+    Ok(())
+}
