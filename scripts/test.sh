@@ -74,7 +74,8 @@ cargo_test() {
     local scope=(--workspace)
     # `scripts/test.sh -p weir-kafka` narrows the run: --workspace would override -p.
     if (($#)); then scope=(); fi
-    cargo test "${scope[@]}" --quiet "$@" 2>&1 | tee "$log" || rc=$?
+    # --no-fail-fast: a failing test binary does not hide the results of the ones after it.
+    cargo test "${scope[@]}" --no-fail-fast --quiet "$@" 2>&1 | tee "$log" || rc=$?
     test_totals="$(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
          END { printf "tests: %d passed, %d failed", p, f }' "$log")"
     echo "$test_totals"
