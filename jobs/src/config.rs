@@ -436,7 +436,10 @@ impl JobFile {
         if self.source.max_batch == 0 {
             bail!("[source] max_batch must be at least 1");
         }
-        self.model.validate(workers, parallelism.score)?;
+        // The CPU budget is per process: each has `runtime.workers` threads and its share of
+        // the score instances.
+        self.model
+            .validate(runtime.workers, parallelism.score, runtime.processes)?;
         if self.uses_kafka()
             && !self.kafka.contains_key("bootstrap.servers")
             && !self.source.kafka.contains_key("bootstrap.servers")

@@ -57,7 +57,8 @@ pub struct ModelSection {
     /// Synthetic batches run before the first record.
     #[serde(default = "default_warmup")]
     pub warmup_batches: usize,
-    /// Cores to pin the inference threads to: score parallelism × intra_threads ids.
+    /// Cores to pin one process's inference threads to: (score instances per process) ×
+    /// intra_threads ids.
     #[serde(default)]
     pub cores: Vec<usize>,
 }
@@ -103,9 +104,15 @@ pub struct ScoreSettings {
 }
 
 impl ModelSection {
-    /// Checks the section; `workers` and `score_parallelism` are for the CPU budget of
-    /// pinned inference threads (checked against this machine's cores).
-    pub fn validate(&self, workers: usize, score_parallelism: usize) -> Result<()> {
+    /// Checks the section; `workers` (Timely workers per process), `score_parallelism` and
+    /// `processes` are for the CPU budget of pinned inference threads (checked per process
+    /// against this machine's cores).
+    pub fn validate(
+        &self,
+        workers: usize,
+        score_parallelism: usize,
+        processes: usize,
+    ) -> Result<()> {
         match (&self.path, &self.registry, &self.name) {
             (Some(_), None, None) | (None, Some(_), Some(_)) => {}
             (Some(_), Some(_), _) => {
@@ -146,7 +153,7 @@ impl ModelSection {
             (_, None, Some(_)) => bail!("[model] canary_share is only used with canary = \"dir\""),
             _ => {}
         }
-        self.pinned_cores(workers, score_parallelism)?;
+        self.pinned_cores(workers, score_parallelism, processes)?;
         Ok(())
     }
 
@@ -154,11 +161,13 @@ impl ModelSection {
         &self,
         workers: usize,
         parallelism: usize,
+        processes: usize,
     ) -> Result<Option<Vec<InstanceCores>>> {
         Ok(plan_cores(
             &self.cores,
             workers,
             parallelism,
+            processes,
             self.intra_threads,
             available_cores(),
         )?)
@@ -223,12 +232,13 @@ impl ModelSection {
         }
     }
 
-    /// Everything model-related the score operator needs.
+    /// Everything model-related the score operator needs (arguments as for `validate`).
     pub fn score_settings(
         &self,
         base_dir: &Path,
         workers: usize,
         score_parallelism: usize,
+        processes: usize,
     ) -> Result<ScoreSettings> {
         Ok(ScoreSettings {
             source: self.source(base_dir),
@@ -241,7 +251,7 @@ impl ModelSection {
             },
             max_batch_delay: Duration::from_millis(self.max_batch_delay.max(0) as u64),
             max_in_flight: self.max_in_flight,
-            cores: self.pinned_cores(workers, score_parallelism)?,
+            cores: self.pinned_cores(workers, score_parallelism, processes)?,
         })
     }
 }

@@ -286,9 +286,12 @@ impl JobPlan {
     fn score_config(&self) -> Result<ScoreConfig> {
         let file = &self.job.file;
         let parallelism = self.job.parallelism.score;
-        let model = file
-            .model
-            .score_settings(&file.base_dir, file.runtime.workers, parallelism)?;
+        let model = file.model.score_settings(
+            &file.base_dir,
+            file.runtime.workers,
+            parallelism,
+            file.runtime.processes,
+        )?;
         Ok(ScoreConfig {
             source: model.source,
             secondary: model.secondary,

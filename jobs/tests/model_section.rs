@@ -111,7 +111,7 @@ max_in_flight = 2"#,
             "/jobs/models/pp/next".into()
         ))
     );
-    let settings = job.model.score_settings(&job.base_dir, 1, 1)?;
+    let settings = job.model.score_settings(&job.base_dir, 1, 1, 1)?;
     assert_eq!(settings.max_batch_delay, Duration::from_millis(5));
     assert_eq!(settings.max_in_flight, 2);
     assert!(settings.cores.is_none());
@@ -242,6 +242,31 @@ fn score_parallelism_is_the_inference_pool_size() -> Result<()> {
         error.contains("score parallelism 2 × intra_threads 1 needs exactly 2"),
         "{error}"
     );
+    // In a cluster the budget and the list are per process: 2 processes × 1 worker with 2
+    // score instances pin one core on each, the same list on both.
+    let cores = available_cores();
+    if cores >= 2 {
+        let mut cluster = parse(&self::job(
+            "workers = 1\nprocesses = 2",
+            &format!("path = \"m\"\ncores = [{}]", cores - 1),
+        ))?;
+        cluster.override_parallelism("score=2")?;
+        cluster.compile()?;
+        // 1 worker + 2 pinned on each process cannot fit 2 cores.
+        let mut crowded = parse(&self::job(
+            "workers = 1\nprocesses = 2",
+            "path = \"m\"\ncores = [0, 1]",
+        ))?;
+        crowded.override_parallelism("score=2")?;
+        let error = match crowded.compile() {
+            Ok(_) => bail!("accepted two cores for one score instance per process"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(
+            error.contains("score parallelism 2 over 2 processes = 1 per process × intra_threads 1 needs exactly 1"),
+            "{error}"
+        );
+    }
     // And score parallelism stays within the workers.
     let mut job = parse(&self::job("workers = 1", "path = \"m\""))?;
     job.override_parallelism("score=2")?;

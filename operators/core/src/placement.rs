@@ -37,6 +37,12 @@ impl Placement {
         process * self.threads + thread
     }
 
+    /// Which of its process's instances of a stage `instance` is (0 for the first instance a
+    /// process hosts): the thread it runs on, `i / processes`.
+    pub fn local_index(&self, instance: usize) -> usize {
+        (instance / self.processes) % self.threads
+    }
+
     /// The instance of a stage with parallelism `parallelism` hosted by `worker`, if any.
     pub fn instance_on(&self, worker: usize, parallelism: usize) -> Option<usize> {
         let process = worker / self.threads;
@@ -113,6 +119,20 @@ mod tests {
                 .count();
             assert_eq!(hosting, p);
         }
+    }
+
+    #[test]
+    fn local_index_counts_a_process_own_instances() {
+        // 2 processes × 3 threads: instances 0, 2, 4 on process 0 and 1, 3, 5 on process 1.
+        let placement = Placement::new(6, 2);
+        let local: Vec<usize> = (0..6).map(|i| placement.local_index(i)).collect();
+        assert_eq!(local, vec![0, 0, 1, 1, 2, 2]);
+        // One process: the instance itself.
+        let single = Placement::new(4, 1);
+        assert_eq!(
+            (0..4).map(|i| single.local_index(i)).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3]
+        );
     }
 
     #[test]

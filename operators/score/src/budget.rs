@@ -4,7 +4,8 @@
 //! (one per score instance, each with `intra_threads` ONNX Runtime intra-op threads), and
 //! when `[model] cores` pins them, [`plan_cores`] checks that the pinned threads and the
 //! Timely workers fit the machine before anything starts: core ids in range, no core
-//! pinned twice, and `workers + parallelism × intra_threads <= available cores`. The check
+//! pinned twice, and `workers + instances × intra_threads <= available cores` in every
+//! process. The check
 //! is a pure function of its inputs (the available core count is injected), so it is tested
 //! without depending on the machine it runs on.
 
@@ -50,17 +51,22 @@ impl InstanceCores {
     }
 }
 
-/// Splits `cores` into one [`InstanceCores`] per score instance, after checking the budget.
+/// Splits `cores` into one [`InstanceCores`] per score instance of a process, after checking
+/// that process's budget.
 ///
 /// `cores` empty means "not pinned": no check, no pinning (the OS schedules the inference
-/// threads with everything else) and `None` is returned. Otherwise `cores` must hold
-/// exactly `parallelism × intra_threads` distinct ids below `available`, and
-/// `workers + parallelism × intra_threads` must not exceed `available`, so the Timely
-/// workers keep a core each beside the pinned inference threads.
+/// threads with everything else) and `None` is returned. Otherwise `cores` lists the pinned
+/// cores of one process (every process of a cluster has the same shape): exactly
+/// `instances × intra_threads` distinct ids below `available`, where `instances` is the most
+/// score instances any process hosts (`parallelism` spread over `processes`, process-first),
+/// and `workers` (Timely workers per process) `+ instances × intra_threads` must not exceed
+/// `available`, so the Timely workers keep a core each beside the pinned inference threads.
+/// The instance that is the k-th on its process gets the k-th chunk.
 pub fn plan_cores(
     cores: &[usize],
     workers: usize,
     parallelism: usize,
+    processes: usize,
     intra_threads: usize,
     available: usize,
 ) -> Result<Option<Vec<InstanceCores>>> {
@@ -75,11 +81,20 @@ pub fn plan_cores(
                 .into(),
         );
     }
-    let pinned = parallelism * intra_threads;
+    let processes = processes.max(1);
+    let instances = parallelism.div_ceil(processes);
+    let shape = if processes > 1 {
+        format!(
+            "score parallelism {parallelism} over {processes} processes = {instances} per process"
+        )
+    } else {
+        format!("score parallelism {parallelism}")
+    };
+    let pinned = instances * intra_threads;
     if cores.len() != pinned {
         return err(format!(
-            "[model] cores lists {} core(s) but score parallelism {parallelism} × intra_threads \
-             {intra_threads} needs exactly {pinned}",
+            "[model] cores lists {} core(s) but {shape} × intra_threads {intra_threads} needs \
+             exactly {pinned}",
             cores.len()
         ));
     }
@@ -99,11 +114,16 @@ pub fn plan_cores(
         }
     }
     if workers + pinned > available {
+        let each = if processes > 1 {
+            " on each process"
+        } else {
+            ""
+        };
         return err(format!(
-            "the job oversubscribes the CPU: {workers} Timely worker(s) + {pinned} pinned \
-             inference thread(s) (score parallelism {parallelism} × intra_threads \
-             {intra_threads}) = {} > {available} available core(s); lower [runtime] workers, \
-             score parallelism or intra_threads, or drop [model] cores to run unpinned",
+            "the job oversubscribes the CPU{each}: {workers} Timely worker(s) + {pinned} pinned \
+             inference thread(s) ({shape} × intra_threads {intra_threads}) = {} > \
+             {available} available core(s); lower [runtime] workers, score parallelism or \
+             intra_threads, or drop [model] cores to run unpinned",
             workers + pinned
         ));
     }
@@ -146,18 +166,18 @@ mod tests {
 
     #[test]
     fn unpinned_is_never_checked() -> Result<()> {
-        assert_eq!(plan_cores(&[], 64, 64, 8, 2)?, None);
+        assert_eq!(plan_cores(&[], 64, 64, 1, 8, 2)?, None);
         Ok(())
     }
 
     #[test]
     fn fitting_plan_splits_cores_per_instance() -> Result<()> {
-        let plan = plan_cores(&[2, 3, 4, 5], 2, 2, 2, 8)?.unwrap_or_default();
+        let plan = plan_cores(&[2, 3, 4, 5], 2, 2, 1, 2, 8)?.unwrap_or_default();
         assert_eq!(plan.len(), 2);
         assert_eq!(plan[0].cores, vec![2, 3]);
         assert_eq!(plan[1].cores, vec![4, 5]);
         assert_eq!(plan[1].ort_affinities().as_deref(), Some("6"));
-        assert_eq!(plan_cores(&[1], 1, 1, 1, 2)?.map(|p| p.len()), Some(1));
+        assert_eq!(plan_cores(&[1], 1, 1, 1, 1, 2)?.map(|p| p.len()), Some(1));
         Ok(())
     }
 
@@ -172,24 +192,43 @@ mod tests {
     #[test]
     fn oversubscription_is_refused() {
         // 2 workers + 1 × 1 pinned = 3 > 2 cores.
-        let p = problem(plan_cores(&[1], 2, 1, 1, 2));
+        let p = problem(plan_cores(&[1], 2, 1, 1, 1, 2));
         assert!(p.contains("oversubscribes the CPU"), "{p}");
         assert!(p.contains("3 > 2"), "{p}");
         // Exactly full is fine: 4 workers + 2 × 2 = 8.
-        assert!(plan_cores(&[4, 5, 6, 7], 4, 2, 2, 8).is_ok());
-        let p = problem(plan_cores(&[4, 5, 6, 7], 5, 2, 2, 8));
+        assert!(plan_cores(&[4, 5, 6, 7], 4, 2, 1, 2, 8).is_ok());
+        let p = problem(plan_cores(&[4, 5, 6, 7], 5, 2, 1, 2, 8));
         assert!(p.contains("9 > 8"), "{p}");
     }
 
     #[test]
     fn out_of_range_overlapping_and_miscounted_cores_are_refused() {
-        let p = problem(plan_cores(&[2], 1, 1, 1, 2));
+        let p = problem(plan_cores(&[2], 1, 1, 1, 1, 2));
         assert!(p.contains("core 2") && p.contains("only 2 core(s)"), "{p}");
-        let p = problem(plan_cores(&[3, 3], 1, 2, 1, 8));
+        let p = problem(plan_cores(&[3, 3], 1, 2, 1, 1, 8));
         assert!(p.contains("core 3 twice"), "{p}");
-        let p = problem(plan_cores(&[1, 2, 3], 1, 2, 1, 8));
+        let p = problem(plan_cores(&[1, 2, 3], 1, 2, 1, 1, 8));
         assert!(p.contains("needs exactly 2"), "{p}");
-        let p = problem(plan_cores(&[1], 1, 1, 0, 8));
+        let p = problem(plan_cores(&[1], 1, 1, 1, 0, 8));
         assert!(p.contains("intra_threads = 0"), "{p}");
+    }
+
+    #[test]
+    fn a_cluster_budgets_each_process() -> Result<()> {
+        // 2 processes × 1 worker on 2-core hosts, 2 score instances: one per process, so
+        // each process pins one core and keeps one for its worker. The same core list
+        // serves every process.
+        let plan = plan_cores(&[1], 1, 2, 2, 1, 2)?.unwrap_or_default();
+        assert_eq!(plan, vec![InstanceCores { cores: vec![1] }]);
+        // 3 instances over 2 processes: process 0 hosts 2 of them, so 2 cores per process.
+        let p = problem(plan_cores(&[1], 1, 3, 2, 1, 4));
+        assert!(
+            p.contains("score parallelism 3 over 2 processes = 2 per process × intra_threads 1 needs exactly 2"),
+            "{p}"
+        );
+        let p = problem(plan_cores(&[1, 2], 2, 3, 2, 1, 3));
+        assert!(p.contains("oversubscribes the CPU on each process"), "{p}");
+        assert!(p.contains("2 Timely worker(s) + 2 pinned"), "{p}");
+        Ok(())
     }
 }

@@ -57,7 +57,8 @@ pub struct ScoreConfig {
     pub max_batch_delay: Duration,
     /// Batches queued or running per instance at most (backpressure bound).
     pub max_in_flight: usize,
-    /// Cores per instance when the inference threads are pinned (`budget::plan_cores`).
+    /// Cores per instance of one process when the inference threads are pinned
+    /// (`budget::plan_cores`), in the order of `Placement::local_index`.
     pub cores: Option<Vec<InstanceCores>>,
     /// Number of score instances (= inference threads).
     pub parallelism: usize,
@@ -82,10 +83,11 @@ impl ScoreConfig {
             secondary: self.secondary.clone(),
             job_features: self.job_features.clone(),
             session: self.session.clone(),
+            // The plan lists one process's instances: this one is the k-th on its process.
             cores: self
                 .cores
                 .as_ref()
-                .and_then(|plan| plan.get(instance).cloned()),
+                .and_then(|plan| plan.get(self.placement.local_index(instance)).cloned()),
             metrics: self.metrics.clone(),
             counters: self.counters.clone(),
         }
