@@ -286,11 +286,19 @@ pub fn run_job_with(
         // A worker that panics leaves its peers waiting for its capabilities forever (the
         // process would look alive and do nothing): the process exits instead, non-zero, so a
         // supervisor restarts it from the last checkpoint. The panic message is already out.
+        // In a cluster, the process that dies first takes the others down the same way: their
+        // Timely connections to it fail, which panics their workers.
         let index = worker.index();
         let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start));
         if std::panic::catch_unwind(run).is_err() {
-            tracing::error!("worker {index} panicked; stopping the process");
-            eprintln!("error: worker {index} panicked; stopping the process");
+            let hint = if start.is_some() {
+                " (in a cluster this is usually another process that stopped, or the network \
+                 between them: see any `timely communication error` above)"
+            } else {
+                ""
+            };
+            tracing::error!("worker {index} panicked{hint}; stopping the process");
+            eprintln!("error: worker {index} panicked{hint}; stopping the process");
             std::process::exit(101);
         }
     })

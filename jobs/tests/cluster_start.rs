@@ -1,8 +1,12 @@
-//! A multi-process run whose processes would start from different checkpoints refuses to run
-//! (`start_agreement`): here process 0 sees a committed checkpoint in its directory and process
-//! 1 sees none in its own (a checkpoint directory local to each host instead of one shared
-//! mount). Both processes exit with status 2 and name what each would have done; without the
-//! check, process 0 restores and process 1 starts fresh, and both finish "successfully".
+//! How the processes of a cluster start and stop together (2 `weir run` processes over TCP on
+//! localhost):
+//! - a run whose processes would start from different checkpoints refuses to run
+//!   (`start_agreement`): here process 0 sees a committed checkpoint in its directory and
+//!   process 1 sees none in its own (a checkpoint directory local to each host instead of one
+//!   shared mount). Both exit with status 2 and name what each would have done; without the
+//!   check, process 0 restores and process 1 starts fresh, and both finish "successfully";
+//! - a process killed mid-run takes the other down, non-zero, instead of leaving it waiting
+//!   for the dead one's progress forever (a supervisor then restarts the whole job).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -37,10 +41,18 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-/// One process of the 2-process cluster, reading `input` with checkpoints in `checkpoints`.
-fn spawn(scratch: &Path, process: usize, checkpoints: &Path, hosts: &Path) -> Result<Child> {
+/// One process of the 2-process cluster, reading `input` (in `scratch`), with checkpoints in
+/// `checkpoints` if given.
+fn spawn(
+    scratch: &Path,
+    process: usize,
+    hosts: &Path,
+    input: &str,
+    checkpoints: Option<&Path>,
+) -> Result<Child> {
     let log = fs::File::create(scratch.join(format!("process-{process}.log")))?;
-    Command::new(env!("CARGO_BIN_EXE_weir"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
+    command
         .arg("run")
         .arg(job_path())
         .arg("--bounded")
@@ -49,17 +61,53 @@ fn spawn(scratch: &Path, process: usize, checkpoints: &Path, hosts: &Path) -> Re
         .arg("--hosts")
         .arg(hosts)
         .arg("--input-file")
-        .arg(scratch.join("events.jsonl"))
+        .arg(scratch.join(input))
         .arg("--output-file")
         .arg(scratch.join(format!("scores-{process}.jsonl")))
         .arg("--dead-letter-file")
-        .arg(scratch.join(format!("dead-{process}.jsonl")))
-        .arg("--checkpoint-dir")
-        .arg(checkpoints)
+        .arg(scratch.join(format!("dead-{process}.jsonl")));
+    if let Some(dir) = checkpoints {
+        command.arg("--checkpoint-dir").arg(dir);
+    }
+    command
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()
         .context("cannot start the weir binary")
+}
+
+/// A fresh scratch directory for `label`.
+fn scratch(label: &str) -> Result<Scratch> {
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("weir-cluster-{label}-{}", std::process::id())));
+    let _ = fs::remove_dir_all(&scratch.0);
+    fs::create_dir_all(&scratch.0)?;
+    Ok(scratch)
+}
+
+/// `lines` clickstream events as JSON Lines in `scratch/name`.
+fn write_events(scratch: &Path, name: &str, lines: i64) -> Result<()> {
+    let events: String = (0..lines)
+        .map(|i| {
+            format!(
+                "{{\"user\":\"u{}\",\"ts\":{},\"type\":\"view\",\"dwell_ms\":5.0}}\n",
+                i % 997,
+                1_700_000_000_000_i64 + i * 10
+            )
+        })
+        .collect();
+    fs::write(scratch.join(name), events)?;
+    Ok(())
+}
+
+/// A hosts file with two free localhost ports.
+fn hosts_file(scratch: &Path) -> Result<PathBuf> {
+    let hosts = scratch.join("hosts.txt");
+    fs::write(
+        &hosts,
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port()?, free_port()?),
+    )?;
+    Ok(hosts)
 }
 
 fn wait(child: &mut Child, deadline: Instant) -> Result<ExitStatus> {
@@ -77,20 +125,8 @@ fn wait(child: &mut Child, deadline: Instant) -> Result<ExitStatus> {
 
 #[test]
 fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<()> {
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("weir-cluster-start-{}", std::process::id())));
-    let _ = fs::remove_dir_all(&scratch.0);
-    fs::create_dir_all(&scratch.0)?;
-    let events: String = (0..40)
-        .map(|i| {
-            format!(
-                "{{\"user\":\"u{}\",\"ts\":{},\"type\":\"view\",\"dwell_ms\":5.0}}\n",
-                i % 7,
-                1_700_000_000_000_i64 + i * 1_000
-            )
-        })
-        .collect();
-    fs::write(scratch.0.join("events.jsonl"), events)?;
+    let scratch = scratch("start")?;
+    write_events(&scratch.0, "events.jsonl", 40)?;
 
     // Process 0's directory holds a committed (empty) checkpoint of this very job.
     let job = JobFile::load(&job_path())?;
@@ -100,14 +136,16 @@ fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<
     manifest.tick_ms = job.runtime.tick as u64;
     LocalDirStore::open(&with_checkpoint)?.commit_manifest(&manifest)?;
 
-    let hosts = scratch.0.join("hosts.txt");
-    fs::write(
-        &hosts,
-        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port()?, free_port()?),
-    )?;
+    let hosts = hosts_file(&scratch.0)?;
     let mut children = [
-        spawn(&scratch.0, 0, &with_checkpoint, &hosts)?,
-        spawn(&scratch.0, 1, &empty, &hosts)?,
+        spawn(
+            &scratch.0,
+            0,
+            &hosts,
+            "events.jsonl",
+            Some(&with_checkpoint),
+        )?,
+        spawn(&scratch.0, 1, &hosts, "events.jsonl", Some(&empty))?,
     ];
     let deadline = Instant::now() + Duration::from_secs(120);
     for (process, child) in children.iter_mut().enumerate() {
@@ -141,5 +179,47 @@ fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<
             "process {process} wrote scores:\n{written}"
         );
     }
+    Ok(())
+}
+
+#[test]
+fn a_process_killed_mid_run_stops_the_other() -> Result<()> {
+    let scratch = scratch("kill")?;
+    // Enough lines that the run lasts several seconds in a debug build (~50 k records/s).
+    write_events(&scratch.0, "events.jsonl", 600_000)?;
+    let hosts = hosts_file(&scratch.0)?;
+    let mut survivor = spawn(&scratch.0, 0, &hosts, "events.jsonl", None)?;
+    let mut victim = spawn(&scratch.0, 1, &hosts, "events.jsonl", None)?;
+    let log = scratch.0.join("process-0.log");
+    // Kill process 1 once process 0 has produced output (the cluster is connected and running).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let scores = scratch.0.join("scores-0.jsonl");
+    while fs::metadata(&scores).map_or(0, |m| m.len()) == 0 {
+        if Instant::now() > deadline || survivor.try_wait()?.is_some() {
+            let _ = victim.kill();
+            let _ = survivor.kill();
+            bail!(
+                "process 0 wrote no scores while both ran:\n{}",
+                fs::read_to_string(&log)?
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    victim.kill()?;
+    victim.wait()?;
+    let status = wait(&mut survivor, Instant::now() + Duration::from_secs(30))?;
+    let text = fs::read_to_string(&log)?;
+    ensure!(
+        !status.success(),
+        "process 0 exited 0 after its peer was killed:\n{text}"
+    );
+    ensure!(
+        !text.contains("events in:"),
+        "process 0 printed a summary as if the run had finished:\n{text}"
+    );
+    ensure!(
+        text.contains("another process that stopped"),
+        "process 0's log does not point at the other process:\n{text}"
+    );
     Ok(())
 }
