@@ -323,6 +323,11 @@ impl JobFile {
         self.sink.dead_letter_path = dead_letters.map(absolute);
     }
 
+    /// Whether the input ends: `[source] bounded`, or files (always read to their end).
+    pub fn is_bounded(&self) -> bool {
+        self.source.bounded || self.source.kind == EdgeKind::File
+    }
+
     /// Whether any Kafka client is needed.
     pub fn uses_kafka(&self) -> bool {
         self.source.kind == EdgeKind::Kafka || self.sink.kind == EdgeKind::Kafka

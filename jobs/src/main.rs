@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use weir::config::JobFile;
@@ -201,8 +201,16 @@ fn run(args: RunArgs) -> Result<()> {
         eprintln!("stop signal: the sources stop reading; waiting for output to flush (signal again to exit now)");
     })
     .context("cannot install the stop-signal handler")?;
+    let bounded = job.file.is_bounded();
     let summary = weir::run::run_job_with(job, weir::pipeline::Mode::Score, stop, &options)?;
     println!("{}", summary.render());
+    if bounded && summary.sources_stopped > 0 {
+        // A script running a backfill must not take an interrupted run for a finished one.
+        bail!(
+            "stopped by a signal before the end of the bounded input ({} source instance(s) had not finished): the windows still open were not flushed and are missing from the output; run again to finish (with checkpoints it resumes from the last one)",
+            summary.sources_stopped
+        );
+    }
     Ok(())
 }
 

@@ -55,6 +55,9 @@ pub struct RunSummary {
     pub backpressure_episodes: u64,
     /// Times a source held back because the scores lagged more than `[runtime] max_lag`.
     pub lag_episodes: u64,
+    /// Source instances of this process stopped by a stop signal before the end of their
+    /// input (a bounded run with any did not finish).
+    pub sources_stopped: u64,
     /// Checkpoint epochs committed by this process.
     pub checkpoints_committed: u64,
     /// Snapshot bytes written by this process's window instances.
@@ -368,6 +371,7 @@ fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duration) -> RunSu
         delivery_failures: JobMetrics::get(&m.delivery_failures),
         backpressure_episodes: JobMetrics::get(&m.backpressure_episodes),
         lag_episodes: JobMetrics::get(&m.lag_episodes),
+        sources_stopped: JobMetrics::get(&m.sources_stopped),
         checkpoints_committed: JobMetrics::get(&m.checkpoints_committed),
         snapshot_bytes: JobMetrics::get(&m.snapshot_bytes),
         snapshot_time: Duration::from_micros(JobMetrics::get(&m.snapshot_us)),

@@ -37,6 +37,9 @@ pub struct JobMetrics {
     /// Input reads that failed (an I/O error in an input file): the sources stop without
     /// declaring the end of input, and a non-zero value fails the run.
     pub source_read_failures: AtomicU64,
+    /// Source instances that stopped on the stop flag (a stop signal) before the end of their
+    /// input: a bounded run with any is incomplete.
+    pub sources_stopped: AtomicU64,
     /// Snapshot files written by window instances (one per changed state shard per epoch).
     pub snapshots_written: AtomicU64,
     /// Bytes of those files.

@@ -141,6 +141,7 @@ pub fn build_source<'scope, R: SourceReader>(
             };
             if stop.load(Ordering::Relaxed) {
                 tracing::info!(instance = reader.instance(), "source stopped");
+                JobMetrics::add(&metrics.sources_stopped, 1);
                 running = None;
                 return;
             }
