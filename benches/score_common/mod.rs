@@ -92,7 +92,8 @@ pub fn rows(n: usize, seed: u64) -> Vec<FeatureRow> {
                     dwell * 1.5,
                     amount,
                     amount,
-                ],
+                ]
+                .into(),
                 records: events as u64,
                 first: SourcePosition {
                     partition: 0,

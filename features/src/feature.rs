@@ -12,6 +12,7 @@ use crate::hll::Distinct;
 use crate::predicate::Predicate;
 use crate::ratio;
 use crate::record::Value;
+use crate::row::RowValues;
 use crate::schema::{FieldType, RecordSchema};
 use crate::update_plan::UpdatePlan;
 use crate::vocab::EventTime;
@@ -186,7 +187,7 @@ impl FeatureSet {
     }
 
     /// Writes the feature values (NaN = missing) into `out`, replacing its contents.
-    pub fn values(&self, accs: &Accumulators, out: &mut Vec<f64>) {
+    pub fn values(&self, accs: &Accumulators, out: &mut RowValues) {
         out.clear();
         out.extend(self.features.iter().map(|f| {
             match f.agg {

@@ -17,7 +17,7 @@ use crate::closed_windows::ClosedWindows;
 use crate::error::{FeatureError, Result};
 use crate::feature::{FeatureSet, FeatureSpec};
 use crate::record::Event;
-use crate::row::FeatureRow;
+use crate::row::{FeatureRow, RowValues};
 use crate::schedule::{Schedule, Trigger};
 use crate::schema::RecordSchema;
 use crate::vocab::{Key, Watermark};
@@ -201,9 +201,9 @@ impl KeyedFeatures {
             .groups
             .iter()
             .map(|g| {
-                let mut values = Vec::new();
+                let mut values = RowValues::new();
                 g.features.values(&g.features.empty(), &mut values);
-                values
+                values.to_vec()
             })
             .collect();
         let schedule = match job.trigger {
@@ -377,7 +377,7 @@ impl KeyedFeatures {
             return;
         }
         for mut row in rows {
-            let mut values = vec![f64::NAN; job.names.len()];
+            let mut values: RowValues = smallvec::smallvec![f64::NAN; job.names.len()];
             if let Some(primary) = job.groups.first() {
                 place(&mut values, primary, &row.values);
             }

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::feature::FeatureSet;
 use crate::panes::FastHash;
 use crate::record::Event;
-use crate::row::FeatureRow;
+use crate::row::{FeatureRow, RowValues};
 use crate::vocab::{EventTime, Key, Watermark};
 
 /// Buffered events of one key, by (event time, arrival sequence); `true` = row not emitted yet.
@@ -146,7 +146,7 @@ impl OverRange {
         };
         *pending = false;
         self.pending = self.pending.saturating_sub(1);
-        let mut values = Vec::new();
+        let mut values = RowValues::new();
         features.values(&accs, &mut values);
         emit(FeatureRow {
             key: key.clone(),

@@ -3,8 +3,15 @@
 
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::vocab::{EventTime, Key, KeyGroup, SourcePosition};
+
+/// A row's feature values, inline up to 8 (no allocation per row for jobs of up to 8
+/// features, and the scoring stage reads them from the row itself instead of through a
+/// pointer to a heap block); wider rows spill to the heap like a `Vec`. Serialized as a
+/// sequence, exactly like a `Vec<f64>`.
+pub type RowValues = SmallVec<[f64; 8]>;
 
 /// One fired window of one key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -20,7 +27,7 @@ pub struct FeatureRow {
     /// 0 for the first firing; +1 for each re-emission caused by an allowed-late record.
     pub revision: u32,
     /// Feature values in model input order; NaN means missing.
-    pub values: Vec<f64>,
+    pub values: RowValues,
     /// Number of records aggregated.
     pub records: u64,
     /// First record's source position (offset range start).

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::closed_windows::ClosedWindows;
 use crate::keyed_features::{place, JobFeatures};
-use crate::row::FeatureRow;
+use crate::row::{FeatureRow, RowValues};
 use crate::vocab::{EventTime, Key};
 use crate::window::WindowSpec;
 
@@ -172,7 +172,7 @@ impl Schedule {
         key: &Key,
         at: EventTime,
     ) -> Option<FeatureRow> {
-        let mut values = vec![f64::NAN; job.names().len()];
+        let mut values: RowValues = smallvec::smallvec![f64::NAN; job.names().len()];
         let mut described: Option<&FeatureRow> = None;
         let mut closed_by_timeout = false;
         for (g, (group, windows)) in job.groups().iter().zip(closed).enumerate() {

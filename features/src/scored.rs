@@ -196,7 +196,7 @@ mod tests {
             window_start: 0,
             window_end,
             revision: 0,
-            values: vec![1.0],
+            values: smallvec::smallvec![1.0],
             records: 1,
             first: SourcePosition {
                 partition: 0,

@@ -5,7 +5,7 @@
 
 use crate::feature::{Accumulators, FeatureSet};
 use crate::record::Event;
-use crate::row::FeatureRow;
+use crate::row::{FeatureRow, RowValues};
 use crate::vocab::{Key, KeyGroup, SourcePosition};
 use crate::window::WindowBounds;
 use serde::{Deserialize, Serialize};
@@ -71,7 +71,7 @@ impl Slot {
         revision: u32,
         closed_by_timeout: bool,
     ) -> FeatureRow {
-        let mut values = Vec::new();
+        let mut values = RowValues::new();
         features.values(&self.accs, &mut values);
         FeatureRow {
             key: key.clone(),

@@ -19,6 +19,7 @@ use weir_features::feature::{Accumulators, FeatureSet, FeatureSpec};
 use weir_features::hll::{hash_value, Distinct, EXACT_LIMIT};
 use weir_features::ratio::divide;
 use weir_features::record::Value;
+use weir_features::row::RowValues;
 use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
 
 fn schema() -> RecordSchema {
@@ -127,9 +128,9 @@ fn aggregate(fs: &FeatureSet, recs: &[Rec]) -> Accumulators {
 }
 
 fn values(fs: &FeatureSet, accs: &Accumulators) -> Vec<f64> {
-    let mut out = Vec::new();
+    let mut out = RowValues::new();
     fs.values(accs, &mut out);
-    out
+    out.to_vec()
 }
 
 /// The naive computation, feature by feature, in `specs()` order.

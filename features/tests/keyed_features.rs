@@ -82,7 +82,7 @@ fn secondary_features_take_their_latest_closed_window_as_of_the_primary_end() ->
     let rows = run(&job, &events);
     let by_end: BTreeMap<i64, Vec<f64>> = rows
         .iter()
-        .map(|r| (r.window_end, r.values.clone()))
+        .map(|r| (r.window_end, r.values.to_vec()))
         .collect();
     // Minute 0 window [0,1m): no 5m window closed yet → the empty window's count 0; the
     // session [10s, 40s) closed before 1m → its sum 1.0.
@@ -157,7 +157,7 @@ fn schedule_emits_each_key_latest_closed_windows_at_every_point() -> Result<()> 
                 r.key.to_string(),
                 r.window_start,
                 r.window_end,
-                r.values.clone(),
+                r.values.to_vec(),
             )
         })
         .collect();
@@ -233,7 +233,7 @@ fn a_late_primary_revision_still_finds_its_secondary_window() -> Result<()> {
         .find(|r| r.window_end == 12 * minute)
         .expect("the late record's window was emitted");
     assert_eq!(
-        late.values,
+        late.values[..],
         [1.0, 1.0],
         "the 5-minute window as of 12m was dropped before no primary row could ask for it"
     );

@@ -85,7 +85,7 @@ fn check(raw: &[(u8, i64, i64)], range: i64, disorder: i64) -> Result<()> {
         let sum: f64 = inside.iter().sum();
         let max = inside.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         ensure!(
-            row.values == vec![inside.len() as f64, sum, max],
+            row.values[..] == [inside.len() as f64, sum, max],
             "event {}: got {:?}, want {:?}",
             trigger.position.offset,
             row.values,

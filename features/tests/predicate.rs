@@ -7,6 +7,7 @@ use weir_features::aggregate::AggKind;
 use weir_features::feature::{FeatureSet, FeatureSpec};
 use weir_features::predicate::{CmpOp, Literal, Predicate};
 use weir_features::record::Value;
+use weir_features::row::RowValues;
 use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
 use weir_features::vocab::Key;
 
@@ -330,9 +331,9 @@ fn features_sharing_predicates_count_their_own_records() {
     for values in &records {
         features.update(&mut accs, values, 0);
     }
-    let mut out = Vec::new();
+    let mut out = RowValues::new();
     features.values(&accs, &mut out);
-    assert_eq!(out, vec![2.0, 2.0, 12.0, 2.0, 20.0, 3.0]);
+    assert_eq!(out[..], [2.0, 2.0, 12.0, 2.0, 20.0, 3.0]);
 }
 
 #[test]

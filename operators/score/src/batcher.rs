@@ -283,7 +283,7 @@ mod tests {
                 window_start: 0,
                 window_end: i,
                 revision: 0,
-                values: Vec::new(),
+                values: Default::default(),
                 records: 1,
                 first: position,
                 last: position,

@@ -160,7 +160,7 @@ impl Outcome {
                     r.key.to_string(),
                     r.window_start,
                     r.revision,
-                    r.values.clone(),
+                    r.values.to_vec(),
                 )
             })
             .collect()

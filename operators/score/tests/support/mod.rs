@@ -110,7 +110,7 @@ pub fn row(key: &str, tick: Tick, i: usize) -> FeatureRow {
         window_start: 0,
         window_end: (tick * 1000 + i as u64) as i64,
         revision: 0,
-        values: vec![(i % 7) as f64, 20.0 + (tick % 5) as f64, f64::NAN],
+        values: vec![(i % 7) as f64, 20.0 + (tick % 5) as f64, f64::NAN].into(),
         records: 1,
         first: SourcePosition {
             partition: 0,
