@@ -87,6 +87,10 @@ pub struct RuntimeSection {
     /// behind their tick (backpressure across processes); 0 = no bound.
     #[serde(with = "duration_ms")]
     pub max_lag: i64,
+    /// How long a process of a multi-process run waits for every other process to connect
+    /// before it gives up (exit 2); 0 = wait forever.
+    #[serde(with = "duration_ms")]
+    pub connect_timeout: i64,
 }
 
 impl RuntimeSection {
@@ -104,6 +108,7 @@ impl Default for RuntimeSection {
             tick: 100,
             key_groups: DEFAULT_KEY_GROUPS,
             max_lag: 2_000,
+            connect_timeout: 120_000,
         }
     }
 }
@@ -418,6 +423,9 @@ impl JobFile {
                 "[runtime] max_lag must be at least one tick ({} ms) or \"0s\" for no bound, e.g. \"2s\"",
                 runtime.tick
             );
+        }
+        if runtime.connect_timeout < 0 {
+            bail!("[runtime] connect_timeout must not be negative (\"0s\" waits forever)");
         }
         if runtime.key_groups == 0 {
             bail!("[runtime] key_groups must be at least 1 (default {DEFAULT_KEY_GROUPS})");

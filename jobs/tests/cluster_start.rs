@@ -6,7 +6,9 @@
 //!   shared mount). Both exit with status 2 and name what each would have done; without the
 //!   check, process 0 restores and process 1 starts fresh, and both finish "successfully";
 //! - a process killed mid-run takes the other down, non-zero, instead of leaving it waiting
-//!   for the dead one's progress forever (a supervisor then restarts the whole job).
+//!   for the dead one's progress forever (a supervisor then restarts the whole job);
+//! - a process whose peer never starts gives up after `[runtime] connect_timeout` (exit 2)
+//!   instead of waiting in Timely's connect forever.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -50,11 +52,23 @@ fn spawn(
     input: &str,
     checkpoints: Option<&Path>,
 ) -> Result<Child> {
+    spawn_job(&job_path(), scratch, process, hosts, input, checkpoints)
+}
+
+/// [`spawn`] for another job file.
+fn spawn_job(
+    job: &Path,
+    scratch: &Path,
+    process: usize,
+    hosts: &Path,
+    input: &str,
+    checkpoints: Option<&Path>,
+) -> Result<Child> {
     let log = fs::File::create(scratch.join(format!("process-{process}.log")))?;
     let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
     command
         .arg("run")
-        .arg(job_path())
+        .arg(job)
         .arg("--bounded")
         .args(["--workers", "1", "--processes", "2"])
         .args(["--process", &process.to_string()])
@@ -220,6 +234,36 @@ fn a_process_killed_mid_run_stops_the_other() -> Result<()> {
     ensure!(
         text.contains("another process that stopped"),
         "process 0's log does not point at the other process:\n{text}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_process_whose_peer_never_starts_gives_up() -> Result<()> {
+    let scratch = scratch("alone")?;
+    write_events(&scratch.0, "events.jsonl", 40)?;
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/model");
+    let text = fs::read_to_string(job_path())?
+        .replace("[runtime]\n", "[runtime]\nconnect_timeout = \"1s\"\n")
+        .replace(
+            "path = \"../tests/fixtures/model\"",
+            &format!("path = \"{}\"", model.display()),
+        );
+    ensure!(text.contains("connect_timeout"), "job template changed");
+    let job = scratch.0.join("job.toml");
+    fs::write(&job, text)?;
+    let hosts = hosts_file(&scratch.0)?;
+    // Only process 1 starts: it keeps trying to reach process 0, which never comes up.
+    let mut alone = spawn_job(&job, &scratch.0, 1, &hosts, "events.jsonl", None)?;
+    let status = wait(&mut alone, Instant::now() + Duration::from_secs(60))?;
+    let log = fs::read_to_string(scratch.0.join("process-1.log"))?;
+    ensure!(
+        status.code() == Some(2),
+        "the process exited with {status}, not 2:\n{log}"
+    );
+    ensure!(
+        log.contains("did not all connect within [runtime] connect_timeout = 1000 ms"),
+        "the log does not say why:\n{log}"
     );
     Ok(())
 }
