@@ -19,7 +19,7 @@ use weir_features::window::WindowSpec;
 use weir_kafka::StartFrom;
 
 use crate::checkpointing::CheckpointSection;
-use weir_operators::StageParallelism;
+use weir_operators::{Placement, StageParallelism};
 
 pub use crate::model_config::ModelSection;
 
@@ -451,8 +451,8 @@ impl JobFile {
         }
         // The CPU budget is per process: each has `runtime.workers` threads and its share of
         // the score instances.
-        self.model
-            .validate(runtime.workers, parallelism.score, runtime.processes)?;
+        let placement = Placement::new(workers, runtime.processes);
+        self.model.validate(placement, parallelism.score)?;
         if self.uses_kafka()
             && !self.kafka.contains_key("bootstrap.servers")
             && !self.source.kafka.contains_key("bootstrap.servers")

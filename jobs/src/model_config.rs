@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use weir_features::duration_ms;
+use weir_operators::Placement;
 use weir_score::budget::{available_cores, plan_cores, InstanceCores};
 use weir_score::models::{SecondaryModel, SecondaryRole};
 use weir_score::registry::{ModelSource, Registry};
@@ -104,15 +105,10 @@ pub struct ScoreSettings {
 }
 
 impl ModelSection {
-    /// Checks the section; `workers` (Timely workers per process), `score_parallelism` and
-    /// `processes` are for the CPU budget of pinned inference threads (checked per process
-    /// against this machine's cores).
-    pub fn validate(
-        &self,
-        workers: usize,
-        score_parallelism: usize,
-        processes: usize,
-    ) -> Result<()> {
+    /// Checks the section; `placement` (the job's processes and workers) and
+    /// `score_parallelism` are for the CPU budget of pinned inference threads (checked per
+    /// process against this machine's cores).
+    pub fn validate(&self, placement: Placement, score_parallelism: usize) -> Result<()> {
         match (&self.path, &self.registry, &self.name) {
             (Some(_), None, None) | (None, Some(_), Some(_)) => {}
             (Some(_), Some(_), _) => {
@@ -153,21 +149,19 @@ impl ModelSection {
             (_, None, Some(_)) => bail!("[model] canary_share is only used with canary = \"dir\""),
             _ => {}
         }
-        self.pinned_cores(workers, score_parallelism, processes)?;
+        self.pinned_cores(placement, score_parallelism)?;
         Ok(())
     }
 
     fn pinned_cores(
         &self,
-        workers: usize,
+        placement: Placement,
         parallelism: usize,
-        processes: usize,
     ) -> Result<Option<Vec<InstanceCores>>> {
         Ok(plan_cores(
             &self.cores,
-            workers,
+            placement,
             parallelism,
-            processes,
             self.intra_threads,
             available_cores(),
         )?)
@@ -236,9 +230,8 @@ impl ModelSection {
     pub fn score_settings(
         &self,
         base_dir: &Path,
-        workers: usize,
+        placement: Placement,
         score_parallelism: usize,
-        processes: usize,
     ) -> Result<ScoreSettings> {
         Ok(ScoreSettings {
             source: self.source(base_dir),
@@ -251,7 +244,7 @@ impl ModelSection {
             },
             max_batch_delay: Duration::from_millis(self.max_batch_delay.max(0) as u64),
             max_in_flight: self.max_in_flight,
-            cores: self.pinned_cores(workers, score_parallelism, processes)?,
+            cores: self.pinned_cores(placement, score_parallelism)?,
         })
     }
 }

@@ -286,12 +286,9 @@ impl JobPlan {
     fn score_config(&self) -> Result<ScoreConfig> {
         let file = &self.job.file;
         let parallelism = self.job.parallelism.score;
-        let model = file.model.score_settings(
-            &file.base_dir,
-            file.runtime.workers,
-            parallelism,
-            file.runtime.processes,
-        )?;
+        let model = file
+            .model
+            .score_settings(&file.base_dir, self.placement, parallelism)?;
         Ok(ScoreConfig {
             source: model.source,
             secondary: model.secondary,

@@ -2,8 +2,8 @@
 //! topics), then the Timely computation with one dataflow per worker, then the run summary.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -258,7 +258,6 @@ pub fn run_job_with(
         );
     }
     let (timely_config, placement) = timely_config(&options.cluster, threads)?;
-    let job_connect_timeout = u64::try_from(job.file.runtime.connect_timeout).unwrap_or(0);
     let checkpoints = checkpointing::prepare(&job, options.restore)?;
     let on_commit = group_offsets_hook(&job, checkpoints.is_some())?;
     // Processes choose their checkpoint on their own: a cluster checks they chose alike.
@@ -286,10 +285,12 @@ pub fn run_job_with(
         score_counters: score_counters.clone(),
     };
     let started = Instant::now();
-    let connected = match (options.cluster.processes, job_connect_timeout) {
-        (processes, timeout) if processes > 1 && timeout > 0 => {
-            Some(connect_watchdog(Duration::from_millis(timeout), processes)?)
-        }
+    // Dropped once `timely::execute` has connected the cluster (or failed to).
+    let connecting = match u64::try_from(plan.job.file.runtime.connect_timeout) {
+        Ok(ms) if ms > 0 && options.cluster.processes > 1 => Some(connect_watchdog(
+            Duration::from_millis(ms),
+            options.cluster.processes,
+        )?),
         _ => None,
     };
     let guards = timely::execute(timely_config, move |worker| {
@@ -313,10 +314,7 @@ pub fn run_job_with(
         }
     })
     .map_err(|e| anyhow!("cannot start Timely workers: {e}"));
-    // Connected (or failed to): either way the watchdog has nothing left to watch.
-    if let Some(connected) = connected {
-        connected.store(true, Ordering::SeqCst);
-    }
+    drop(connecting);
     let guards = guards?;
     for result in guards.join() {
         result.map_err(|e| anyhow!("a worker failed: {e}"))?;
@@ -340,23 +338,15 @@ pub fn run_job_with(
     Ok(summary)
 }
 
-/// Exits the process (status 2) unless the flag it returns is set within `timeout`: the
+/// Exits the process (status 2) unless the sender it returns is dropped within `timeout`: the
 /// processes of a cluster connect inside `timely::execute`, which waits for a peer that never
 /// starts forever; a supervisor needs an exit to act on.
-fn connect_watchdog(timeout: Duration, processes: usize) -> Result<Arc<AtomicBool>> {
-    let connected = Arc::new(AtomicBool::new(false));
-    let flag = connected.clone();
+fn connect_watchdog(timeout: Duration, processes: usize) -> Result<mpsc::Sender<()>> {
+    let (connecting, watched) = mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("weir-connect-watchdog".to_owned())
         .spawn(move || {
-            let deadline = Instant::now() + timeout;
-            while Instant::now() < deadline {
-                if flag.load(Ordering::SeqCst) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if !flag.load(Ordering::SeqCst) {
+            if watched.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
                 let message = format!(
                     "the {processes} processes of this run did not all connect within [runtime] connect_timeout = {} ms: start every process with the same --processes and --hosts file, and check that each can reach the others' host:port; exiting",
                     timeout.as_millis()
@@ -367,7 +357,7 @@ fn connect_watchdog(timeout: Duration, processes: usize) -> Result<Arc<AtomicBoo
             }
         })
         .context("cannot start the connection watchdog")?;
-    Ok(connected)
+    Ok(connecting)
 }
 
 /// One Timely worker: checks that every process starts from the same point (clusters), builds

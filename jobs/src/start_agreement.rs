@@ -84,12 +84,12 @@ fn compare(points: &[StartPoint], peers: usize) -> Result<(), String> {
             points.len()
         ));
     }
-    // One line per process: its workers agree with each other (they share one plan).
-    let by_process: BTreeMap<usize, StartPoint> = points.iter().map(|p| (p.process, *p)).collect();
     let first = points[0].agreed_part();
     if points.iter().all(|p| p.agreed_part() == first) {
         return Ok(());
     }
+    // One line per process: its workers agree with each other (they share one plan).
+    let by_process: BTreeMap<usize, StartPoint> = points.iter().map(|p| (p.process, *p)).collect();
     let lines: Vec<String> = by_process.values().map(|p| p.describe()).collect();
     Err(format!(
         "the processes of this run would start from different points:\n  {}\nevery process \

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use weir::config::JobFile;
+use weir_operators::Placement;
 use weir_score::budget::available_cores;
 use weir_score::models::SecondaryRole;
 use weir_score::registry::ModelSource;
@@ -111,7 +112,9 @@ max_in_flight = 2"#,
             "/jobs/models/pp/next".into()
         ))
     );
-    let settings = job.model.score_settings(&job.base_dir, 1, 1, 1)?;
+    let settings = job
+        .model
+        .score_settings(&job.base_dir, Placement::new(1, 1), 1)?;
     assert_eq!(settings.max_batch_delay, Duration::from_millis(5));
     assert_eq!(settings.max_in_flight, 2);
     assert!(settings.cores.is_none());

@@ -37,6 +37,22 @@ impl Placement {
         process * self.threads + thread
     }
 
+    /// Number of processes.
+    pub fn processes(&self) -> usize {
+        self.processes
+    }
+
+    /// Worker threads per process.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The most instances of a stage with parallelism `parallelism` that one process hosts
+    /// (instances go to processes in turn, [`Placement::worker_of`]).
+    pub fn most_on_one_process(&self, parallelism: usize) -> usize {
+        parallelism.div_ceil(self.processes)
+    }
+
     /// Which of its process's instances of a stage `instance` is (0 for the first instance a
     /// process hosts): the thread it runs on, `i / processes`.
     pub fn local_index(&self, instance: usize) -> usize {
@@ -127,6 +143,8 @@ mod tests {
         let placement = Placement::new(6, 2);
         let local: Vec<usize> = (0..6).map(|i| placement.local_index(i)).collect();
         assert_eq!(local, vec![0, 0, 1, 1, 2, 2]);
+        assert_eq!(placement.most_on_one_process(3), 2);
+        assert_eq!(placement.most_on_one_process(6), 3);
         // One process: the instance itself.
         let single = Placement::new(4, 1);
         assert_eq!(

@@ -11,6 +11,8 @@
 
 use std::sync::OnceLock;
 
+use weir_operators::Placement;
+
 use crate::error::{Result, ScoreError};
 
 /// Cores this process may run on (the affinity mask, or the parallelism the OS reports).
@@ -58,15 +60,15 @@ impl InstanceCores {
 /// threads with everything else) and `None` is returned. Otherwise `cores` lists the pinned
 /// cores of one process (every process of a cluster has the same shape): exactly
 /// `instances × intra_threads` distinct ids below `available`, where `instances` is the most
-/// score instances any process hosts (`parallelism` spread over `processes`, process-first),
-/// and `workers` (Timely workers per process) `+ instances × intra_threads` must not exceed
+/// score instances any process hosts ([`Placement::most_on_one_process`]), and the
+/// placement's threads per process `+ instances × intra_threads` must not exceed
 /// `available`, so the Timely workers keep a core each beside the pinned inference threads.
-/// The instance that is the k-th on its process gets the k-th chunk.
+/// The instance that is the k-th on its process ([`Placement::local_index`]) gets the k-th
+/// chunk.
 pub fn plan_cores(
     cores: &[usize],
-    workers: usize,
+    placement: Placement,
     parallelism: usize,
-    processes: usize,
     intra_threads: usize,
     available: usize,
 ) -> Result<Option<Vec<InstanceCores>>> {
@@ -81,8 +83,8 @@ pub fn plan_cores(
                 .into(),
         );
     }
-    let processes = processes.max(1);
-    let instances = parallelism.div_ceil(processes);
+    let (workers, processes) = (placement.threads(), placement.processes());
+    let instances = placement.most_on_one_process(parallelism);
     let shape = if processes > 1 {
         format!(
             "score parallelism {parallelism} over {processes} processes = {instances} per process"
@@ -157,6 +159,11 @@ pub fn pin_current_thread(core: usize) -> bool {
 mod tests {
     use super::*;
 
+    /// `processes` processes of `workers` Timely workers each.
+    fn at(workers: usize, processes: usize) -> Placement {
+        Placement::new(workers * processes, processes)
+    }
+
     fn problem(r: Result<Option<Vec<InstanceCores>>>) -> String {
         match r {
             Err(e) => e.to_string(),
@@ -166,18 +173,21 @@ mod tests {
 
     #[test]
     fn unpinned_is_never_checked() -> Result<()> {
-        assert_eq!(plan_cores(&[], 64, 64, 1, 8, 2)?, None);
+        assert_eq!(plan_cores(&[], at(64, 1), 64, 8, 2)?, None);
         Ok(())
     }
 
     #[test]
     fn fitting_plan_splits_cores_per_instance() -> Result<()> {
-        let plan = plan_cores(&[2, 3, 4, 5], 2, 2, 1, 2, 8)?.unwrap_or_default();
+        let plan = plan_cores(&[2, 3, 4, 5], at(2, 1), 2, 2, 8)?.unwrap_or_default();
         assert_eq!(plan.len(), 2);
         assert_eq!(plan[0].cores, vec![2, 3]);
         assert_eq!(plan[1].cores, vec![4, 5]);
         assert_eq!(plan[1].ort_affinities().as_deref(), Some("6"));
-        assert_eq!(plan_cores(&[1], 1, 1, 1, 1, 2)?.map(|p| p.len()), Some(1));
+        assert_eq!(
+            plan_cores(&[1], at(1, 1), 1, 1, 2)?.map(|p| p.len()),
+            Some(1)
+        );
         Ok(())
     }
 
@@ -192,24 +202,24 @@ mod tests {
     #[test]
     fn oversubscription_is_refused() {
         // 2 workers + 1 × 1 pinned = 3 > 2 cores.
-        let p = problem(plan_cores(&[1], 2, 1, 1, 1, 2));
+        let p = problem(plan_cores(&[1], at(2, 1), 1, 1, 2));
         assert!(p.contains("oversubscribes the CPU"), "{p}");
         assert!(p.contains("3 > 2"), "{p}");
         // Exactly full is fine: 4 workers + 2 × 2 = 8.
-        assert!(plan_cores(&[4, 5, 6, 7], 4, 2, 1, 2, 8).is_ok());
-        let p = problem(plan_cores(&[4, 5, 6, 7], 5, 2, 1, 2, 8));
+        assert!(plan_cores(&[4, 5, 6, 7], at(4, 1), 2, 2, 8).is_ok());
+        let p = problem(plan_cores(&[4, 5, 6, 7], at(5, 1), 2, 2, 8));
         assert!(p.contains("9 > 8"), "{p}");
     }
 
     #[test]
     fn out_of_range_overlapping_and_miscounted_cores_are_refused() {
-        let p = problem(plan_cores(&[2], 1, 1, 1, 1, 2));
+        let p = problem(plan_cores(&[2], at(1, 1), 1, 1, 2));
         assert!(p.contains("core 2") && p.contains("only 2 core(s)"), "{p}");
-        let p = problem(plan_cores(&[3, 3], 1, 2, 1, 1, 8));
+        let p = problem(plan_cores(&[3, 3], at(1, 1), 2, 1, 8));
         assert!(p.contains("core 3 twice"), "{p}");
-        let p = problem(plan_cores(&[1, 2, 3], 1, 2, 1, 1, 8));
+        let p = problem(plan_cores(&[1, 2, 3], at(1, 1), 2, 1, 8));
         assert!(p.contains("needs exactly 2"), "{p}");
-        let p = problem(plan_cores(&[1], 1, 1, 1, 0, 8));
+        let p = problem(plan_cores(&[1], at(1, 1), 1, 0, 8));
         assert!(p.contains("intra_threads = 0"), "{p}");
     }
 
@@ -218,15 +228,15 @@ mod tests {
         // 2 processes × 1 worker on 2-core hosts, 2 score instances: one per process, so
         // each process pins one core and keeps one for its worker. The same core list
         // serves every process.
-        let plan = plan_cores(&[1], 1, 2, 2, 1, 2)?.unwrap_or_default();
+        let plan = plan_cores(&[1], at(1, 2), 2, 1, 2)?.unwrap_or_default();
         assert_eq!(plan, vec![InstanceCores { cores: vec![1] }]);
         // 3 instances over 2 processes: process 0 hosts 2 of them, so 2 cores per process.
-        let p = problem(plan_cores(&[1], 1, 3, 2, 1, 4));
+        let p = problem(plan_cores(&[1], at(1, 2), 3, 1, 4));
         assert!(
             p.contains("score parallelism 3 over 2 processes = 2 per process × intra_threads 1 needs exactly 2"),
             "{p}"
         );
-        let p = problem(plan_cores(&[1, 2], 2, 3, 2, 1, 3));
+        let p = problem(plan_cores(&[1, 2], at(2, 2), 3, 1, 3));
         assert!(p.contains("oversubscribes the CPU on each process"), "{p}");
         assert!(p.contains("2 Timely worker(s) + 2 pinned"), "{p}");
         Ok(())
