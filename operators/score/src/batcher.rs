@@ -246,23 +246,19 @@ impl<C: Clone> Batcher<C> {
         }
     }
 
-    /// Finished batches as scored batches, with what to emit them with.
+    /// Finished batches as scored batches, with what to emit them with; each spent batch's
+    /// buffers are kept for a later batch.
     pub fn finished(&mut self) -> Vec<(C, BatchOutcome)> {
         let mut done = Vec::new();
-        while let Some(result) = self.thread.try_result() {
-            done.extend(self.records(result));
+        for Done { id, mut batch } in self.thread.take_results() {
+            let Some((caps, runs)) = self.in_flight.remove(&id) else {
+                continue;
+            };
+            done.push((caps, scored_batches(runs, &batch, &self.context)));
+            batch.clear();
+            self.spare.push(batch);
         }
         done
-    }
-
-    /// The scored batches of a returned batch; keeps its buffers for a later batch.
-    fn records(&mut self, done: Done) -> Option<(C, BatchOutcome)> {
-        let Done { id, mut batch } = done;
-        let (caps, runs) = self.in_flight.remove(&id)?;
-        let outcome = scored_batches(runs, &batch, &self.context);
-        batch.clear();
-        self.spare.push(batch);
-        Some((caps, outcome))
     }
 }
 

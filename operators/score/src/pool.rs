@@ -13,7 +13,7 @@
 //! [`CanaryShare`] at start, so the operator gives rows their keys' canary buckets while a
 //! canary serves; the thread splits each batch by the share serving when it scores it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -78,6 +78,8 @@ pub struct InferenceThread {
     results: Receiver<Done>,
     /// Jobs submitted and not yet taken by the thread.
     queued: Arc<AtomicUsize>,
+    /// Whether the thread has woken the operator for results it has not taken yet.
+    woken: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
     tag: ModelTag,
     canary_share: Arc<CanaryShare>,
@@ -86,7 +88,9 @@ pub struct InferenceThread {
 impl InferenceThread {
     /// Starts the thread, pins it, loads and warms its models, and returns once they serve
     /// (or with the load error). `capacity` bounds the queued jobs; `wake` is called after a
-    /// result is sent, unless enough work still waits behind it (see `Hand::must_wake`).
+    /// result is sent, unless enough work still waits behind it (see `Hand::must_wake`) or
+    /// the operator was already woken and has not taken its results yet
+    /// ([`Self::take_results`]).
     pub fn spawn(
         setup: InferenceSetup,
         instance: usize,
@@ -97,10 +101,12 @@ impl InferenceThread {
         let (results_tx, results_rx) = mpsc::channel::<Done>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(ModelTag, Arc<CanaryShare>)>>();
         let queued = Arc::new(AtomicUsize::new(0));
+        let woken = Arc::new(AtomicBool::new(false));
         let hand = Hand {
             jobs: jobs_rx,
             results: results_tx,
             queued: queued.clone(),
+            woken: woken.clone(),
             wake_at: capacity.max(1) / 2,
         };
         let handle = std::thread::Builder::new()
@@ -144,6 +150,7 @@ impl InferenceThread {
             jobs: Some(jobs_tx),
             results: results_rx,
             queued,
+            woken,
             handle: Some(handle),
             tag,
             canary_share,
@@ -178,9 +185,13 @@ impl InferenceThread {
         })
     }
 
-    /// A finished batch, if one is waiting.
-    pub fn try_result(&self) -> Option<Done> {
-        self.results.try_recv().ok()
+    /// The finished batches waiting now. Taking them re-arms the thread's wake-up: a result
+    /// sent after this call wakes the operator again.
+    pub fn take_results(&self) -> mpsc::TryIter<'_, Done> {
+        // An acquire RMW: it reads the thread's `swap(true)` after a result it skipped waking
+        // for, so that result is visible to the `try_iter` below.
+        self.woken.swap(false, Ordering::AcqRel);
+        self.results.try_iter()
     }
 }
 
@@ -199,6 +210,9 @@ struct Hand {
     results: mpsc::Sender<Done>,
     /// Jobs submitted and not yet taken (shared with [`InferenceThread::submit`]).
     queued: Arc<AtomicUsize>,
+    /// Set when the thread wakes the operator, cleared when the operator takes its results
+    /// (shared with [`InferenceThread::take_results`]).
+    woken: Arc<AtomicBool>,
     /// Half the queue: see [`Hand::must_wake`].
     wake_at: usize,
 }
@@ -219,6 +233,13 @@ impl Hand {
     fn must_wake(&self, took: Duration) -> bool {
         let waiting = self.queued.load(Ordering::Acquire);
         waiting <= self.wake_at || took * (waiting as u32) < SLACK
+    }
+
+    /// Whether this wake-up would be the first since the operator last took its results;
+    /// marks it done. A second one is only a second system call: the operator, once
+    /// scheduled, takes every result sent before it does (`InferenceThread::take_results`).
+    fn first_wake(&self) -> bool {
+        !self.woken.swap(true, Ordering::AcqRel)
     }
 }
 
@@ -275,7 +296,7 @@ fn serve(
             if hand.results.send(Done { id, batch }).is_err() {
                 return;
             }
-            if hand.must_wake(took) {
+            if hand.must_wake(took) && hand.first_wake() {
                 wake();
             }
         }

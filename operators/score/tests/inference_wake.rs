@@ -1,0 +1,84 @@
+//! The inference thread's wake-ups (`weir_score::pool`): after the operator is woken, further
+//! results do not wake it again until it has taken what waits (one wake per drain, not one
+//! system call per batch), and a result sent after it took them wakes it again, so no result
+//! is left waiting for a wake-up that never comes.
+
+mod common;
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::fixture;
+use support::config;
+use weir_score::batch::ScoreBatch;
+use weir_score::pool::{Done, InferenceThread, Job};
+use weir_score::registry::ModelSource;
+
+/// A one-row batch of the fixtures' three features.
+fn job(id: u64) -> Job {
+    let mut batch = Box::<ScoreBatch>::default();
+    batch.push_row(&[3.0, 40.0, 1.0], None);
+    Job { id, batch }
+}
+
+/// Waits until `wakes` reaches `n` (or fails after 10 s).
+fn wait_for_wakes(wakes: &AtomicUsize, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while wakes.load(Ordering::SeqCst) < n {
+        assert!(Instant::now() < deadline, "expected {n} wake-ups");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Takes results until `n` have come (or fails after 10 s); returns their ids.
+fn take(thread: &InferenceThread, n: usize) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut ids = Vec::new();
+    while ids.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "expected {n} results, got {ids:?}"
+        );
+        ids.extend(thread.take_results().map(|Done { id, .. }| id));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    ids
+}
+
+#[test]
+fn one_wake_per_drain_and_none_lost() -> anyhow::Result<()> {
+    let config = config(ModelSource::Dir(fixture("logreg")), None);
+    let wakes = Arc::new(AtomicUsize::new(0));
+    let counted = wakes.clone();
+    let wake = move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+    };
+    let thread = InferenceThread::spawn(config.inference_setup(0), 0, 4, wake)?;
+
+    // One result at a time, nothing taken in between: the first wakes, the rest do not.
+    for id in 0..3 {
+        thread
+            .submit(job(id))
+            .map_err(|_| anyhow::anyhow!("queue full"))?;
+        wait_for_wakes(&wakes, 1);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        wakes.load(Ordering::SeqCst),
+        1,
+        "woken again before a drain"
+    );
+    assert_eq!(take(&thread, 3), [0, 1, 2]);
+
+    // Taken: the next result wakes the operator again.
+    thread
+        .submit(job(3))
+        .map_err(|_| anyhow::anyhow!("queue full"))?;
+    wait_for_wakes(&wakes, 2);
+    assert_eq!(take(&thread, 1), [3]);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(wakes.load(Ordering::SeqCst), 2);
+    Ok(())
+}
