@@ -9,7 +9,9 @@
 //! XGBoost, LightGBM, MLP): `raw_ort` (plain `ort` session fed by a hand-written f64 → f32
 //! conversion), `weir_session` (`ModelSession::score_batch`), `weir_models` (the whole
 //! scoring path on this thread: `FeatureRow`s in, values gathered into a batch,
-//! `ModelSet::score`, the rows out with their scores as a `ScoredBatch`), `weir_thread` (the
+//! `ModelSet::score`, the rows out with their scores as a `ScoredBatch`), `ort_only` (the raw
+//! session on inputs converted to `f32` before the pass: ONNX Runtime alone, which no path
+//! beats without a faster model run; reported, not a target), `weir_thread` (the
 //! operator's path without Timely, `Batcher`: values gathered on this thread, scored on the
 //! inference thread, `ScoredBatch`es — the rows, their scores, the version's verdict — built
 //! back here, as the operator emits them; at most 16 batches in flight, the job default
@@ -44,7 +46,8 @@ use score_common::{
 use weir_features::row::FeatureRow;
 use weir_score::batch::ScoreBatch;
 use weir_score::models::ScoreCounters;
-use weir_score::ModelSession;
+use weir_score::preprocess::Preprocessor;
+use weir_score::{ModelManifest, ModelSession};
 
 const BATCHES: usize = 64;
 
@@ -74,11 +77,28 @@ fn main() {
         .map(|b| b.iter().flat_map(|r| r.values.iter().copied()).collect())
         .collect();
     for (label, dir) in models() {
-        let mut raw = RawOrt::load(&dir);
-        let mut raw_pass = || {
+        let manifest = ModelManifest::load(&dir).expect("manifest");
+        let preprocessor = Preprocessor::new(&manifest.features);
+        let inputs: Vec<Vec<f32>> = values
+            .iter()
+            .map(|v| {
+                let mut out = Vec::new();
+                preprocessor.fill(v, &mut out);
+                out
+            })
+            .collect();
+        let raw = std::cell::RefCell::new(RawOrt::load(&dir));
+        let raw_pass = || {
             let mut sum = 0.0f32;
             for v in std::iter::repeat_n(&values, cycles).flatten() {
-                sum += raw.score(v);
+                sum += raw.borrow_mut().score(v);
+            }
+            std::hint::black_box(sum);
+        };
+        let ort_only_pass = || {
+            let mut sum = 0.0f32;
+            for x in std::iter::repeat_n(&inputs, cycles).flatten() {
+                sum += raw.borrow_mut().score_prebuilt(x);
             }
             std::hint::black_box(sum);
         };
@@ -102,7 +122,13 @@ fn main() {
             std::hint::black_box(through_batcher(&mut batcher, input));
         };
         let rows_per_pass = (cycles * BATCHES * BATCH_ROWS) as f64;
-        const PATHS: [&str; 4] = ["raw_ort", "weir_session", "weir_models", "weir_thread"];
+        const PATHS: [&str; 5] = [
+            "raw_ort",
+            "weir_session",
+            "weir_models",
+            "weir_thread",
+            "ort_only",
+        ];
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); PATHS.len()];
         let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); PATHS.len()];
         let mut busy_shares = Vec::new();
@@ -110,7 +136,7 @@ fn main() {
             let mut t = [0.0f64; PATHS.len()];
             for k in 0..PATHS.len() {
                 let which = (k + round) % PATHS.len();
-                let input: Vec<Vec<FeatureRow>> = if which >= 2 {
+                let input: Vec<Vec<FeatureRow>> = if which == 2 || which == 3 {
                     std::iter::repeat_n(&batches, cycles)
                         .flat_map(Clone::clone)
                         .collect()
@@ -123,7 +149,8 @@ fn main() {
                     0 => raw_pass(),
                     1 => session_pass(),
                     2 => models_pass(input),
-                    _ => thread_pass(input),
+                    3 => thread_pass(input),
+                    _ => ort_only_pass(),
                 }
                 t[which] = start.elapsed().as_secs_f64();
                 if which == 3 && round >= 2 {
