@@ -20,6 +20,7 @@ use crate::record::Event;
 use crate::row::{FeatureRow, RowValues};
 use crate::schedule::{Schedule, Trigger};
 use crate::schema::RecordSchema;
+use crate::sessions::ForgottenSessions;
 use crate::vocab::{Key, Watermark};
 use crate::window::WindowSpec;
 use crate::window_state::{Applied, KeyedWindows};
@@ -237,6 +238,15 @@ impl KeyedFeatures {
         self.states.iter().map(KeyedWindows::open_slots).sum()
     }
 
+    /// Sessions forgotten by expiry whose revision numbers are kept (see
+    /// [`KeyedWindows::expire`]).
+    pub fn forgotten_windows(&self) -> usize {
+        self.states
+            .iter()
+            .map(KeyedWindows::forgotten_windows)
+            .sum()
+    }
+
     /// Closed windows kept for as-of lookups.
     pub fn closed_windows(&self) -> usize {
         self.closed.iter().map(ClosedWindows::len).sum()
@@ -429,7 +439,12 @@ pub(crate) fn place(out: &mut [f64], group: &WindowGroup, values: &[f64]) {
 
 /// Version of the encoding written by [`KeyedFeatures::encode`]; bump it (and keep a decoder
 /// for the old one) whenever a state struct changes.
-pub const STATE_VERSION: u32 = 1;
+///
+/// - 1: the version tag, then `KeyedFeatures` in bincode.
+/// - 2: version 1's bytes, then per window group (in order) the session windows' forgotten
+///   sessions (`Option<ForgottenSessions>`, bincode), which version 1 did not keep. A version
+///   1 snapshot restores with none: its expired sessions' revisions were already lost.
+pub const STATE_VERSION: u32 = 2;
 
 impl KeyedFeatures {
     /// Keeps only the keys `keep` accepts (restore at a new parallelism).
@@ -464,9 +479,16 @@ impl KeyedFeatures {
 
     /// The state as bytes (format [`STATE_VERSION`]).
     pub fn encode(&self) -> Result<Vec<u8>> {
+        let fail =
+            |e: bincode::Error| FeatureError::Window(format!("cannot encode window state: {e}"));
         let mut out = STATE_VERSION.to_le_bytes().to_vec();
-        bincode::serialize_into(&mut out, self)
-            .map_err(|e| FeatureError::Window(format!("cannot encode window state: {e}")))?;
+        bincode::serialize_into(&mut out, self).map_err(fail)?;
+        let forgotten: Vec<Option<&ForgottenSessions>> = self
+            .states
+            .iter()
+            .map(KeyedWindows::forgotten_sessions)
+            .collect();
+        bincode::serialize_into(&mut out, &forgotten).map_err(fail)?;
         Ok(out)
     }
 
@@ -476,13 +498,42 @@ impl KeyedFeatures {
             FeatureError::Window("window state snapshot is shorter than its header".to_owned())
         })?;
         let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
-        if version != STATE_VERSION {
+        if !(1..=STATE_VERSION).contains(&version) {
             return Err(FeatureError::Window(format!(
-                "window state snapshot has format version {version}; this build reads {STATE_VERSION}"
+                "window state snapshot has format version {version}; this build reads 1 to {STATE_VERSION}"
             )));
         }
-        let state: KeyedFeatures = bincode::deserialize(body)
-            .map_err(|e| FeatureError::Window(format!("cannot decode window state: {e}")))?;
+        let fail =
+            |e: bincode::Error| FeatureError::Window(format!("cannot decode window state: {e}"));
+        let mut reader = body;
+        let mut state: KeyedFeatures = bincode::deserialize_from(&mut reader).map_err(fail)?;
+        if version >= 2 {
+            let forgotten: Vec<Option<ForgottenSessions>> =
+                bincode::deserialize_from(&mut reader).map_err(fail)?;
+            if forgotten.len() != state.states.len() {
+                return Err(FeatureError::Window(format!(
+                    "window state snapshot lists forgotten sessions for {} window groups but holds {}",
+                    forgotten.len(),
+                    state.states.len()
+                )));
+            }
+            for (group, (windows, forgotten)) in state.states.iter_mut().zip(forgotten).enumerate()
+            {
+                if let Some(forgotten) = forgotten {
+                    if !windows.restore_forgotten_sessions(forgotten) {
+                        return Err(FeatureError::Window(format!(
+                            "window state snapshot holds forgotten sessions for window group {group}, which is not a session window"
+                        )));
+                    }
+                }
+            }
+        }
+        if !reader.is_empty() {
+            return Err(FeatureError::Window(format!(
+                "window state snapshot (format version {version}) has {} bytes after its end",
+                reader.len()
+            )));
+        }
         if state.states.len() != job.groups.len() || state.closed.len() != job.groups.len() {
             return Err(FeatureError::Window(format!(
                 "the snapshot holds {} window groups but the job has {}",

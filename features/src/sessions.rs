@@ -19,6 +19,10 @@
 //!   the merged sessions' revisions, plus one) and its possibly new bounds, so its
 //!   `window_end` may differ from the superseded row's. It is dropped once
 //!   `watermark - allowed_lateness >= end`: no allowed record can touch it any more.
+//! - Expiry (the state TTL, processing time) forgets a key's sessions but keeps each one's
+//!   span and last revision ([`ForgottenSessions`]) until the same horizon passes its end. A
+//!   session that touches a forgotten one takes its revision as if they had merged, so its
+//!   next row is a higher revision: a `(key, window_end, revision)` is never emitted twice.
 //!
 //! [`WindowSpec`]: crate::window::WindowSpec
 
@@ -46,6 +50,77 @@ struct Session {
     dirty: bool,
 }
 
+/// A session [`SessionWindows::expire`] forgot: its span and the last revision emitted for it.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct Forgotten {
+    start: EventTime,
+    end: EventTime,
+    revision: u32,
+}
+
+/// The sessions expiry forgot that an allowed record may still touch, per key. Snapshots
+/// hold them beside the rest of the window state (`keyed_features::STATE_VERSION` 2).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct ForgottenSessions {
+    keys: HashMap<Key, Vec<Forgotten>, FastHash>,
+    /// (end, key) of every forgotten session; entries of sessions already taken are stale.
+    ends: BTreeSet<(EventTime, Key)>,
+}
+
+impl ForgottenSessions {
+    fn remember(&mut self, key: &Key, forgotten: Forgotten) {
+        self.keys.entry(key.clone()).or_default().push(forgotten);
+        self.ends.insert((forgotten.end, key.clone()));
+    }
+
+    /// Takes `key`'s forgotten sessions that overlap `[start, end)`; returns the highest
+    /// revision among them.
+    fn take_touching(&mut self, key: &Key, start: EventTime, end: EventTime) -> Option<u32> {
+        let list = self.keys.get_mut(key)?;
+        let mut revision = None;
+        list.retain(|f| {
+            let touches = f.start < end && start < f.end;
+            if touches {
+                revision = revision.max(Some(f.revision));
+            }
+            !touches
+        });
+        if list.is_empty() {
+            self.keys.remove(key);
+        }
+        revision
+    }
+
+    /// Drops the forgotten sessions ending at or before `horizon`; returns whether any went.
+    fn drop_through(&mut self, horizon: EventTime) -> bool {
+        let mut changed = false;
+        while let Some((end, key)) = self.ends.first().cloned() {
+            if end > horizon {
+                break;
+            }
+            self.ends.pop_first();
+            changed = true;
+            if let Some(list) = self.keys.get_mut(&key) {
+                list.retain(|f| f.end > horizon);
+                if list.is_empty() {
+                    self.keys.remove(&key);
+                }
+            }
+        }
+        changed
+    }
+
+    /// Whether no forgotten session is kept.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Forgotten sessions kept.
+    pub fn len(&self) -> usize {
+        self.keys.values().map(Vec::len).sum()
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct KeySessions {
     /// Sorted by start.
@@ -63,6 +138,10 @@ pub(crate) struct SessionWindows {
     /// (time, key): look at the key when the watermark reaches the time. Entries whose time
     /// is not the key's `timer` are stale and skipped.
     timers: BTreeSet<(EventTime, Key)>,
+    /// Sessions expiry forgot; not in this struct's serialized form (version-1 snapshots do
+    /// not have them): `KeyedFeatures::encode` writes them after it.
+    #[serde(skip)]
+    forgotten: ForgottenSessions,
 }
 
 impl SessionWindows {
@@ -72,6 +151,7 @@ impl SessionWindows {
             max_length,
             keys: HashMap::default(),
             timers: BTreeSet::new(),
+            forgotten: ForgottenSessions::default(),
         }
     }
 
@@ -138,6 +218,12 @@ impl SessionWindows {
         };
         let session = &mut sessions[target];
         session.dirty = true;
+        if !self.forgotten.is_empty() {
+            let touched = self
+                .forgotten
+                .take_touching(&event.key, session.start, session.end);
+            session.emitted = session.emitted.max(touched);
+        }
         if session.end < state.timer {
             state.timer = session.end;
             self.timers.insert((session.end, event.key.clone()));
@@ -154,7 +240,7 @@ impl SessionWindows {
     ) -> bool {
         let horizon = watermark.0.saturating_sub(allowed_lateness);
         let mut rows = Vec::new();
-        let mut changed = false;
+        let mut changed = self.forgotten.drop_through(horizon);
         while let Some((time, key)) = self.timers.first().cloned() {
             if time > watermark.0 {
                 break;
@@ -201,7 +287,8 @@ impl SessionWindows {
     }
 
     /// Force-closes every session of `keys` (emitting those not yet emitted or changed since,
-    /// marked `closed_by_timeout`) and forgets the keys.
+    /// marked `closed_by_timeout`) and forgets the keys, remembering each session's span and
+    /// last revision (see the module rules).
     pub fn expire(
         &mut self,
         features: &FeatureSet,
@@ -214,13 +301,25 @@ impl SessionWindows {
             let Some(state) = self.keys.remove(key) else {
                 continue;
             };
-            for s in state.sessions.iter().filter(|s| s.dirty) {
-                let revision = s.emitted.map_or(0, |r| r + 1);
-                let bounds = WindowBounds {
+            for s in &state.sessions {
+                let revision = if s.dirty {
+                    let revision = s.emitted.map_or(0, |r| r + 1);
+                    let bounds = WindowBounds {
+                        start: s.start,
+                        end: s.end,
+                    };
+                    emit(s.slot.row(features, key, bounds, revision, true));
+                    revision
+                } else {
+                    // Not dirty: it fired and has not changed since.
+                    s.emitted.unwrap_or_default()
+                };
+                let forgotten = Forgotten {
                     start: s.start,
                     end: s.end,
+                    revision,
                 };
-                emit(s.slot.row(features, key, bounds, revision, true));
+                self.forgotten.remember(key, forgotten);
             }
         }
         self.timers.retain(|(_, k)| !keys.contains(k));
@@ -232,11 +331,25 @@ impl SessionWindows {
     pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
         self.keys.retain(|k, _| keep(k));
         self.timers.retain(|(_, k)| keep(k));
+        self.forgotten.keys.retain(|k, _| keep(k));
+        self.forgotten.ends.retain(|(_, k)| keep(k));
     }
 
     /// Adds the keys of `other` (disjoint from ours) to this state.
     pub fn absorb(&mut self, other: SessionWindows) {
         self.keys.extend(other.keys);
         self.timers.extend(other.timers);
+        self.forgotten.keys.extend(other.forgotten.keys);
+        self.forgotten.ends.extend(other.forgotten.ends);
+    }
+
+    /// The sessions expiry forgot (written beside the snapshot, see the field).
+    pub fn forgotten(&self) -> &ForgottenSessions {
+        &self.forgotten
+    }
+
+    /// Puts back the forgotten sessions of a snapshot.
+    pub fn restore_forgotten(&mut self, forgotten: ForgottenSessions) {
+        self.forgotten = forgotten;
     }
 }

@@ -19,7 +19,7 @@ use crate::over_range::OverRange;
 use crate::panes::{FastHash, PaneWindows};
 use crate::record::Event;
 use crate::row::FeatureRow;
-use crate::sessions::SessionWindows;
+use crate::sessions::{ForgottenSessions, SessionWindows};
 use crate::vocab::{Key, Watermark};
 use crate::window::WindowSpec;
 
@@ -89,6 +89,11 @@ impl KeyedWindows {
     /// How far behind the watermark a record may be and still update its window.
     pub fn allowed_lateness(&self) -> i64 {
         self.allowed_lateness
+    }
+
+    /// Number of sessions expiry forgot whose revisions are kept (see [`KeyedWindows::expire`]).
+    pub fn forgotten_windows(&self) -> usize {
+        self.forgotten_sessions().map_or(0, ForgottenSessions::len)
     }
 
     /// Number of keys whose last-record time is tracked for [`KeyedWindows::expire`].
@@ -168,7 +173,9 @@ impl KeyedWindows {
     /// (`last record + ttl_ms <= now_ms`): emits each of its windows that has not been emitted
     /// or changed since (marked [`FeatureRow::closed_by_timeout`], even if the watermark has
     /// not reached its end), then drops all the key's state. A later record of the key starts
-    /// from empty state. Returns the number of keys expired. Cost is linear in the number of
+    /// from empty state; its windows continue the revision numbers of the forgotten ones
+    /// while those can still be touched, so no `(key, window_end, revision)` repeats.
+    /// Returns the number of keys expired. Cost is linear in the number of
     /// tracked keys: call it every few seconds, not per tick.
     pub fn expire(
         &mut self,
@@ -206,6 +213,27 @@ impl KeyedWindows {
             Kind::Range(r) => r.retain_keys(keep),
         }
         self.last_seen.retain(|k, _| keep(k));
+    }
+
+    /// The session windows' forgotten sessions, which snapshots hold beside this struct's
+    /// serialized form (`keyed_features::STATE_VERSION` 2); `None` for other window kinds.
+    pub(crate) fn forgotten_sessions(&self) -> Option<&ForgottenSessions> {
+        match &self.kind {
+            Kind::Sessions(s) => Some(s.forgotten()),
+            Kind::Panes(_) | Kind::Range(_) => None,
+        }
+    }
+
+    /// Puts back a snapshot's forgotten sessions; whether this is a session window (else
+    /// they cannot belong to it).
+    pub(crate) fn restore_forgotten_sessions(&mut self, forgotten: ForgottenSessions) -> bool {
+        match &mut self.kind {
+            Kind::Sessions(s) => {
+                s.restore_forgotten(forgotten);
+                true
+            }
+            Kind::Panes(_) | Kind::Range(_) => false,
+        }
     }
 
     /// Adds the keys of `other` (disjoint from ours, same window definition) to this state.

@@ -102,3 +102,105 @@ fn snapshots_of_another_version_or_job_are_refused() -> Result<()> {
     assert!(err.contains("shorter than its header"), "{err}");
     Ok(())
 }
+
+/// `feed`, one event per 10 ms of processing time from the `from`-th of the stream on,
+/// expiring the keys quiet for 300 ms after every 50th.
+fn feed_expiring(
+    state: &mut KeyedFeatures,
+    job: &JobFeatures,
+    events: &[Event],
+    from: usize,
+    wm: &mut i64,
+    out: &mut Vec<FeatureRow>,
+) {
+    for (i, e) in events.iter().enumerate() {
+        let now = (from + i) as i64 * 10;
+        state.set_processing_time(now);
+        state.apply(job, e, Watermark(*wm));
+        *wm = (*wm).max(e.ts - 5_000);
+        state.fire(job, Watermark(*wm), |r| out.push(r));
+        if (from + i) % 50 == 49 {
+            state.expire(job, now, 300, |r| out.push(r));
+        }
+    }
+}
+
+/// Sessions forgotten by the state TTL keep their revision numbers (so a row never repeats a
+/// `(key, window_end, revision)`), and a snapshot keeps them: restored and rescaled in the
+/// middle of the stream, the run emits exactly the rows of a run that never stopped.
+#[test]
+fn sessions_forgotten_by_expiry_keep_their_revisions_across_a_restore() -> Result<()> {
+    let session = WindowSpec::Session {
+        gap: 10_000,
+        max_length: 60_000,
+    };
+    let job = job(session, Trigger::Close)?;
+    let events = events(4)?;
+    let half = events.len() / 2;
+
+    let (mut straight, mut wm) = (KeyedFeatures::new(&job, 2_000), i64::MIN);
+    let mut expected = Vec::new();
+    feed_expiring(&mut straight, &job, &events, 0, &mut wm, &mut expected);
+    straight.fire(&job, Watermark::MAX, |r| expected.push(r));
+    let mut ids = std::collections::HashSet::new();
+    for r in &expected {
+        assert!(
+            ids.insert((r.key.clone(), r.window_end, r.revision)),
+            "emitted twice: {r:?}"
+        );
+    }
+    assert!(expected
+        .iter()
+        .any(|r| r.closed_by_timeout && r.revision > 0));
+
+    let (mut before, mut wm) = (KeyedFeatures::new(&job, 2_000), i64::MIN);
+    let mut got = Vec::new();
+    feed_expiring(&mut before, &job, &events[..half], 0, &mut wm, &mut got);
+    assert!(
+        before.forgotten_windows() > 0,
+        "the snapshot must hold forgotten sessions for this test to mean anything"
+    );
+    let bytes = before.encode()?;
+    let mut after: Option<KeyedFeatures> = None;
+    for part in 0..2 {
+        let mut piece = KeyedFeatures::decode(&job, &bytes)?;
+        piece.retain_keys(&|k| KeyGroup::of(k.as_bytes(), GROUPS).0 % 2 == part);
+        match &mut after {
+            None => after = Some(piece),
+            Some(m) => m.absorb(piece)?,
+        }
+    }
+    let mut after = after.ok_or_else(|| anyhow::anyhow!("no parts"))?;
+    assert_eq!(after.forgotten_windows(), before.forgotten_windows());
+    after.resume((half as i64 - 1) * 10, None);
+    feed_expiring(&mut after, &job, &events[half..], half, &mut wm, &mut got);
+    after.fire(&job, Watermark::MAX, |r| got.push(r));
+    assert_eq!(sorted(expected), sorted(got));
+    Ok(())
+}
+
+/// A version-1 snapshot (before forgotten sessions were kept) still restores.
+#[test]
+fn version_1_snapshots_restore() -> Result<()> {
+    let job = job(snapshot_window_kinds()[2].clone(), Trigger::Close)?;
+    let mut state = KeyedFeatures::new(&job, 2_000);
+    let (mut wm, mut rows) = (i64::MIN, Vec::new());
+    let events = events(5)?;
+    feed(&mut state, &job, &events[..500], &mut wm, &mut rows);
+    let mut v1 = 1u32.to_le_bytes().to_vec();
+    v1.extend(bincode::serialize(&state)?);
+    let mut restored = KeyedFeatures::decode(&job, &v1)?;
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    state.fire(&job, Watermark::MAX, |r| want.push(r));
+    restored.fire(&job, Watermark::MAX, |r| got.push(r));
+    assert!(!want.is_empty());
+    assert_eq!(sorted(want), sorted(got));
+    let mut trailing = v1.clone();
+    trailing.push(0);
+    let err = KeyedFeatures::decode(&job, &trailing)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("1 bytes after its end"), "{err}");
+    Ok(())
+}

@@ -550,3 +550,68 @@ fn a_window_re_opened_after_its_key_expired_is_a_new_revision() {
     assert_eq!((rows[0].window_end, rows[0].revision), (10, 1));
     assert_eq!(rows[0].records, 1, "the expired state is gone");
 }
+
+#[test]
+fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
+    let features = features();
+    let spec = WindowSpec::Session {
+        gap: 10,
+        max_length: 100,
+    };
+    let mut state = KeyedWindows::new(spec, 100);
+    state.set_processing_time(1_000);
+    let e = event("k", 3, "a", Some(1.0), 0);
+    assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+    let rows = collect(&mut state, &features, Watermark(13));
+    assert_eq!((rows[0].window_end, rows[0].revision), (13, 0));
+    // Quiet for the TTL: the fired, unchanged session is forgotten without a row.
+    assert_eq!(
+        state.expire(&features, 7_000, 5_000, |r| panic!("{r:?}")),
+        1
+    );
+    assert_eq!((state.open_slots(), state.forgotten_windows()), (0, 1));
+
+    // An allowed-late record at the same time: the same session again (key, end 13), so its
+    // row must be revision 1, not a second revision 0.
+    state.set_processing_time(8_000);
+    let e = event("k", 3, "b", Some(2.0), 1);
+    assert_eq!(state.apply(&features, &e, Watermark(13)), Applied::Updated);
+    assert_eq!(state.forgotten_windows(), 0, "taken by the new session");
+    let rows = collect(&mut state, &features, Watermark(13));
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].window_end, rows[0].revision), (13, 1));
+    assert_eq!(rows[0].records, 1, "the expired state is gone");
+
+    // Changed again and expired before it fires: closed by timeout as revision 2, and a
+    // record touching it after that is revision 3.
+    let e = event("k", 8, "a", Some(3.0), 2);
+    assert_eq!(state.apply(&features, &e, Watermark(13)), Applied::Updated);
+    let mut expired = Vec::new();
+    assert_eq!(
+        state.expire(&features, 14_000, 5_000, |r| expired.push(r)),
+        1
+    );
+    assert_eq!(expired.len(), 1);
+    assert_eq!(
+        (
+            expired[0].window_end,
+            expired[0].revision,
+            expired[0].closed_by_timeout
+        ),
+        (18, 2, true)
+    );
+    let e = event("k", 12, "a", Some(4.0), 3);
+    assert_eq!(state.apply(&features, &e, Watermark(13)), Applied::Updated);
+    let rows = collect(&mut state, &features, Watermark(30));
+    assert_eq!((rows[0].window_end, rows[0].revision), (22, 3));
+
+    // Once no allowed record can touch a forgotten session, it is dropped.
+    state.expire(&features, 30_000, 5_000, |_| {});
+    assert_eq!(state.forgotten_windows(), 1);
+    collect(&mut state, &features, Watermark(122));
+    assert_eq!(state.forgotten_windows(), 0);
+    let e = event("k", 25, "a", Some(5.0), 4);
+    assert_eq!(state.apply(&features, &e, Watermark(122)), Applied::Updated);
+    let rows = collect(&mut state, &features, Watermark(200));
+    assert_eq!((rows[0].window_end, rows[0].revision), (35, 0));
+}
