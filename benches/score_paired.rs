@@ -40,14 +40,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use score_common::{
-    batcher_counting, feature_names, inference_core, model_set, models, one_thread,
+    batcher_counting, feature_names, inference_core, model_inputs, model_set, models, one_thread,
     pin_like_a_worker, rows, session_options, through_batcher, RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
 use weir_score::batch::ScoreBatch;
 use weir_score::models::ScoreCounters;
-use weir_score::preprocess::Preprocessor;
-use weir_score::{ModelManifest, ModelSession};
+use weir_score::ModelSession;
 
 const BATCHES: usize = 64;
 
@@ -77,16 +76,7 @@ fn main() {
         .map(|b| b.iter().flat_map(|r| r.values.iter().copied()).collect())
         .collect();
     for (label, dir) in models() {
-        let manifest = ModelManifest::load(&dir).expect("manifest");
-        let preprocessor = Preprocessor::new(&manifest.features);
-        let inputs: Vec<Vec<f32>> = values
-            .iter()
-            .map(|v| {
-                let mut out = Vec::new();
-                preprocessor.fill(v, &mut out);
-                out
-            })
-            .collect();
+        let inputs = model_inputs(&dir, &values);
         let raw = std::cell::RefCell::new(RawOrt::load(&dir));
         let raw_pass = || {
             let mut sum = 0.0f32;

@@ -29,13 +29,12 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
 use score_common::{
-    batcher, feature_names, model_set, models, one_thread, rows, session_options, through_batcher,
-    RawOrt, BATCH_ROWS,
+    batcher, feature_names, model_inputs, model_set, models, one_thread, rows, session_options,
+    through_batcher, RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
 use weir_score::batch::ScoreBatch;
-use weir_score::preprocess::Preprocessor;
-use weir_score::{ModelManifest, ModelSession};
+use weir_score::ModelSession;
 
 const BATCHES: usize = 64;
 
@@ -47,18 +46,7 @@ fn bench(c: &mut Criterion) {
         .map(|b| b.iter().flat_map(|r| r.values.iter().copied()).collect())
         .collect();
     for (label, dir) in models() {
-        let Ok(manifest) = ModelManifest::load(&dir) else {
-            panic!("cannot read {}", dir.display());
-        };
-        let preprocessor = Preprocessor::new(&manifest.features);
-        let inputs: Vec<Vec<f32>> = values
-            .iter()
-            .map(|v| {
-                let mut out = Vec::new();
-                preprocessor.fill(v, &mut out);
-                out
-            })
-            .collect();
+        let inputs = model_inputs(&dir, &values);
         let mut group = c.benchmark_group(format!("score/{label}"));
         group.throughput(Throughput::Elements((BATCHES * BATCH_ROWS) as u64));
 

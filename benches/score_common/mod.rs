@@ -110,6 +110,23 @@ pub fn rows(n: usize, seed: u64) -> Vec<FeatureRow> {
         .collect()
 }
 
+/// Each batch of `values` converted to the model's `f32` input by Weir's preprocessing, for
+/// the paths that run ONNX Runtime alone on prepared inputs.
+pub fn model_inputs(model_dir: &Path, values: &[Vec<f64>]) -> Vec<Vec<f32>> {
+    let Ok(manifest) = weir_score::ModelManifest::load(model_dir) else {
+        panic!("cannot read {}", model_dir.display());
+    };
+    let preprocessor = weir_score::preprocess::Preprocessor::new(&manifest.features);
+    values
+        .iter()
+        .map(|v| {
+            let mut out = Vec::new();
+            preprocessor.fill(v, &mut out);
+            out
+        })
+        .collect()
+}
+
 /// Session options used by every path (and mirrored by the raw baseline).
 pub fn session_options() -> SessionOptions {
     SessionOptions {
