@@ -2,15 +2,18 @@
 //!
 //! The `weir` binary's library: job files ([`config`]), the `[model]` section ([`model_config`]),
 //! checkpoint settings and restore selection ([`checkpointing`]), multi-process runs
-//! ([`cluster`]) and the check that their processes start from one point
-//! ([`start_agreement`]), the pipeline wiring ([`pipeline`]), running a job and its summary ([`run`]),
+//! ([`cluster`]), the check that their processes start from one point
+//! ([`start_agreement`]) and their totals at the end ([`cluster_totals`]), both exchanged with
+//! [`gather`], the pipeline wiring ([`pipeline`]), running a job and its summary ([`run`]),
 //! batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
 
 pub mod checkpointing;
 pub mod cluster;
+pub mod cluster_totals;
 pub mod config;
 pub mod features_cmd;
+pub mod gather;
 pub mod gen;
 pub mod model_config;
 pub mod pipeline;

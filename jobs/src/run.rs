@@ -22,6 +22,7 @@ use weir_score::{ModelManifest, ModelSession, SessionOptions};
 
 use crate::checkpointing::{self, RestoreChoice};
 use crate::cluster::{timely_config, ClusterArgs};
+use crate::cluster_totals::{self, ClusterTotals};
 use crate::config::{CompiledJob, EdgeKind};
 use crate::pipeline::{self, JobPlan, Mode};
 use crate::start_agreement::{self, StartPoint};
@@ -74,6 +75,9 @@ pub struct RunSummary {
     pub models: ModelActivity,
     /// Wall-clock duration of the run.
     pub elapsed: Duration,
+    /// A multi-process run: this process (`--process`) and every process's counts; the
+    /// fields above count this process's operator instances only.
+    pub cluster: Option<(usize, ClusterTotals)>,
 }
 
 /// The scoring stage's model-version counters of this process (ScoreCounters).
@@ -166,7 +170,7 @@ impl RunSummary {
              windows scored:  {} ({} inference errors, {} delivered)\n\
              dead letters:    {} [{}] ({} delivered)\n\
              latency p50/p99: {} / {} (window close → score acknowledged)\n\
-             elapsed:         {:.2} s{}{}{}{}{}",
+             elapsed:         {:.2} s{}{}{}{}{}{}",
             self.events_in,
             self.records_in,
             self.records_in as f64 / secs,
@@ -215,6 +219,10 @@ impl RunSummary {
             } else {
                 String::new()
             },
+            self.cluster
+                .as_ref()
+                .map(|(process, totals)| format!("\n{}", totals.render(*process)))
+                .unwrap_or_default(),
         )
     }
 }
@@ -301,7 +309,7 @@ pub fn run_job_with(
         // Timely connections to it fail, which panics their workers.
         let index = worker.index();
         let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start));
-        if std::panic::catch_unwind(run).is_err() {
+        let Ok(totals) = std::panic::catch_unwind(run) else {
             let hint = if start.is_some() {
                 " (in a cluster this is usually another process that stopped, or the network \
                  between them: see any `timely communication error` above)"
@@ -311,15 +319,19 @@ pub fn run_job_with(
             tracing::error!("worker {index} panicked{hint}; stopping the process");
             eprintln!("error: worker {index} panicked{hint}; stopping the process");
             std::process::exit(101);
-        }
+        };
+        totals
     })
     .map_err(|e| anyhow!("cannot start Timely workers: {e}"));
     drop(connecting);
     let guards = guards?;
+    let mut cluster = None;
     for result in guards.join() {
-        result.map_err(|e| anyhow!("a worker failed: {e}"))?;
+        let totals = result.map_err(|e| anyhow!("a worker failed: {e}"))?;
+        cluster = cluster.or(totals);
     }
-    let summary = summarize(&metrics, &score_counters, started.elapsed());
+    let mut summary = summarize(&metrics, &score_counters, started.elapsed());
+    summary.cluster = cluster.map(|totals| (options.cluster.process, totals));
     summary.models.log();
     let read_failures = JobMetrics::get(&metrics.source_read_failures);
     if read_failures > 0 {
@@ -361,8 +373,13 @@ fn connect_watchdog(timeout: Duration, processes: usize) -> Result<mpsc::Sender<
 }
 
 /// One Timely worker: checks that every process starts from the same point (clusters), builds
-/// the dataflow and steps it until it completes.
-fn run_worker(worker: &mut timely::worker::Worker, plan: &JobPlan, start: Option<StartPoint>) {
+/// the dataflow and steps it until it completes; a cluster's workers then gather every
+/// process's counts.
+fn run_worker(
+    worker: &mut timely::worker::Worker,
+    plan: &JobPlan,
+    start: Option<StartPoint>,
+) -> Option<ClusterTotals> {
     if let Some(mine) = start {
         if let Err(disagreement) = start_agreement::agree(worker, mine) {
             // Every worker of every process saw the same start points: all stop alike.
@@ -386,6 +403,7 @@ fn run_worker(worker: &mut timely::worker::Worker, plan: &JobPlan, start: Option
         std::process::exit(2);
     }
     while worker.step_or_park(Some(Duration::from_millis(20))) {}
+    start.map(|s| cluster_totals::gather(worker, s.process, s.workers, &plan.metrics))
 }
 
 fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duration) -> RunSummary {
@@ -412,6 +430,7 @@ fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duration) -> RunSu
         latency_p99_us: m.latency_quantile_us(0.99),
         models: ModelActivity::of(models),
         elapsed,
+        cluster: None,
     }
 }
 

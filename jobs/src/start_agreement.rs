@@ -11,15 +11,12 @@
 //! worker sees the same set of start points, so on a disagreement every process stops with the
 //! same message.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use timely::dataflow::operators::vec::Broadcast;
-use timely::dataflow::operators::{Inspect, Probe, ToStream};
 use timely::worker::Worker;
+
+use crate::gather::all_gather;
 
 /// Where one process is about to start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,20 +56,7 @@ impl StartPoint {
 /// explanation when the processes disagree. Must be called by every worker, before any other
 /// dataflow is built (dataflows are matched across workers by the order they are built in).
 pub fn agree(worker: &mut Worker, mine: StartPoint) -> Result<(), String> {
-    let seen: Rc<RefCell<Vec<StartPoint>>> = Rc::default();
-    let sink = seen.clone();
-    let probe = worker.dataflow::<u64, _, _>(|scope| {
-        let (probe, _) = vec![mine]
-            .to_stream(scope)
-            .broadcast()
-            .inspect(move |point| sink.borrow_mut().push(*point))
-            .probe();
-        probe
-    });
-    while !probe.done() {
-        worker.step_or_park(Some(Duration::from_millis(20)));
-    }
-    let points = seen.take();
+    let points = all_gather(worker, vec![mine]);
     compare(&points, worker.peers())
 }
 

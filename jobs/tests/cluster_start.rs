@@ -8,7 +8,10 @@
 //! - a process killed mid-run takes the other down, non-zero, instead of leaving it waiting
 //!   for the dead one's progress forever (a supervisor then restarts the whole job);
 //! - a process whose peer never starts gives up after `[runtime] connect_timeout` (exit 2)
-//!   instead of waiting in Timely's connect forever.
+//!   instead of waiting in Timely's connect forever;
+//! - a run that finishes prints, in every process, the same cluster totals: what every
+//!   process's instances read, scored and delivered (`cluster_totals`), which match the
+//!   score files of both processes together.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -264,6 +267,75 @@ fn a_process_whose_peer_never_starts_gives_up() -> Result<()> {
     ensure!(
         log.contains("did not all connect within [runtime] connect_timeout = 1000 ms"),
         "the log does not say why:\n{log}"
+    );
+    Ok(())
+}
+
+/// The number after `label` in `line` (`"… 12 windows scored …"` with label `" windows scored"`).
+fn count_before(line: &str, label: &str) -> Result<u64> {
+    let head = line
+        .split(label)
+        .next()
+        .filter(|head| head.len() < line.len())
+        .with_context(|| format!("`{label}` not in `{line}`"))?;
+    let number = head.rsplit([' ', '(']).next().unwrap_or_default();
+    number
+        .parse()
+        .with_context(|| format!("no count before `{label}` in `{line}`"))
+}
+
+#[test]
+fn a_finished_run_prints_the_cluster_totals_in_every_process() -> Result<()> {
+    let scratch = scratch("totals")?;
+    write_events(&scratch.0, "events.jsonl", 3_000)?;
+    let hosts = hosts_file(&scratch.0)?;
+    let mut children = [
+        spawn(&scratch.0, 0, &hosts, "events.jsonl", None)?,
+        spawn(&scratch.0, 1, &hosts, "events.jsonl", None)?,
+    ];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut totals = Vec::new();
+    for (process, child) in children.iter_mut().enumerate() {
+        let status = wait(child, deadline)?;
+        let log = fs::read_to_string(scratch.0.join(format!("process-{process}.log")))?;
+        ensure!(
+            status.success(),
+            "process {process} exited with {status}:\n{log}"
+        );
+        ensure!(
+            log.contains(&format!(
+                "cluster:         2 processes; the lines above count process {process}'s"
+            )),
+            "process {process}'s summary is not labelled as its own:\n{log}"
+        );
+        let total = log
+            .lines()
+            .find(|line| line.starts_with("cluster total:"))
+            .with_context(|| format!("process {process} printed no cluster total:\n{log}"))?;
+        totals.push(total.to_owned());
+    }
+    ensure!(
+        totals[0] == totals[1],
+        "the processes disagree on the totals:\n{}\n{}",
+        totals[0],
+        totals[1]
+    );
+    let written: u64 = (0..2)
+        .map(|process| {
+            let scores = scratch.0.join(format!("scores-{process}.jsonl"));
+            fs::read_to_string(scores).map_or(0, |text| text.lines().count() as u64)
+        })
+        .sum();
+    let line = &totals[0];
+    ensure!(written > 0, "no scores written");
+    ensure!(
+        count_before(line, " windows scored")? == written
+            && count_before(line, " delivered)")? == written,
+        "the totals do not match the {written} score records written: {line}"
+    );
+    ensure!(
+        count_before(line, " events in")? == 3_000,
+        "not every event counted once: {line}"
     );
     Ok(())
 }
