@@ -37,6 +37,8 @@ pub struct ProcessCounts {
     pub dead_letters_delivered: u64,
     /// Feature rows written (features-only runs).
     pub rows_written: u64,
+    /// Source instances stopped by a stop signal before the end of their input.
+    pub sources_stopped: u64,
 }
 
 impl ProcessCounts {
@@ -53,6 +55,7 @@ impl ProcessCounts {
             dead_letters: m.dead_letters_total(),
             dead_letters_delivered: JobMetrics::get(&m.dead_letters_delivered),
             rows_written: JobMetrics::get(&m.rows_written),
+            sources_stopped: JobMetrics::get(&m.sources_stopped),
         }
     }
 }
@@ -80,6 +83,7 @@ impl ClusterTotals {
                 dead_letters: sum.dead_letters + p.dead_letters,
                 dead_letters_delivered: sum.dead_letters_delivered + p.dead_letters_delivered,
                 rows_written: sum.rows_written + p.rows_written,
+                sources_stopped: sum.sources_stopped + p.sources_stopped,
             })
     }
 
@@ -90,7 +94,7 @@ impl ClusterTotals {
             "cluster:         {} processes; the lines above count process {this_process}'s \
              operator instances only\n\
              cluster total:   {} events in ({} records read), {} windows scored ({} inference \
-             errors, {} delivered), {} dead letters ({} delivered){}",
+             errors, {} delivered), {} dead letters ({} delivered){}{}",
             t.process,
             t.events_in,
             t.records_in,
@@ -101,6 +105,14 @@ impl ClusterTotals {
             t.dead_letters_delivered,
             if t.rows_written > 0 {
                 format!(", {} feature rows written", t.rows_written)
+            } else {
+                String::new()
+            },
+            if t.sources_stopped > 0 {
+                format!(
+                    ", {} source instances stopped before the end of their input",
+                    t.sources_stopped
+                )
             } else {
                 String::new()
             }

@@ -204,11 +204,12 @@ fn run(args: RunArgs) -> Result<()> {
     let bounded = job.file.is_bounded();
     let summary = weir::run::run_job_with(job, weir::pipeline::Mode::Score, stop, &options)?;
     println!("{}", summary.render());
-    if bounded && summary.sources_stopped > 0 {
+    let stopped = summary.sources_stopped_in_run();
+    if bounded && stopped > 0 {
         // A script running a backfill must not take an interrupted run for a finished one.
         bail!(
             "stopped by a signal before the end of the bounded input ({} source instance(s) had not finished): the windows still open were not flushed and are missing from the output; run again to finish (with checkpoints it resumes from the last one)",
-            summary.sources_stopped
+            stopped
         );
     }
     Ok(())

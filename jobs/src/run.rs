@@ -152,6 +152,16 @@ impl RunSummary {
         self.dead_letters.iter().map(|(_, n)| n).sum()
     }
 
+    /// Source instances stopped before the end of their input: in every process of a
+    /// cluster, else in this one.
+    pub fn sources_stopped_in_run(&self) -> u64 {
+        self.cluster
+            .as_ref()
+            .map_or(self.sources_stopped, |(_, totals)| {
+                totals.total().sources_stopped
+            })
+    }
+
     /// Human-readable summary lines.
     pub fn render(&self) -> String {
         let ms = |us: Option<u64>| {

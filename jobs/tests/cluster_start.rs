@@ -11,7 +11,8 @@
 //!   instead of waiting in Timely's connect forever;
 //! - a run that finishes prints, in every process, the same cluster totals: what every
 //!   process's instances read, scored and delivered (`cluster_totals`), which match the
-//!   score files of both processes together.
+//!   score files of both processes together; a bounded run stopped by a signal in one
+//!   process exits 1 in every process (its output is incomplete everywhere).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -337,5 +338,50 @@ fn a_finished_run_prints_the_cluster_totals_in_every_process() -> Result<()> {
         count_before(line, " events in")? == 3_000,
         "not every event counted once: {line}"
     );
+    Ok(())
+}
+
+#[test]
+fn a_bounded_run_stopped_in_one_process_fails_in_every_process() -> Result<()> {
+    let scratch = scratch("stopped")?;
+    // Long enough that process 0 is still reading when it is stopped (see the kill test).
+    write_events(&scratch.0, "events.jsonl", 600_000)?;
+    let hosts = hosts_file(&scratch.0)?;
+    let mut children = [
+        spawn(&scratch.0, 0, &hosts, "events.jsonl", None)?,
+        spawn(&scratch.0, 1, &hosts, "events.jsonl", None)?,
+    ];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let scores = scratch.0.join("scores-0.jsonl");
+    while fs::metadata(&scores).map_or(0, |m| m.len()) == 0 {
+        if Instant::now() > deadline || children[0].try_wait()?.is_some() {
+            children.iter_mut().for_each(|c| drop(c.kill()));
+            bail!("process 0 wrote no scores while both ran");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Only process 0 is told to stop: its source stops, process 1's reads to its end.
+    let signal = Command::new("kill")
+        .args(["-TERM", &children[0].id().to_string()])
+        .status()?;
+    ensure!(signal.success(), "kill -TERM failed");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for (process, child) in children.iter_mut().enumerate() {
+        let status = wait(child, deadline)?;
+        let log = fs::read_to_string(scratch.0.join(format!("process-{process}.log")))?;
+        ensure!(
+            status.code() == Some(1),
+            "process {process} exited with {status}, not 1:\n{log}"
+        );
+        for expected in [
+            "source instances stopped before the end of their input",
+            "stopped by a signal before the end of the bounded input",
+        ] {
+            ensure!(
+                log.contains(expected),
+                "process {process}'s log lacks `{expected}`:\n{log}"
+            );
+        }
+    }
     Ok(())
 }
