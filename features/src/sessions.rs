@@ -20,9 +20,11 @@
 //!   `window_end` may differ from the superseded row's. It is dropped once
 //!   `watermark - allowed_lateness >= end`: no allowed record can touch it any more.
 //! - Expiry (the state TTL, processing time) forgets a key's sessions but keeps each one's
-//!   span and last revision ([`ForgottenSessions`]) until the same horizon passes its end. A
-//!   session that touches a forgotten one takes its revision as if they had merged, so its
-//!   next row is a higher revision: a `(key, window_end, revision)` is never emitted twice.
+//!   span and last revision ([`ForgottenSessions`]) until the same horizon passes its end.
+//!   Every session that touches a forgotten one (whether or not `max_length` would have let
+//!   them merge) emits above the highest revision among those it touches, so a
+//!   `(key, window_end, revision)` is never emitted twice: two new sessions may each cover
+//!   part of a forgotten span, and either may end where it ended.
 //!
 //! [`WindowSpec`]: crate::window::WindowSpec
 
@@ -63,7 +65,7 @@ struct Forgotten {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct ForgottenSessions {
     keys: HashMap<Key, Vec<Forgotten>, FastHash>,
-    /// (end, key) of every forgotten session; entries of sessions already taken are stale.
+    /// (end, key) of every forgotten session (sessions of a key with one end share an entry).
     ends: BTreeSet<(EventTime, Key)>,
 }
 
@@ -73,22 +75,15 @@ impl ForgottenSessions {
         self.ends.insert((forgotten.end, key.clone()));
     }
 
-    /// Takes `key`'s forgotten sessions that overlap `[start, end)`; returns the highest
-    /// revision among them.
-    fn take_touching(&mut self, key: &Key, start: EventTime, end: EventTime) -> Option<u32> {
-        let list = self.keys.get_mut(key)?;
-        let mut revision = None;
-        list.retain(|f| {
-            let touches = f.start < end && start < f.end;
-            if touches {
-                revision = revision.max(Some(f.revision));
-            }
-            !touches
-        });
-        if list.is_empty() {
-            self.keys.remove(key);
-        }
-        revision
+    /// The highest revision among `key`'s forgotten sessions that overlap `[start, end)`.
+    /// They stay until [`Self::drop_through`]: another session may touch them too.
+    fn highest_touching(&self, key: &Key, start: EventTime, end: EventTime) -> Option<u32> {
+        self.keys
+            .get(key)?
+            .iter()
+            .filter(|f| f.start < end && start < f.end)
+            .map(|f| f.revision)
+            .max()
     }
 
     /// Drops the forgotten sessions ending at or before `horizon`; returns whether any went.
@@ -221,7 +216,7 @@ impl SessionWindows {
         if !self.forgotten.is_empty() {
             let touched = self
                 .forgotten
-                .take_touching(&event.key, session.start, session.end);
+                .highest_touching(&event.key, session.start, session.end);
             session.emitted = session.emitted.max(touched);
         }
         if session.end < state.timer {

@@ -576,7 +576,6 @@ fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
     state.set_processing_time(8_000);
     let e = event("k", 3, "b", Some(2.0), 1);
     assert_eq!(state.apply(&features, &e, Watermark(13)), Applied::Updated);
-    assert_eq!(state.forgotten_windows(), 0, "taken by the new session");
     let rows = collect(&mut state, &features, Watermark(13));
     assert_eq!(rows.len(), 1);
     assert_eq!((rows[0].window_end, rows[0].revision), (13, 1));
@@ -607,11 +606,43 @@ fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
 
     // Once no allowed record can touch a forgotten session, it is dropped.
     state.expire(&features, 30_000, 5_000, |_| {});
-    assert_eq!(state.forgotten_windows(), 1);
+    assert_eq!(state.forgotten_windows(), 3);
     collect(&mut state, &features, Watermark(122));
     assert_eq!(state.forgotten_windows(), 0);
     let e = event("k", 25, "a", Some(5.0), 4);
     assert_eq!(state.apply(&features, &e, Watermark(122)), Applied::Updated);
     let rows = collect(&mut state, &features, Watermark(200));
     assert_eq!((rows[0].window_end, rows[0].revision), (35, 0));
+}
+
+#[test]
+fn two_sessions_each_covering_part_of_a_forgotten_one_both_continue_its_revisions() {
+    let features = features();
+    let spec = WindowSpec::Session {
+        gap: 10,
+        max_length: 100,
+    };
+    let mut state = KeyedWindows::new(spec, 100);
+    state.set_processing_time(1_000);
+    for (i, ts) in [100, 108].into_iter().enumerate() {
+        let e = event("k", ts, "a", Some(1.0), i as i64);
+        assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
+    }
+    let rows = collect(&mut state, &features, Watermark(118));
+    assert_eq!(
+        (rows[0].window_start, rows[0].window_end, rows[0].revision),
+        (100, 118, 0)
+    );
+    assert_eq!(state.expire(&features, 7_000, 5_000, |_| {}), 1);
+
+    // [98, 108) touches the forgotten [100, 118); so does [108, 118), which does not touch
+    // [98, 108) and ends where the forgotten session ended: it must not be (k, 118, 0) again.
+    state.set_processing_time(8_000);
+    for (i, ts) in [98, 108].into_iter().enumerate() {
+        let e = event("k", ts, "b", Some(2.0), 2 + i as i64);
+        assert_eq!(state.apply(&features, &e, Watermark(118)), Applied::Updated);
+    }
+    let rows = collect(&mut state, &features, Watermark(118));
+    let ends: Vec<(i64, u32)> = rows.iter().map(|r| (r.window_end, r.revision)).collect();
+    assert_eq!(ends, [(108, 1), (118, 1)]);
 }
