@@ -24,6 +24,7 @@ use crate::sessions::ForgottenSessions;
 use crate::vocab::{Key, Watermark};
 use crate::window::WindowSpec;
 use crate::window_state::{Applied, KeyedWindows};
+use bincode::Options;
 
 /// The features of one window and where their values go in the job's vector.
 #[derive(Clone, Debug)]
@@ -438,12 +439,13 @@ pub(crate) fn place(out: &mut [f64], group: &WindowGroup, values: &[f64]) {
 }
 
 /// Version of the encoding written by [`KeyedFeatures::encode`]; bump it (and keep a decoder
-/// for the old one) whenever a state struct changes.
+/// for the old one) whenever a state struct changes. After the version tag (`u32`, LE):
 ///
-/// - 1: the version tag, then `KeyedFeatures` in bincode.
-/// - 2: version 1's bytes, then per window group (in order) the session windows' forgotten
-///   sessions (`Option<ForgottenSessions>`, bincode), which version 1 did not keep. A version
-///   1 snapshot restores with none: its expired sessions' revisions were already lost.
+/// - 1: `KeyedFeatures` in bincode.
+/// - 2: the length of that (`u64`, LE), that, then per window group (in order) the session
+///   windows' forgotten sessions (`Option<ForgottenSessions>`, bincode), which version 1 did
+///   not keep. A version 1 snapshot restores with none: its expired sessions' revisions were
+///   already lost.
 pub const STATE_VERSION: u32 = 2;
 
 impl KeyedFeatures {
@@ -482,7 +484,10 @@ impl KeyedFeatures {
         let fail =
             |e: bincode::Error| FeatureError::Window(format!("cannot encode window state: {e}"));
         let mut out = STATE_VERSION.to_le_bytes().to_vec();
+        out.extend_from_slice(&[0; 8]);
         bincode::serialize_into(&mut out, self).map_err(fail)?;
+        let length = (out.len() - 12) as u64;
+        out[4..12].copy_from_slice(&length.to_le_bytes());
         let forgotten: Vec<Option<&ForgottenSessions>> = self
             .states
             .iter()
@@ -492,47 +497,68 @@ impl KeyedFeatures {
         Ok(out)
     }
 
-    /// Decodes [`KeyedFeatures::encode`]'s bytes, checking that they fit `job`.
-    pub fn decode(job: &JobFeatures, bytes: &[u8]) -> Result<KeyedFeatures> {
-        let (version, body) = bytes.split_at_checked(4).ok_or_else(|| {
-            FeatureError::Window("window state snapshot is shorter than its header".to_owned())
-        })?;
-        let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
-        if !(1..=STATE_VERSION).contains(&version) {
+    /// Puts back a version-2 snapshot's forgotten sessions, one entry per window group.
+    fn restore_forgotten_sessions(
+        &mut self,
+        forgotten: Vec<Option<ForgottenSessions>>,
+    ) -> Result<()> {
+        if forgotten.len() != self.states.len() {
             return Err(FeatureError::Window(format!(
-                "window state snapshot has format version {version}; this build reads 1 to {STATE_VERSION}"
+                "window state snapshot lists forgotten sessions for {} window groups but holds {}",
+                forgotten.len(),
+                self.states.len()
             )));
         }
-        let fail =
-            |e: bincode::Error| FeatureError::Window(format!("cannot decode window state: {e}"));
-        let mut reader = body;
-        let mut state: KeyedFeatures = bincode::deserialize_from(&mut reader).map_err(fail)?;
-        if version >= 2 {
-            let forgotten: Vec<Option<ForgottenSessions>> =
-                bincode::deserialize_from(&mut reader).map_err(fail)?;
-            if forgotten.len() != state.states.len() {
-                return Err(FeatureError::Window(format!(
-                    "window state snapshot lists forgotten sessions for {} window groups but holds {}",
-                    forgotten.len(),
-                    state.states.len()
-                )));
-            }
-            for (group, (windows, forgotten)) in state.states.iter_mut().zip(forgotten).enumerate()
-            {
-                if let Some(forgotten) = forgotten {
-                    if !windows.restore_forgotten_sessions(forgotten) {
-                        return Err(FeatureError::Window(format!(
-                            "window state snapshot holds forgotten sessions for window group {group}, which is not a session window"
-                        )));
-                    }
+        for (group, (windows, forgotten)) in self.states.iter_mut().zip(forgotten).enumerate() {
+            if let Some(forgotten) = forgotten {
+                if !windows.restore_forgotten_sessions(forgotten) {
+                    return Err(FeatureError::Window(format!(
+                        "window state snapshot holds forgotten sessions for window group {group}, which is not a session window"
+                    )));
                 }
             }
         }
-        if !reader.is_empty() {
-            return Err(FeatureError::Window(format!(
-                "window state snapshot (format version {version}) has {} bytes after its end",
-                reader.len()
-            )));
+        Ok(())
+    }
+
+    /// Decodes [`KeyedFeatures::encode`]'s bytes, checking that they fit `job`.
+    pub fn decode(job: &JobFeatures, bytes: &[u8]) -> Result<KeyedFeatures> {
+        let short =
+            || FeatureError::Window("window state snapshot is shorter than its header".to_owned());
+        let (version, body) = bytes.split_at_checked(4).ok_or_else(short)?;
+        let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
+        let (main, forgotten) = match version {
+            1 => (body, None),
+            2 => {
+                let (length, rest) = body.split_at_checked(8).ok_or_else(short)?;
+                let mut word = [0u8; 8];
+                word.copy_from_slice(length);
+                let length = usize::try_from(u64::from_le_bytes(word)).unwrap_or(usize::MAX);
+                let (main, side) = rest.split_at_checked(length).ok_or_else(|| {
+                    FeatureError::Window(format!(
+                        "window state snapshot says its state takes {length} bytes but only {} follow",
+                        rest.len()
+                    ))
+                })?;
+                (main, Some(side))
+            }
+            other => {
+                return Err(FeatureError::Window(format!(
+                    "window state snapshot has format version {other}; this build reads 1 to {STATE_VERSION}"
+                )))
+            }
+        };
+        // The wire format of `bincode::serialize`, refusing bytes after the value.
+        let exact = bincode::DefaultOptions::new()
+            .with_fixint_encoding()
+            .reject_trailing_bytes();
+        let fail =
+            |e: bincode::Error| FeatureError::Window(format!("cannot decode window state: {e}"));
+        let mut state: KeyedFeatures = exact.deserialize(main).map_err(fail)?;
+        if let Some(side) = forgotten {
+            let forgotten: Vec<Option<ForgottenSessions>> =
+                exact.deserialize(side).map_err(fail)?;
+            state.restore_forgotten_sessions(forgotten)?;
         }
         if state.states.len() != job.groups.len() || state.closed.len() != job.groups.len() {
             return Err(FeatureError::Window(format!(
