@@ -21,7 +21,9 @@ use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
 use weir_score::batch::ScoreBatch;
 use weir_score::batcher::Batcher;
-use weir_score::budget::{available_cores, pin_current_thread, worker_core, InstanceCores};
+use weir_score::budget::{
+    available_cores, cpu_set, pin_current_thread, worker_core, InstanceCores,
+};
 use weir_score::models::{ModelSet, ScoreCounters};
 use weir_score::operator::ScoreConfig;
 use weir_score::pool::{InferenceSetup, InferenceThread};
@@ -258,22 +260,26 @@ pub fn score_config(model_dir: &Path) -> ScoreConfig {
     }
 }
 
-/// The inference thread's core when a benchmark pins threads: core 1 on a machine with two
-/// or more cores; `WEIR_BENCH_PIN=1` or `0` overrides the benchmark's `default`.
+/// The inference thread's core when a benchmark pins threads: the second core this process
+/// may run on, when it has two or more; `WEIR_BENCH_PIN=1` or `0` overrides the benchmark's
+/// `default`.
 pub fn inference_core(default: bool) -> Option<usize> {
     let pin = match std::env::var("WEIR_BENCH_PIN").as_deref() {
         Ok("1") => true,
         Ok("0") => false,
         _ => default,
     };
-    (pin && available_cores() >= 2).then_some(1)
+    let ids = &cpu_set().ids;
+    (pin && available_cores() >= 2)
+        .then(|| ids.get(1).copied())
+        .flatten()
 }
 
 /// Pins the calling thread like a job's Timely worker (`jobs/src/pipeline.rs`, `pin_worker`):
 /// to a core the inference thread (on `inference_core`) does not use, when it is pinned.
 pub fn pin_like_a_worker(inference_core: Option<usize>) {
     let pinned: Vec<usize> = inference_core.into_iter().collect();
-    if let Some(core) = worker_core(&pinned, available_cores(), 0) {
+    if let Some(core) = worker_core(&pinned, cpu_set(), 0) {
         if !pin_current_thread(core) {
             eprintln!("could not pin the benchmark thread to core {core}");
         }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use weir_features::duration_ms;
 use weir_operators::Placement;
-use weir_score::budget::{available_cores, plan_cores, InstanceCores};
+use weir_score::budget::{cpu_set, plan_cores, InstanceCores};
 use weir_score::models::{SecondaryModel, SecondaryRole};
 use weir_score::registry::{ModelSource, Registry};
 use weir_score::SessionOptions;
@@ -163,7 +163,7 @@ impl ModelSection {
             placement,
             parallelism,
             self.intra_threads,
-            available_cores(),
+            cpu_set(),
         )?)
     }
 

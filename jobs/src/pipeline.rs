@@ -39,7 +39,7 @@ use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
-use weir_score::budget::{available_cores, pin_current_thread, worker_core};
+use weir_score::budget::{cpu_set, pin_current_thread, worker_core};
 use weir_score::models::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
 
@@ -326,7 +326,7 @@ impl JobPlan {
     fn pin_worker(&self, worker: usize) {
         let cores = &self.job.file.model.cores;
         let local = worker % self.job.file.runtime.workers.max(1);
-        if let Some(core) = worker_core(cores, available_cores(), local) {
+        if let Some(core) = worker_core(cores, cpu_set(), local) {
             if !pin_current_thread(core) {
                 tracing::warn!(worker, core, "could not pin the Timely worker");
             }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use weir::config::JobFile;
 use weir_operators::Placement;
-use weir_score::budget::available_cores;
+use weir_score::budget::{available_cores, cpu_set};
 use weir_score::models::SecondaryRole;
 use weir_score::registry::ModelSource;
 
@@ -211,10 +211,11 @@ fn model_section_rules() -> Result<()> {
 #[test]
 fn oversubscribed_pinned_threads_are_refused() -> Result<()> {
     let cores = available_cores();
+    let ids = &cpu_set().ids;
     // Every core is a Timely worker already: one more pinned inference thread does not fit.
     let text = job(
         &format!("workers = {cores}\n[parallelism]\nscore = 1"),
-        "path = \"m\"\ncores = [0]",
+        &format!("path = \"m\"\ncores = [{}]", ids[0]),
     );
     rejected(
         &text,
@@ -224,10 +225,13 @@ fn oversubscribed_pinned_threads_are_refused() -> Result<()> {
             &format!("{} > {cores}", cores + 1),
         ],
     )?;
-    // A core id the machine does not have.
+    // A core id this process may not run on.
+    let outside = ids.iter().max().map_or(0, |max| max + 1);
     rejected(
-        &job("workers = 1", &format!("path = \"m\"\ncores = [{cores}]")),
-        &[&format!("contains core {cores}")],
+        &job("workers = 1", &format!("path = \"m\"\ncores = [{outside}]")),
+        &[&format!(
+            "contains core {outside}, which this process may not run on"
+        )],
     )?;
     Ok(())
 }
@@ -235,7 +239,11 @@ fn oversubscribed_pinned_threads_are_refused() -> Result<()> {
 #[test]
 fn score_parallelism_is_the_inference_pool_size() -> Result<()> {
     // Two score instances need two pinned cores (intra_threads = 1): one listed is refused.
-    let mut job = parse(&job("workers = 2", "path = \"m\"\ncores = [0]"))?;
+    let ids = &cpu_set().ids;
+    let mut job = parse(&job(
+        "workers = 2",
+        &format!("path = \"m\"\ncores = [{}]", ids[0]),
+    ))?;
     job.override_parallelism("score=2")?;
     let error = match job.compile() {
         Ok(_) => bail!("accepted one core for two score instances"),
@@ -251,14 +259,14 @@ fn score_parallelism_is_the_inference_pool_size() -> Result<()> {
     if cores >= 2 {
         let mut cluster = parse(&self::job(
             "workers = 1\nprocesses = 2",
-            &format!("path = \"m\"\ncores = [{}]", cores - 1),
+            &format!("path = \"m\"\ncores = [{}]", ids[ids.len() - 1]),
         ))?;
         cluster.override_parallelism("score=2")?;
         cluster.compile()?;
         // 1 worker + 2 pinned on each process cannot fit 2 cores.
         let mut crowded = parse(&self::job(
             "workers = 1\nprocesses = 2",
-            "path = \"m\"\ncores = [0, 1]",
+            &format!("path = \"m\"\ncores = [{}, {}]", ids[0], ids[1]),
         ))?;
         crowded.override_parallelism("score=2")?;
         let error = match crowded.compile() {

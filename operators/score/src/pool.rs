@@ -112,12 +112,19 @@ impl InferenceThread {
         let handle = std::thread::Builder::new()
             .name(format!("weir-score-{instance}"))
             .spawn(move || {
-                if let Some(cores) = &setup.cores {
-                    if let Some(core) = cores.cores.first() {
-                        if !pin_current_thread(*core) {
-                            tracing::warn!(instance, core, "could not pin the inference thread");
-                        }
-                    }
+                // The budget check took the core from this process's affinity mask, so a
+                // refusal is unexpected (a core taken offline, the mask changed): the job does
+                // not start rather than run its inference thread where it was not meant to.
+                let core = setup.cores.as_ref().and_then(|c| c.cores.first().copied());
+                if let Some(core) = core.filter(|core| !pin_current_thread(*core)) {
+                    let _ = ready_tx.send(Err(ScoreError::CpuBudget {
+                        problem: format!(
+                            "the OS did not let score instance {instance}'s inference thread \
+                             pin to core {core} ([model] cores); check the process's CPU \
+                             affinity (taskset, the container's cpuset)"
+                        ),
+                    }));
+                    return;
                 }
                 let (models, watcher) = match start(&setup) {
                     Ok(started) => started,

@@ -7,7 +7,7 @@ mod support;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use weir_operators::metrics::JobMetrics;
-use weir_score::budget::{available_cores, InstanceCores};
+use weir_score::budget::{available_cores, cpu_set, InstanceCores};
 use weir_score::models::{canary_bucket, ScoreCounters, SecondaryModel, SecondaryRole};
 use weir_score::registry::ModelSource;
 
@@ -23,9 +23,11 @@ fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() 
     let model_dir = root.join("pp");
     write_version("logreg", &model_dir.join("v1"), "pp", "v1")?;
     let mut cfg = config(registry_source(&root), None);
-    // Pin the one inference thread to core 1 when the machine has it (1 worker + 1 pinned).
+    // Pin the one inference thread to a second core when the process has one (1 worker + 1
+    // pinned).
     if available_cores() >= 2 {
-        cfg.cores = Some(vec![InstanceCores { cores: vec![1] }]);
+        let core = cpu_set().ids[1];
+        cfg.cores = Some(vec![InstanceCores { cores: vec![core] }]);
     }
     let counters = cfg.counters.clone();
     let metrics = cfg.metrics.clone();

@@ -1,7 +1,10 @@
-//! The inference thread's wake-ups (`weir_score::pool`): after the operator is woken, further
-//! results do not wake it again until it has taken what waits (one wake per drain, not one
-//! system call per batch), and a result sent after it took them wakes it again, so no result
-//! is left waiting for a wake-up that never comes.
+//! The inference thread (`weir_score::pool`):
+//! - its wake-ups: after the operator is woken, further results do not wake it again until it
+//!   has taken what waits (one wake per drain, not one system call per batch), and a result
+//!   sent after it took them wakes it again, so no result is left waiting for a wake-up that
+//!   never comes;
+//! - a core it cannot pin to stops the start with the reason, instead of a warning and an
+//!   inference thread running where the CPU budget did not put it.
 
 mod common;
 mod support;
@@ -13,6 +16,7 @@ use std::time::{Duration, Instant};
 use common::fixture;
 use support::config;
 use weir_score::batch::ScoreBatch;
+use weir_score::budget::{cpu_set, InstanceCores};
 use weir_score::pool::{Done, InferenceThread, Job};
 use weir_score::registry::ModelSource;
 
@@ -81,4 +85,27 @@ fn one_wake_per_drain_and_none_lost() -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(wakes.load(Ordering::SeqCst), 2);
     Ok(())
+}
+
+#[test]
+fn a_core_the_thread_cannot_pin_to_stops_the_start() {
+    let mut config = config(ModelSource::Dir(fixture("logreg")), None);
+    // A core outside this process's affinity mask (below the 1 024 a CPU set can name; the
+    // job's budget check refuses any other id before a thread starts).
+    let outside = (0..1024)
+        .rev()
+        .find(|c| !cpu_set().ids.contains(c))
+        .expect("a core outside the mask");
+    config.cores = Some(vec![InstanceCores {
+        cores: vec![outside],
+    }]);
+    let error = match InferenceThread::spawn(config.inference_setup(0), 0, 4, || {}) {
+        Ok(_) => panic!("started an inference thread that could not pin"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        error.contains("refusing to start")
+            && error.contains(&format!("inference thread pin to core {outside}")),
+        "{error}"
+    );
 }
