@@ -15,7 +15,8 @@ use weir_features::duration_ms;
 use weir_operators::Placement;
 use weir_score::budget::{cpu_set, plan_cores, InstanceCores};
 use weir_score::models::{SecondaryModel, SecondaryRole};
-use weir_score::registry::{ModelSource, Registry};
+use weir_score::registry::{ModelSource, Registry, Target};
+use weir_score::reload::start_primary;
 use weir_score::SessionOptions;
 
 /// `[model]`.
@@ -188,14 +189,25 @@ impl ModelSection {
     }
 
     /// The directory of the primary version served at start, and the second version served
-    /// beside it: the registry's plan (its `CONTROL` file), else the job file's.
-    pub fn initial_models(&self, base_dir: &Path) -> Result<(PathBuf, Option<SecondaryModel>)> {
+    /// beside it: the registry's plan (its `CONTROL` file), else the job file's. Under
+    /// `latest`, a newest version that `loads` refuses is passed over for the newest older
+    /// one it accepts, as the inference threads do (`weir_score::reload::start_primary`).
+    pub fn initial_models(
+        &self,
+        base_dir: &Path,
+        loads: impl Fn(&Target) -> weir_score::Result<()>,
+    ) -> Result<(PathBuf, Option<SecondaryModel>)> {
         match self.source(base_dir) {
             ModelSource::Dir(dir) => Ok((dir, self.secondary(base_dir))),
             ModelSource::Registry { root, name, .. } => {
                 let plan = Registry::new(&root, &name)
                     .plan()
                     .context("[model] registry")?;
+                let (serving, (), skipped) =
+                    start_primary(&plan, &loads).context("[model] registry: no version loads")?;
+                for (target, error) in &skipped {
+                    tracing::warn!(%error, skipped = %target.version, serving = %serving.version, "a newer model version does not load; the job starts with an older one");
+                }
                 let second = match plan.second {
                     Some((role, target)) => Some(SecondaryModel {
                         role,
@@ -203,7 +215,7 @@ impl ModelSection {
                     }),
                     None => self.secondary(base_dir),
                 };
-                Ok((plan.primary.dir, second))
+                Ok((serving.dir, second))
             }
         }
     }

@@ -18,6 +18,7 @@ use weir_kafka::properties::client_config;
 use weir_operators::committer::CommitHook;
 use weir_operators::metrics::JobMetrics;
 use weir_score::models::ScoreCounters;
+use weir_score::reload::check_registry_tag;
 use weir_score::{ModelManifest, ModelSession, SessionOptions};
 
 use crate::checkpointing::{self, RestoreChoice};
@@ -481,13 +482,19 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
     if mode == Mode::FeaturesOnly {
         return Ok(BTreeMap::new());
     }
-    let (model_dir, second) = file.model.initial_models(&file.base_dir)?;
     let check = SessionOptions {
         intra_threads: 1,
         warmup_batches: 0,
         max_batch_rows: file.model.max_batch_rows,
         intra_thread_affinities: None,
     };
+    // A registry version must load and its manifest match its directory, as on the
+    // inference threads (which pass over a newest version that does not, like this).
+    let name = file.model.name.clone().unwrap_or_default();
+    let (model_dir, second) = file.model.initial_models(&file.base_dir, |target| {
+        let session = ModelSession::load(&target.dir, job.features.names(), &check)?;
+        check_registry_tag(&name, target, &session)
+    })?;
     let dirs = std::iter::once(model_dir).chain(second.map(|s| s.dir));
     let mut versions = BTreeMap::new();
     for model_dir in dirs {

@@ -9,7 +9,8 @@ use weir::config::JobFile;
 use weir_operators::Placement;
 use weir_score::budget::{available_cores, cpu_set};
 use weir_score::models::SecondaryRole;
-use weir_score::registry::ModelSource;
+use weir_score::registry::{ModelSource, Target};
+use weir_score::ScoreError;
 
 /// A minimal valid job; each test edits its `[model]` section and `[runtime]`.
 fn job(runtime: &str, model: &str) -> String {
@@ -140,20 +141,39 @@ fn a_control_second_version_overrides_the_job_files_at_start() -> Result<()> {
     let control = root.join("models/pp/CONTROL");
 
     std::fs::write(&control, "pin v1\n")?;
-    let (primary, second) = job.model.initial_models(&job.base_dir)?;
+    let (primary, second) = job.model.initial_models(&job.base_dir, |_| Ok(()))?;
     assert_eq!(primary, root.join("models/pp/v1"));
     let second = second.map(|s| (s.role, s.dir));
     assert_eq!(second, Some((SecondaryRole::Shadow, root.join("next"))));
 
     std::fs::write(&control, "pin v1\ncanary v3 5%\n")?;
-    let (primary, second) = job.model.initial_models(&job.base_dir)?;
+    let (primary, second) = job.model.initial_models(&job.base_dir, |_| Ok(()))?;
     assert_eq!(primary, root.join("models/pp/v1"));
     let second = second.map(|s| (s.role, s.dir));
     let canary = SecondaryRole::Canary { share: 0.05 };
     assert_eq!(second, Some((canary, root.join("models/pp/v3"))));
 
+    // Under `latest`, versions the loader refuses are passed over for the newest it accepts,
+    // as the inference threads do; when none loads, the start fails.
+    std::fs::write(&control, "")?;
+    let refuse_newer = |target: &Target| match target.version.as_str() {
+        "v1" => Ok(()),
+        other => Err(ScoreError::Batch(format!("{other} does not load"))),
+    };
+    let (primary, _) = job.model.initial_models(&job.base_dir, refuse_newer)?;
+    assert_eq!(primary, root.join("models/pp/v1"));
+    let refuse_all = |target: &Target| Err(ScoreError::Batch(format!("{} is bad", target.version)));
+    let error = match job.model.initial_models(&job.base_dir, refuse_all) {
+        Ok(models) => bail!("started with no loadable version: {models:?}"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        error.contains("no version loads") && error.contains("v3 is bad"),
+        "{error}"
+    );
+
     std::fs::write(&control, "canary v4 5%\n")?;
-    let error = match job.model.initial_models(&job.base_dir) {
+    let error = match job.model.initial_models(&job.base_dir, |_| Ok(())) {
         Ok(models) => bail!("a missing canary version was accepted: {models:?}"),
         Err(e) => format!("{e:#}"),
     };

@@ -60,6 +60,10 @@ pub struct Target {
 pub struct Plan {
     /// The primary version.
     pub primary: Target,
+    /// Older versions, newest first, when the primary is the newest (`latest`): what a
+    /// starting job may serve instead when the newest does not load (`crate::reload`).
+    /// Empty when `CONTROL` pins the primary.
+    pub fallbacks: Vec<Target>,
     /// The second version named by the control file, and its role.
     pub second: Option<(SecondaryRole, Target)>,
 }
@@ -124,15 +128,19 @@ impl Registry {
     pub fn plan(&self) -> Result<Plan> {
         let versions = self.versions()?;
         let control = self.control()?;
-        let primary = match control.primary {
-            Primary::Pin(v) => self.existing(&versions, v, "pins version")?,
-            Primary::Latest => versions.last().cloned().ok_or_else(|| {
-                self.problem(format!(
-                    "{} holds no version directory; add <version>/model.onnx and \
-                     <version>/manifest.json",
-                    self.dir.display()
-                ))
-            })?,
+        let (primary, fallbacks) = match control.primary {
+            Primary::Pin(v) => (self.existing(&versions, v, "pins version")?, Vec::new()),
+            Primary::Latest => {
+                let mut older = versions.clone();
+                let newest = older.pop().ok_or_else(|| {
+                    self.problem(format!(
+                        "{} holds no version directory; add <version>/model.onnx and \
+                         <version>/manifest.json",
+                        self.dir.display()
+                    ))
+                })?;
+                (newest, older.into_iter().rev().collect())
+            }
         };
         let second = match control.second {
             Some(SecondVersion { version, role }) => {
@@ -147,6 +155,7 @@ impl Registry {
         };
         Ok(Plan {
             primary: self.target(primary),
+            fallbacks: fallbacks.into_iter().map(|v| self.target(v)).collect(),
             second,
         })
     }

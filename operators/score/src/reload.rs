@@ -4,9 +4,13 @@
 //! On each inference thread (`crate::pool`), between two batches. At start, [`start`] loads
 //! what the model source names: a fixed directory, or the registry's [`Plan`]
 //! (`crate::registry`: the primary version, and a second version from a `canary` / `shadow`
-//! line of `CONTROL`), and the job file's fixed second version when `CONTROL` names none;
-//! anything that does not load stops the start. Then, every `poll`, the [`Watcher`] resolves
-//! the plan again and applies what changed, the primary first:
+//! line of `CONTROL`), and the job file's fixed second version when `CONTROL` names none.
+//! When the primary follows `latest` and the newest version does not load, the start serves
+//! the newest older version that does ([`start_primary`]; logged, counted as a reload
+//! failure, and the newest is retried only once its files change), so a bad publish cannot
+//! keep a restarting job down; a pinned version, a second version, or a registry where no
+//! version loads stops the start. Then, every `poll`, the [`Watcher`] resolves the plan again
+//! and applies what changed, the primary first:
 //!
 //! - a new version (another version directory, or its files changed) is loaded, checked
 //!   (manifest, the job's features, a registry version's name and version against its
@@ -53,24 +57,62 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
         }
         ModelSource::Registry { root, name, poll } => {
             let registry = Registry::new(root, name);
-            let Plan { primary, second } = registry.plan()?;
-            let session = load_version(setup, &registry, &primary)?;
-            let wanted = Second::wanted(second, setup.secondary.as_ref());
+            let plan = registry.plan()?;
+            let (serving, session, skipped) =
+                start_primary(&plan, |target| load_version(setup, &registry, target))?;
+            for (target, error) in &skipped {
+                tracing::error!(
+                    %error,
+                    skipped = %target.version,
+                    serving = %serving.version,
+                    "a newer model version does not load; starting with an older one (the newest is retried when its files change)"
+                );
+                count(&setup.counters.reload_failures);
+            }
+            // The watcher would otherwise retry the newest every poll.
+            let failed = Failed {
+                primary: skipped.first().map(|(t, _)| t.fingerprint.clone()),
+                ..Failed::default()
+            };
+            let wanted = Second::wanted(plan.second, setup.secondary.as_ref());
             let secondary = match &wanted {
                 Some(w) => Some((w.role, w.load(setup, &registry)?)),
                 None => None,
             };
             let watcher = Watcher {
                 registry,
-                primary: primary.fingerprint,
+                primary: serving.fingerprint,
                 second: wanted.map(|w| w.key()),
-                failed: Failed::default(),
+                failed,
                 poll: *poll,
                 last_poll: Instant::now(),
             };
             Ok((set(session, secondary), Some(watcher)))
         }
     }
+}
+
+/// The primary a job starts with: `plan.primary`, or, when it does not `load` and the plan
+/// has fallbacks (the primary follows `latest`), the newest of them that does. Returns the
+/// version served, what `load` made of it, and each newer version skipped with its error
+/// (newest first; the newest's fingerprint is the one a watcher must not retry). When
+/// nothing loads, the error is the planned primary's.
+pub fn start_primary<T>(
+    plan: &Plan,
+    load: impl Fn(&Target) -> Result<T>,
+) -> Result<(Target, T, Vec<(Target, ScoreError)>)> {
+    let newest_error = match load(&plan.primary) {
+        Ok(loaded) => return Ok((plan.primary.clone(), loaded, Vec::new())),
+        Err(e) => e,
+    };
+    let mut skipped = vec![(plan.primary.clone(), newest_error)];
+    for target in &plan.fallbacks {
+        match load(target) {
+            Ok(loaded) => return Ok((target.clone(), loaded, skipped)),
+            Err(e) => skipped.push((target.clone(), e)),
+        }
+    }
+    Err(skipped.swap_remove(0).1)
 }
 
 fn session_options(setup: &InferenceSetup) -> SessionOptions {
@@ -93,21 +135,25 @@ pub fn load_version(
     target: &Target,
 ) -> Result<ModelSession> {
     let session = load(setup, &target.dir)?;
-    let tag = tag_of(&session);
-    if tag.name != registry.name() || tag.version != target.version {
+    check_registry_tag(registry.name(), target, &session)?;
+    Ok(session)
+}
+
+/// Checks that a registry version's manifest names model `name` and the version of its
+/// directory.
+pub fn check_registry_tag(name: &str, target: &Target, session: &ModelSession) -> Result<()> {
+    let tag = tag_of(session);
+    if tag.name != name || tag.version != target.version {
         return Err(ScoreError::Registry {
             dir: target.dir.clone(),
             problem: format!(
-                "manifest.json says model `{}` version `{}`, but the directory is {}/{}; \
+                "manifest.json says model `{}` version `{}`, but the directory is {name}/{}; \
                  a registry version's manifest must match its directory",
-                tag.name,
-                tag.version,
-                registry.name(),
-                target.version
+                tag.name, tag.version, target.version
             ),
         });
     }
-    Ok(session)
+    Ok(())
 }
 
 /// The second version an inference thread should serve.

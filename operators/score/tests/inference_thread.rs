@@ -4,7 +4,11 @@
 //!   sent after it took them wakes it again, so no result is left waiting for a wake-up that
 //!   never comes;
 //! - a core it cannot pin to stops the start with the reason, instead of a warning and an
-//!   inference thread running where the CPU budget did not put it.
+//!   inference thread running where the CPU budget did not put it;
+//! - a registry whose newest version does not load starts on the newest older one that does
+//!   (a bad publish cannot keep a restarting job down), counts the failure, does not retry
+//!   the bad version every poll, and moves on to a good newer one; a pinned version that does
+//!   not load still stops the start.
 
 mod common;
 mod support;
@@ -14,9 +18,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::fixture;
-use support::config;
+use support::{config, registry_source, temp_dir, write_control, write_version};
 use weir_score::batch::ScoreBatch;
 use weir_score::budget::{cpu_set, InstanceCores};
+use weir_score::models::ScoreCounters;
 use weir_score::pool::{Done, InferenceThread, Job};
 use weir_score::registry::ModelSource;
 
@@ -108,4 +113,47 @@ fn a_core_the_thread_cannot_pin_to_stops_the_start() {
             && error.contains(&format!("inference thread pin to core {outside}")),
         "{error}"
     );
+}
+
+#[test]
+fn a_newest_version_that_does_not_load_is_passed_over_at_start() -> anyhow::Result<()> {
+    let root = temp_dir("start-fallback")?;
+    let model_dir = root.join("pp");
+    write_version("logreg", &model_dir.join("v1"), "pp", "v1")?;
+    write_version("logreg", &model_dir.join("v2"), "pp", "v2")?;
+    write_version("logreg", &model_dir.join("v3"), "pp", "v3")?;
+    std::fs::write(model_dir.join("v3/model.onnx"), b"not an onnx graph")?;
+    // v2's manifest names another version than its directory: it does not check either.
+    write_version("logreg", &model_dir.join("v2"), "pp", "v2-other")?;
+    let config = config(registry_source(&root), None);
+    let counters = config.counters.clone();
+    let thread = InferenceThread::spawn(config.inference_setup(0), 0, 4, || {})?;
+    assert_eq!(thread.initial_tag().version.as_str(), "v1");
+    assert_eq!(ScoreCounters::get(&counters.reload_failures), 2);
+    // Polled every 5 ms: the bad newest is not retried (nor counted) while unchanged.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(ScoreCounters::get(&counters.reload_failures), 2);
+    // A good newer version is served once published.
+    write_version("logreg", &model_dir.join(".incoming"), "pp", "v4")?;
+    std::fs::rename(model_dir.join(".incoming"), model_dir.join("v4"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ScoreCounters::get(&counters.reloads) == 0 {
+        assert!(Instant::now() < deadline, "v4 was never loaded");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(thread);
+
+    // Pinned to the bad version: nothing else was asked for, so the start fails.
+    write_control(&model_dir, "pin v3\n")?;
+    let config = self::config(registry_source(&root), None);
+    let error = match InferenceThread::spawn(config.inference_setup(0), 0, 4, || {}) {
+        Ok(thread) => anyhow::bail!(
+            "started pinned to a bad version: {:?}",
+            thread.initial_tag()
+        ),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("v3"), "{error}");
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
 }
