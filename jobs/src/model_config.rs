@@ -203,9 +203,10 @@ impl ModelSection {
                 let plan = Registry::new(&root, &name)
                     .plan()
                     .context("[model] registry")?;
-                let (serving, (), skipped) =
+                let start =
                     start_primary(&plan, &loads).context("[model] registry: no version loads")?;
-                for (target, error) in &skipped {
+                let serving = start.serving;
+                for (target, error) in &start.skipped {
                     tracing::warn!(%error, skipped = %target.version, serving = %serving.version, "a newer model version does not load; the job starts with an older one");
                 }
                 let second = match plan.second {

@@ -58,8 +58,11 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
         ModelSource::Registry { root, name, poll } => {
             let registry = Registry::new(root, name);
             let plan = registry.plan()?;
-            let (serving, session, skipped) =
-                start_primary(&plan, |target| load_version(setup, &registry, target))?;
+            let StartingPrimary {
+                serving,
+                loaded: session,
+                skipped,
+            } = start_primary(&plan, |target| load_version(setup, &registry, target))?;
             for (target, error) in &skipped {
                 tracing::error!(
                     %error,
@@ -92,23 +95,45 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
     }
 }
 
+/// The primary version a job starts with ([`start_primary`]).
+#[derive(Debug)]
+pub struct StartingPrimary<T> {
+    /// The version served.
+    pub serving: Target,
+    /// What the loader made of it.
+    pub loaded: T,
+    /// Each newer version passed over, with its error, newest first (the newest's
+    /// fingerprint is the one a watcher must not retry).
+    pub skipped: Vec<(Target, ScoreError)>,
+}
+
 /// The primary a job starts with: `plan.primary`, or, when it does not `load` and the plan
-/// has fallbacks (the primary follows `latest`), the newest of them that does. Returns the
-/// version served, what `load` made of it, and each newer version skipped with its error
-/// (newest first; the newest's fingerprint is the one a watcher must not retry). When
-/// nothing loads, the error is the planned primary's.
+/// has fallbacks (the primary follows `latest`), the newest of them that does. When nothing
+/// loads, the error is the planned primary's.
 pub fn start_primary<T>(
     plan: &Plan,
     load: impl Fn(&Target) -> Result<T>,
-) -> Result<(Target, T, Vec<(Target, ScoreError)>)> {
+) -> Result<StartingPrimary<T>> {
     let newest_error = match load(&plan.primary) {
-        Ok(loaded) => return Ok((plan.primary.clone(), loaded, Vec::new())),
+        Ok(loaded) => {
+            return Ok(StartingPrimary {
+                serving: plan.primary.clone(),
+                loaded,
+                skipped: Vec::new(),
+            })
+        }
         Err(e) => e,
     };
     let mut skipped = vec![(plan.primary.clone(), newest_error)];
     for target in &plan.fallbacks {
         match load(target) {
-            Ok(loaded) => return Ok((target.clone(), loaded, skipped)),
+            Ok(loaded) => {
+                return Ok(StartingPrimary {
+                    serving: target.clone(),
+                    loaded,
+                    skipped,
+                })
+            }
             Err(e) => skipped.push((target.clone(), e)),
         }
     }
