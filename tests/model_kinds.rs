@@ -67,6 +67,17 @@ fn run_with(model: &Path, events: &Path, out: &Path) -> Result<Scores> {
         ensure!(previous.is_none(), "a window was scored twice");
     }
     ensure!(scores.len() as u64 == summary.scores, "{summary:?}");
+    // Every missing (null) feature value of a scored row was set to the model's default, once.
+    let missing = scores
+        .values()
+        .flat_map(|(_, _, values)| values)
+        .filter(|v| v.is_nan())
+        .count() as u64;
+    ensure!(
+        missing > 0 && summary.defaults_used == missing,
+        "{missing} missing feature values in the scores, {} defaulted: {summary:?}",
+        summary.defaults_used
+    );
     Ok(scores)
 }
 

@@ -86,6 +86,23 @@ mod tests {
             KeyGroup::of(b"u000002", 1 << 20)
         );
         assert_eq!(KeyGroup::of(b"anything", 1), KeyGroup(0));
+        // Computed outside Weir (Python `xxhash` 4.1, `xxh3_64_intdigest(key,
+        // seed=KEY_GROUP_SEED) % groups`), so a dependency update cannot move them unseen.
+        let golden: [(&[u8], u32, u32); 6] = [
+            (b"u000001", 4096, 3834),
+            (b"alice", 4096, 1578),
+            (b"", 4096, 2714),
+            (b"k-42", 4096, 731),
+            (
+                b"carol-with-a-longer-id-that-goes-past-sixteen-bytes",
+                4096,
+                3514,
+            ),
+            (b"u000001", 64, 58),
+        ];
+        for (key, groups, group) in golden {
+            assert_eq!(KeyGroup::of(key, groups), KeyGroup(group), "{key:?}");
+        }
     }
 
     #[test]

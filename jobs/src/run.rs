@@ -41,6 +41,8 @@ pub struct RunSummary {
     pub scores: u64,
     /// Failed inferences.
     pub inference_errors: u64,
+    /// Missing feature values the scoring stage replaced by the manifest's defaults.
+    pub defaults_used: u64,
     /// Score records acknowledged by Kafka.
     pub scores_delivered: u64,
     /// Dead letters by reason.
@@ -178,7 +180,8 @@ impl RunSummary {
         let secs = self.elapsed.as_secs_f64().max(1e-9);
         format!(
             "events in:       {} ({} records read, {:.0} records/s)\n\
-             windows scored:  {} ({} inference errors, {} delivered)\n\
+             windows scored:  {} ({} inference errors, {} delivered; {} missing feature values \
+             set to the model's defaults)\n\
              dead letters:    {} [{}] ({} delivered)\n\
              latency p50/p99: {} / {} (window close → score acknowledged)\n\
              elapsed:         {:.2} s{}{}{}{}{}{}",
@@ -188,6 +191,7 @@ impl RunSummary {
             self.scores,
             self.inference_errors,
             self.scores_delivered,
+            self.defaults_used,
             self.dead_letters_total(),
             reasons.join(", "),
             self.dead_letters_delivered,
@@ -424,6 +428,7 @@ fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duration) -> RunSu
         windows_fired: JobMetrics::get(&m.windows_fired),
         scores: JobMetrics::get(&m.scores),
         inference_errors: JobMetrics::get(&m.inference_errors),
+        defaults_used: JobMetrics::get(&m.defaults_used),
         scores_delivered: JobMetrics::get(&m.scores_delivered),
         dead_letters: m.dead_letters_by_reason(),
         late_by_partition: m.late_by_partition(),

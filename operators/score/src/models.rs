@@ -453,6 +453,23 @@ mod tests {
         assert!(keys.iter().all(|k| key_bucket(k) < CANARY_BUCKETS as u16));
     }
 
+    /// Buckets decide which keys a canary scores, so they must not change between builds or
+    /// hosts: these were computed outside Weir (Python `xxhash` 4.1, `xxh3_64_intdigest(key,
+    /// seed=CANARY_SEED) % 10000`).
+    #[test]
+    fn key_buckets_are_the_published_xxh3_values() {
+        let golden = [
+            ("u000001", 39),
+            ("alice", 6681),
+            ("", 3659),
+            ("k-42", 3606),
+            ("carol-with-a-longer-id-that-goes-past-sixteen-bytes", 339),
+        ];
+        for (key, bucket) in golden {
+            assert_eq!(key_bucket(key), bucket, "{key:?}");
+        }
+    }
+
     #[test]
     fn canary_cut_rounds_and_clamps_the_share() {
         assert_eq!(canary_cut(0.05), 500);
