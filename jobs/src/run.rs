@@ -534,15 +534,73 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
         topics.extend([&file.sink.topic, &file.sink.dead_letter_topic]);
     }
     for topic in topics {
-        partition_count(&consumer, topic)
+        let partitions = partition_count(&consumer, topic)
             .map_err(|e| anyhow!("topic `{topic}` is not available on {brokers}: {e}; create the job's topics with `weir topics <job.toml> --partitions N`"))?;
+        if file.source.kind == EdgeKind::Kafka && *topic == file.source.topic {
+            let discovery = file
+                .source
+                .partition_discovery_ms()
+                .filter(|_| !file.is_bounded());
+            if let Some(warning) =
+                idle_source_instances(job.parallelism.source, partitions, topic, discovery)
+            {
+                tracing::warn!("{warning}");
+                eprintln!("warning: {warning}");
+            }
+        }
     }
     Ok(versions)
 }
 
+/// What to say when a Kafka source has more instances than its topic has partitions: the
+/// extra ones read nothing (partition `p` goes to instance `p % parallelism`).
+fn idle_source_instances(
+    parallelism: usize,
+    partitions: usize,
+    topic: &str,
+    discovery_ms: Option<u64>,
+) -> Option<String> {
+    if parallelism <= partitions {
+        return None;
+    }
+    let until = match discovery_ms {
+        Some(ms) => format!(
+            " until the topic gets more partitions (looked for every {} s)",
+            ms as f64 / 1000.0
+        ),
+        None => String::new(),
+    };
+    Some(format!(
+        "source parallelism {parallelism} is more than the {partitions} partition(s) of topic \
+         `{topic}`: {} source instance(s) read nothing{until}; set [parallelism] source (or \
+         --parallelism source=N) to at most {partitions}, or add partitions",
+        parallelism - partitions
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::ModelActivity;
+    use super::{idle_source_instances, ModelActivity};
+
+    #[test]
+    fn more_source_instances_than_partitions_are_named() {
+        assert_eq!(idle_source_instances(4, 4, "clicks", None), None);
+        assert_eq!(idle_source_instances(2, 8, "clicks", None), None);
+        let warning = idle_source_instances(6, 4, "clicks", Some(10_000)).unwrap_or_default();
+        assert!(
+            warning.starts_with(
+                "source parallelism 6 is more than the 4 partition(s) of topic `clicks`: 2 \
+                 source instance(s) read nothing until the topic gets more partitions (looked \
+                 for every 10 s)"
+            ),
+            "{warning}"
+        );
+        let bounded = idle_source_instances(6, 4, "clicks", None).unwrap_or_default();
+        assert!(
+            bounded.contains("read nothing; set [parallelism] source"),
+            "{bounded}"
+        );
+    }
 
     #[test]
     fn the_models_line_appears_only_when_versions_changed_or_split() {
