@@ -218,3 +218,110 @@ fn manifest_preprocessing_matches_the_python_twin() -> anyhow::Result<()> {
     assert_eq!(stats.defaults_used, exp.defaults_used);
     Ok(())
 }
+
+/// The job's preprocessing and `scripts/weir_preprocess.py` (what the export scripts train
+/// on) give the same model inputs and count the same defaults, on seeded random rows with
+/// missing values, known and unknown codes, values outside the clip bounds, both with a
+/// categorical column (the general loop) and without (the vectorized one). Runs the twin
+/// with the project's virtualenv (`scripts/setup.sh` creates it).
+#[test]
+fn preprocessing_matches_the_python_twin_on_random_rows() -> anyhow::Result<()> {
+    use weir_score::manifest::FeatureSpec;
+    use weir_score::preprocess::Preprocessor;
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join(".cache/venv/bin/python");
+    anyhow::ensure!(
+        python.is_file(),
+        "{} is missing: run scripts/setup.sh",
+        python.display()
+    );
+    let numeric = serde_json::json!([
+        {"name": "a", "type": "float32", "default": 1.5},
+        {"name": "b", "type": "float32", "default": -2.0, "clip": {"min": -10.0, "max": 10.0}},
+        {"name": "c", "type": "float32", "default": 0.0, "scale": {"mean": 3.25, "std": 1.7}},
+        {"name": "d", "type": "float32", "default": 7.0, "clip": {"max": 50.0},
+         "scale": {"mean": -4.0, "std": 0.3}},
+        {"name": "e", "type": "float32", "default": 0.1, "clip": {"min": 0.0}}
+    ]);
+    let mut categorical = numeric.clone();
+    if let Some(list) = categorical.as_array_mut() {
+        list.push(
+            serde_json::json!({"name": "f", "type": "float32", "default": 3.0,
+            "categories": {"values": [1.0, 3.0, 7.0, 11.0], "unknown": -1.0},
+            "scale": {"mean": 1.0, "std": 2.0}}),
+        );
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    for features in [numeric, categorical] {
+        let specs: Vec<FeatureSpec> = serde_json::from_value(features.clone())?;
+        let rows: Vec<Vec<Option<f64>>> = (0..300)
+            .map(|_| {
+                (0..specs.len())
+                    .map(|_| match rng.random_range(0..10) {
+                        0 | 1 => None,
+                        2 => Some(f64::from(rng.random_range(0..12))),
+                        3 => Some(rng.random_range(-1e6..1e6)),
+                        _ => Some(rng.random_range(-60.0..60.0)),
+                    })
+                    .collect()
+            })
+            .collect();
+        let input = std::env::temp_dir().join(format!(
+            "weir-twin-{}-{}.json",
+            std::process::id(),
+            specs.len()
+        ));
+        std::fs::write(
+            &input,
+            serde_json::to_vec(&serde_json::json!({"features": features, "rows": rows}))?,
+        )?;
+        let script = "import json, sys\n\
+                      sys.path.insert(0, sys.argv[1])\n\
+                      from weir_preprocess import preprocess\n\
+                      d = json.load(open(sys.argv[2]))\n\
+                      out, used = preprocess(d['rows'], d['features'])\n\
+                      print(json.dumps({'values': [float(x) for x in out.ravel()], 'used': int(used)}))";
+        let output = std::process::Command::new(&python)
+            .arg("-c")
+            .arg(script)
+            .arg(root.join("scripts"))
+            .arg(&input)
+            .output()?;
+        std::fs::remove_file(&input)?;
+        anyhow::ensure!(
+            output.status.success(),
+            "the Python twin failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let twin: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+        let want: Vec<f32> = twin["values"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter_map(|x| x.as_f64())
+                    .map(|x| x as f32)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let values: Vec<f64> = rows
+            .iter()
+            .flatten()
+            .map(|v| v.unwrap_or(f64::NAN))
+            .collect();
+        let mut got = Vec::new();
+        let used = Preprocessor::new(&specs).fill(&values, &mut got);
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            // `==`: the same number (a zero's sign is not compared).
+            assert!(
+                g == w,
+                "value {i} (row {}, column {}): job {g}, twin {w}",
+                i / specs.len(),
+                i % specs.len()
+            );
+        }
+        assert_eq!(Some(used as u64), twin["used"].as_u64());
+    }
+    Ok(())
+}
