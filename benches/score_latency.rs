@@ -2,9 +2,10 @@
 //!
 //! Run: `cargo bench --bench score_latency` (plain `main`, no criterion; results: BENCHMARKS.md).
 //! Optional: `WEIR_BENCH_SECONDS=10` (default 5) per measurement; `WEIR_BENCH_PIN=0` leaves
-//! the inference thread unpinned.
+//! the inference thread unpinned; `WEIR_BENCH_MODEL=lightgbm` or `mlp` (default `xgboost`).
 //!
-//! One Timely worker feeds seeded feature rows (8 features, ~10 % missing; XGBoost fixture)
+//! One Timely worker feeds seeded feature rows (8 features, ~10 % missing; XGBoost fixture
+//! unless `WEIR_BENCH_MODEL` names another of `score_common::models`)
 //! into `rows.score(config)` — the operator the job runs, with its inference thread pinned to
 //! core 1 when the machine has two cores (the worker is not pinned: on a shared machine a
 //! pinned worker cannot get away from other processes, see BENCHMARKS.md) — one 1 ms tick at
@@ -35,8 +36,19 @@ use weir_features::vocab::Tick;
 use weir_score::budget::InstanceCores;
 use weir_score::operator::{Score, ScoreConfig};
 
+/// The model `WEIR_BENCH_MODEL` names (default the first, XGBoost): (label, directory).
+fn model() -> (&'static str, std::path::PathBuf) {
+    let wanted = std::env::var("WEIR_BENCH_MODEL").unwrap_or_else(|_| "xgboost".into());
+    let mut all = models();
+    let Some(at) = all.iter().position(|(label, _)| *label == wanted) else {
+        let labels: Vec<&str> = all.iter().map(|(label, _)| *label).collect();
+        panic!("WEIR_BENCH_MODEL={wanted}: not one of {labels:?}");
+    };
+    all.swap_remove(at)
+}
+
 fn config() -> ScoreConfig {
-    let (_, dir) = models().swap_remove(0);
+    let (_, dir) = model();
     let mut config = score_config(&dir);
     config.cores = inference_core(true).map(|core| vec![InstanceCores { cores: vec![core] }]);
     config
@@ -148,8 +160,9 @@ fn main() {
     });
     let us = |q: f64| report.histogram.value_at_quantile(q) as f64 / 1000.0;
     println!(
-        "score_latency: max rate {:.0} rows/s; at {:.0} rows/s ({} rows): window close -> score \
-         emitted p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+        "score_latency/{}: max rate {:.0} rows/s; at {:.0} rows/s ({} rows): window close -> \
+         score emitted p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+        model().0,
         report.max_rate,
         report.rate,
         report.histogram.len(),
