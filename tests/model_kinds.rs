@@ -4,7 +4,8 @@
 //! `scripts/export_model.py`). Each run must score every window once, and every score must be
 //! the one a raw ONNX Runtime session gives the same features after the manifest's
 //! preprocessing (re-implemented in the oracle from the JSON). A registry-served model with a
-//! shadow version runs through the same `weir run` path.
+//! shadow version runs through the same `weir run` path, and a version published while a job
+//! with two score instances runs reaches both without a restart, no window lost or doubled.
 
 mod support;
 
@@ -239,6 +240,139 @@ fn registry_run_with_shadow(from_control: bool) -> Result<()> {
         "manifest of epoch {:?} names {:?}",
         manifest.epoch,
         manifest.model_versions
+    );
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// Copies `model` into `registry/<version>` with its manifest naming that version.
+fn publish_version(model: &str, registry: &Path, version: &str) -> Result<()> {
+    let staging = registry.join(".incoming");
+    std::fs::create_dir_all(&staging)?;
+    std::fs::copy(
+        Path::new(model).join("model.onnx"),
+        staging.join("model.onnx"),
+    )?;
+    let mut manifest: Value =
+        serde_json::from_slice(&std::fs::read(Path::new(model).join("manifest.json"))?)?;
+    manifest["version"] = version.into();
+    std::fs::write(
+        staging.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest)?,
+    )?;
+    std::fs::rename(&staging, registry.join(version))?;
+    Ok(())
+}
+
+/// Hot reload in a whole `weir run` job with two score instances: a new version published
+/// while the job scores is picked up by both instances without a restart; every window is
+/// scored exactly once; each key's windows switch from the old version to the new one once
+/// and never back (a key is scored by one instance, in window order).
+#[test]
+fn a_version_published_mid_run_reaches_every_score_instance() -> Result<()> {
+    let dir = temp_dir()?;
+    let events = dir.join("events.jsonl");
+    let config = ClickstreamConfig {
+        seed: 23,
+        events: 200_000,
+        users: 500,
+        malformed_fraction: 0.0,
+        ..ClickstreamConfig::default()
+    };
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&events)?);
+    for event in Clickstream::new(config)? {
+        file.write_all(&event.payload)?;
+        file.write_all(b"\n")?;
+    }
+    file.flush()?;
+    drop(file);
+    let registry = dir.join("models/purchase_propensity");
+    publish_version(MODELS[0], &registry, "v1")?;
+
+    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    job.runtime.workers = 2;
+    job.override_parallelism("score=2")?;
+    job.model.path = None;
+    job.model.registry = Some(dir.join("models"));
+    job.model.name = Some("purchase_propensity".into());
+    job.model.poll = 20;
+    let out = dir.join("scores.jsonl");
+    job.use_input_files(vec![events.clone()]);
+    job.use_output_file(out.clone(), None);
+
+    // Publish v2 once the job has written scores with v1.
+    let (watched, target) = (out.clone(), registry.clone());
+    let publisher = std::thread::spawn(move || -> Result<bool> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::fs::metadata(&watched).map_or(0, |m| m.len()) == 0 {
+            if std::time::Instant::now() > deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        publish_version(MODELS[0], &target, "v2")?;
+        Ok(true)
+    });
+    let summary = run_job(job.compile()?, Arc::new(AtomicBool::new(false)))?;
+    let published = publisher
+        .join()
+        .map_err(|_| anyhow::anyhow!("the publisher panicked"))??;
+    ensure!(published, "the job wrote no scores while it ran");
+
+    // By key: (window_end, version) in window order.
+    let mut by_key: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+    let mut windows = std::collections::HashSet::new();
+    for line in std::fs::read_to_string(&out)?.lines() {
+        let record: Value = serde_json::from_str(line)?;
+        let key = record["key"].as_str().context("key")?.to_owned();
+        let end = record["window_end"].as_i64().context("window_end")?;
+        let version = record["model"]["version"].as_str().context("version")?;
+        ensure!(
+            windows.insert((key.clone(), end)),
+            "({key}, {end}) scored twice"
+        );
+        by_key
+            .entry(key)
+            .or_default()
+            .push((end, version.to_owned()));
+    }
+    ensure!(windows.len() as u64 == summary.scores, "{summary:?}");
+    let count = |v: &str| {
+        by_key
+            .values()
+            .flatten()
+            .filter(|(_, version)| version == v)
+            .count()
+    };
+    ensure!(
+        count("v1") > 0 && count("v2") > 0 && count("v1") + count("v2") == windows.len(),
+        "versions: {} v1, {} v2 of {}",
+        count("v1"),
+        count("v2"),
+        windows.len()
+    );
+    eprintln!(
+        "{} windows: {} scored by v1, {} by v2",
+        windows.len(),
+        count("v1"),
+        count("v2")
+    );
+    for (key, rows) in &mut by_key {
+        rows.sort();
+        let versions: Vec<&str> = rows.iter().map(|(_, v)| v.as_str()).collect();
+        let switched = versions
+            .iter()
+            .position(|v| *v == "v2")
+            .unwrap_or(versions.len());
+        ensure!(
+            versions[switched..].iter().all(|v| *v == "v2"),
+            "{key} went back to v1 after v2: {versions:?}"
+        );
+    }
+    ensure!(
+        summary.models.reloads == 2,
+        "expected one reload per score instance: {:?}",
+        summary.models
     );
     std::fs::remove_dir_all(&dir)?;
     Ok(())
