@@ -191,7 +191,9 @@ impl ModelSection {
     /// The directory of the primary version served at start, and the second version served
     /// beside it: the registry's plan (its `CONTROL` file), else the job file's. Under
     /// `latest`, a newest version that `loads` refuses is passed over for the newest older
-    /// one it accepts, as the inference threads do (`weir_score::reload::start_primary`).
+    /// one it accepts, as the inference threads do (`weir_score::reload::start_primary`); a
+    /// `CONTROL` second version `loads` refuses is an error (the inference threads would
+    /// refuse it too, after the cluster had connected).
     pub fn initial_models(
         &self,
         base_dir: &Path,
@@ -200,20 +202,27 @@ impl ModelSection {
         match self.source(base_dir) {
             ModelSource::Dir(dir) => Ok((dir, self.secondary(base_dir))),
             ModelSource::Registry { root, name, .. } => {
-                let plan = Registry::new(&root, &name)
-                    .plan()
-                    .context("[model] registry")?;
-                let start =
-                    start_primary(&plan, &loads).context("[model] registry: no version loads")?;
+                let registry = Registry::new(&root, &name);
+                let plan = registry.plan().context("[model] registry")?;
+                let start = start_primary(&plan, &registry, &loads)
+                    .context("[model] registry: no version loads")?;
                 let serving = start.serving;
                 for (target, error) in &start.skipped {
                     tracing::warn!(%error, skipped = %target.version, serving = %serving.version, "a newer model version does not load; the job starts with an older one");
                 }
                 let second = match plan.second {
-                    Some((role, target)) => Some(SecondaryModel {
-                        role,
-                        dir: target.dir,
-                    }),
+                    Some((role, target)) => {
+                        loads(&target).with_context(|| {
+                            format!(
+                                "[model] registry: CONTROL's {role} version `{}`",
+                                target.version
+                            )
+                        })?;
+                        Some(SecondaryModel {
+                            role,
+                            dir: target.dir,
+                        })
+                    }
                     None => self.secondary(base_dir),
                 };
                 Ok((serving.dir, second))

@@ -489,7 +489,10 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
     }
     let check = SessionOptions {
         intra_threads: 1,
-        warmup_batches: 0,
+        // One warm-up batch when the job warms up at all: it is what rejects a model whose
+        // dynamic input width does not fit, so preflight and the inference threads agree on
+        // which registry version loads.
+        warmup_batches: file.model.warmup_batches.min(1),
         max_batch_rows: file.model.max_batch_rows,
         intra_thread_affinities: None,
     };

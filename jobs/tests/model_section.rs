@@ -172,6 +172,22 @@ fn a_control_second_version_overrides_the_job_files_at_start() -> Result<()> {
         "{error}"
     );
 
+    // A CONTROL second version that does not load stops the start here, before a cluster
+    // connects, as the inference threads would stop it.
+    std::fs::write(&control, "pin v1\nshadow v2\n")?;
+    let refuse_v2 = |target: &Target| match target.version.as_str() {
+        "v2" => Err(ScoreError::Batch("v2 does not load".into())),
+        _ => Ok(()),
+    };
+    let error = match job.model.initial_models(&job.base_dir, refuse_v2) {
+        Ok(models) => bail!("started with a second version that does not load: {models:?}"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        error.contains("CONTROL's shadow version `v2`") && error.contains("v2 does not load"),
+        "{error}"
+    );
+
     std::fs::write(&control, "canary v4 5%\n")?;
     let error = match job.model.initial_models(&job.base_dir, |_| Ok(())) {
         Ok(models) => bail!("a missing canary version was accepted: {models:?}"),

@@ -61,9 +61,10 @@ pub struct Plan {
     /// The primary version.
     pub primary: Target,
     /// Older versions, newest first, when the primary is the newest (`latest`): what a
-    /// starting job may serve instead when the newest does not load (`crate::reload`).
-    /// Empty when `CONTROL` pins the primary.
-    pub fallbacks: Vec<Target>,
+    /// starting job may serve instead when the newest does not load (`crate::reload`); names
+    /// only, so a poll does not look at every version's files. Empty when `CONTROL` pins the
+    /// primary.
+    pub fallbacks: Vec<String>,
     /// The second version named by the control file, and its role.
     pub second: Option<(SecondaryRole, Target)>,
 }
@@ -155,7 +156,7 @@ impl Registry {
         };
         Ok(Plan {
             primary: self.target(primary),
-            fallbacks: fallbacks.into_iter().map(|v| self.target(v)).collect(),
+            fallbacks,
             second,
         })
     }
@@ -173,7 +174,8 @@ impl Registry {
         )))
     }
 
-    fn target(&self, version: String) -> Target {
+    /// The version directory `version` of this model, with its current fingerprint.
+    pub fn target(&self, version: String) -> Target {
         let dir = self.dir.join(&version);
         let fingerprint = fingerprint(&version, &dir);
         Target {

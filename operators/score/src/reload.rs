@@ -62,7 +62,9 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
                 serving,
                 loaded: session,
                 skipped,
-            } = start_primary(&plan, |target| load_version(setup, &registry, target))?;
+            } = start_primary(&plan, &registry, |target| {
+                load_version(setup, &registry, target)
+            })?;
             for (target, error) in &skipped {
                 tracing::error!(
                     %error,
@@ -112,6 +114,7 @@ pub struct StartingPrimary<T> {
 /// loads, the error is the planned primary's.
 pub fn start_primary<T>(
     plan: &Plan,
+    registry: &Registry,
     load: impl Fn(&Target) -> Result<T>,
 ) -> Result<StartingPrimary<T>> {
     let newest_error = match load(&plan.primary) {
@@ -125,16 +128,17 @@ pub fn start_primary<T>(
         Err(e) => e,
     };
     let mut skipped = vec![(plan.primary.clone(), newest_error)];
-    for target in &plan.fallbacks {
-        match load(target) {
+    for version in &plan.fallbacks {
+        let target = registry.target(version.clone());
+        match load(&target) {
             Ok(loaded) => {
                 return Ok(StartingPrimary {
-                    serving: target.clone(),
+                    serving: target,
                     loaded,
                     skipped,
                 })
             }
-            Err(e) => skipped.push((target.clone(), e)),
+            Err(e) => skipped.push((target, e)),
         }
     }
     Err(skipped.swap_remove(0).1)
