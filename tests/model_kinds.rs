@@ -84,10 +84,15 @@ fn run_with(model: &Path, events: &Path, out: &Path) -> Result<Scores> {
 
 /// Writes a seeded clickstream (no malformed records) to `path`.
 fn write_events(path: &Path) -> Result<()> {
+    write_clickstream(path, 11, 4_000, 120)
+}
+
+/// Writes `events` seeded clickstream events of `users` users (no malformed records) to `path`.
+fn write_clickstream(path: &Path, seed: u64, events: u64, users: u32) -> Result<()> {
     let config = ClickstreamConfig {
-        seed: 11,
-        events: 4_000,
-        users: 120,
+        seed,
+        events,
+        users,
         malformed_fraction: 0.0,
         ..ClickstreamConfig::default()
     };
@@ -272,20 +277,7 @@ fn publish_version(model: &str, registry: &Path, version: &str) -> Result<()> {
 fn a_version_published_mid_run_reaches_every_score_instance() -> Result<()> {
     let dir = temp_dir()?;
     let events = dir.join("events.jsonl");
-    let config = ClickstreamConfig {
-        seed: 23,
-        events: 200_000,
-        users: 500,
-        malformed_fraction: 0.0,
-        ..ClickstreamConfig::default()
-    };
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&events)?);
-    for event in Clickstream::new(config)? {
-        file.write_all(&event.payload)?;
-        file.write_all(b"\n")?;
-    }
-    file.flush()?;
-    drop(file);
+    write_clickstream(&events, 23, 200_000, 500)?;
     let registry = dir.join("models/purchase_propensity");
     publish_version(MODELS[0], &registry, "v1")?;
 
