@@ -15,6 +15,7 @@
 //! | 8 | [`models`] | primary + shadow/canary versions, stable canary split by key |
 //! | 9 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
 //! | 10 | [`reload`] | load at start, hot reload of both versions between batches |
+//! | 10a | `loader` | a new version loads and warms on its own thread, off the scoring path |
 //! | 11 | [`pool`] | one pinned inference thread per score instance |
 //! | 12 | [`records`] | rows + scores → scored batches (columns) and dead letters |
 //! | 13 | [`batcher`] | micro-batches, in-flight bound, buffer reuse (no Timely) |
@@ -30,6 +31,7 @@ pub mod batcher;
 pub mod budget;
 pub mod control;
 pub mod error;
+mod loader;
 pub mod manifest;
 pub mod models;
 pub mod operator;

@@ -14,7 +14,9 @@
 //!
 //! - a new version (another version directory, or its files changed) is loaded, checked
 //!   (manifest, the job's features, a registry version's name and version against its
-//!   directory) and warmed beside the serving one, then swapped in before the next batch;
+//!   directory) and warmed on a thread of its own (`crate::loader`) while the serving one
+//!   keeps scoring, then swapped in between two batches (the watcher looks every
+//!   [`LOADING_POLL`] while a load runs);
 //! - another role or share of the same second version applies at once, without a reload;
 //! - a removed `canary` / `shadow` line stops the second version (or brings back the job
 //!   file's, which a `CONTROL` line overrides while present).
@@ -31,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, ScoreError};
+use crate::loader::Loading;
 use crate::models::{tag_of, ModelSet, SecondaryModel, SecondaryRole};
 use crate::pool::InferenceSetup;
 use crate::registry::{ModelSource, Plan, Registry, Target};
@@ -89,6 +92,8 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
                 primary: serving.fingerprint,
                 second: wanted.map(|w| w.key()),
                 failed,
+                loading_primary: None,
+                loading_second: None,
                 poll: *poll,
                 last_poll: Instant::now(),
             };
@@ -185,13 +190,18 @@ pub fn check_registry_tag(name: &str, target: &Target, session: &ModelSession) -
     Ok(())
 }
 
+/// How often the watcher looks while a version loads on its own thread.
+pub const LOADING_POLL: Duration = Duration::from_millis(2);
+
 /// The second version an inference thread should serve.
+#[derive(Clone)]
 struct Second {
     role: SecondaryRole,
     from: SecondFrom,
 }
 
 /// Where a second version comes from.
+#[derive(Clone)]
 enum SecondFrom {
     /// A registry version named by a `CONTROL` line.
     Version(Target),
@@ -252,6 +262,10 @@ pub(crate) struct Watcher {
     /// Key of the serving second version ([`Second::key`]), when one serves.
     second: Option<String>,
     failed: Failed,
+    /// The primary version loading now, keyed by its fingerprint.
+    loading_primary: Option<Loading>,
+    /// The second version loading now, keyed by [`Second::key`].
+    loading_second: Option<Loading>,
     poll: Duration,
     last_poll: Instant,
 }
@@ -262,9 +276,15 @@ fn describe(role: SecondaryRole, session: &ModelSession) -> String {
 }
 
 impl Watcher {
-    /// How long until the next poll.
+    /// How long until the next poll ([`LOADING_POLL`] at most while a version loads).
     pub(crate) fn due(&self) -> Duration {
-        self.poll.saturating_sub(self.last_poll.elapsed())
+        let loading = self.loading_primary.is_some() || self.loading_second.is_some();
+        let poll = if loading {
+            self.poll.min(LOADING_POLL)
+        } else {
+            self.poll
+        };
+        poll.saturating_sub(self.last_poll.elapsed())
     }
 
     /// Looks at the registry and applies what changed: primary, then second version.
@@ -286,12 +306,30 @@ impl Watcher {
     fn check_primary(&mut self, target: Target, models: &mut ModelSet, setup: &InferenceSetup) {
         if target.fingerprint == self.primary {
             self.failed.primary = None;
+            self.loading_primary = None;
             return;
         }
         if self.failed.primary.as_ref() == Some(&target.fingerprint) {
             return;
         }
-        match load_version(setup, &self.registry, &target) {
+        // Keep waiting for this target's load; start one if none runs or the plan moved on.
+        let loading = match self.loading_primary.take() {
+            Some(loading) if loading.key() == target.fingerprint => loading,
+            _ => {
+                let (setup, registry, wanted) =
+                    (setup.clone(), self.registry.clone(), target.clone());
+                Loading::start(
+                    target.fingerprint.clone(),
+                    format!("weir-load-{}", setup.instance),
+                    move || load_version(&setup, &registry, &wanted),
+                )
+            }
+        };
+        let Some(result) = loading.outcome() else {
+            self.loading_primary = Some(loading);
+            return;
+        };
+        match result {
             Ok(session) => {
                 let old = models.swap_primary(session);
                 tracing::info!(
@@ -325,6 +363,7 @@ impl Watcher {
     ) {
         let Some(wanted) = wanted else {
             self.failed.second = None;
+            self.loading_second = None;
             if self.second.take().is_some() {
                 if let Some((role, old)) = models.replace_secondary(None) {
                     tracing::info!(
@@ -340,6 +379,7 @@ impl Watcher {
         let key = wanted.key();
         if self.second.as_ref() == Some(&key) {
             self.failed.second = None;
+            self.loading_second = None;
             let change = models
                 .secondary()
                 .filter(|(role, _)| *role != wanted.role)
@@ -360,7 +400,23 @@ impl Watcher {
         if self.failed.second.as_ref() == Some(&key) {
             return;
         }
-        match wanted.load(setup, &self.registry) {
+        let loading = match self.loading_second.take() {
+            Some(loading) if loading.key() == key => loading,
+            _ => {
+                let (setup, registry, second) =
+                    (setup.clone(), self.registry.clone(), wanted.clone());
+                Loading::start(
+                    key.clone(),
+                    format!("weir-load-{}", setup.instance),
+                    move || second.load(&setup, &registry),
+                )
+            }
+        };
+        let Some(result) = loading.outcome() else {
+            self.loading_second = Some(loading);
+            return;
+        };
+        match result {
             Ok(session) => {
                 let to = describe(wanted.role, &session);
                 let old = models.replace_secondary(Some((wanted.role, session)));
