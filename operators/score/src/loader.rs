@@ -13,8 +13,6 @@ use crate::session::ModelSession;
 
 /// A version being loaded on its own thread.
 pub(crate) struct Loading {
-    /// What is being loaded (a primary's fingerprint, a second version's key).
-    key: String,
     result: Receiver<Result<ModelSession>>,
 }
 
@@ -22,7 +20,6 @@ impl Loading {
     /// Starts `load` on a new thread named `name`; if no thread can be started, the load
     /// fails (the watcher counts it and retries once the files change).
     pub(crate) fn start(
-        key: String,
         name: String,
         load: impl FnOnce() -> Result<ModelSession> + Send + 'static,
     ) -> Loading {
@@ -37,12 +34,7 @@ impl Loading {
                 "cannot start a model-loading thread: {e}"
             ))));
         }
-        Loading { key, result: rx }
-    }
-
-    /// What is being loaded.
-    pub(crate) fn key(&self) -> &str {
-        &self.key
+        Loading { result: rx }
     }
 
     /// The load's outcome once it is done (a panic while loading is a failure too); `None`
@@ -84,12 +76,11 @@ mod tests {
     #[test]
     fn a_running_load_does_not_hold_up_the_caller() {
         let (release, released) = mpsc::channel::<()>();
-        let loading = Loading::start("v2".into(), "weir-load-test".into(), move || {
+        let loading = Loading::start("weir-load-test".into(), move || {
             // A slow load: it finishes only when the test lets it.
             let _ = released.recv();
             Err(ScoreError::Batch("v2 does not fit".into()))
         });
-        assert_eq!(loading.key(), "v2");
         for _ in 0..5 {
             assert!(loading.outcome().is_none(), "reported done while loading");
         }
@@ -99,9 +90,7 @@ mod tests {
 
     #[test]
     fn a_load_that_panics_is_a_failure() {
-        let loading = Loading::start("v3".into(), "weir-load-test".into(), || {
-            panic!("corrupt graph")
-        });
+        let loading = Loading::start("weir-load-test".into(), || panic!("corrupt graph"));
         assert_eq!(
             wait(&loading),
             "inference thread: the thread loading the model version panicked"

@@ -15,8 +15,8 @@
 //! - a new version (another version directory, or its files changed) is loaded, checked
 //!   (manifest, the job's features, a registry version's name and version against its
 //!   directory) and warmed on a thread of its own (`crate::loader`) while the serving one
-//!   keeps scoring, then swapped in between two batches (the watcher looks every
-//!   [`LOADING_POLL`] while a load runs);
+//!   keeps scoring, then swapped in between two batches (while a load runs the watcher looks
+//!   at it every [`LOADING_POLL`], and resolves the registry again only every `poll`);
 //! - another role or share of the same second version applies at once, without a reload;
 //! - a removed `canary` / `shadow` line stops the second version (or brings back the job
 //!   file's, which a `CONTROL` line overrides while present).
@@ -96,6 +96,7 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
                 loading_second: None,
                 poll: *poll,
                 last_poll: Instant::now(),
+                last_look: Instant::now(),
             };
             Ok((set(session, secondary), Some(watcher)))
         }
@@ -262,12 +263,15 @@ pub(crate) struct Watcher {
     /// Key of the serving second version ([`Second::key`]), when one serves.
     second: Option<String>,
     failed: Failed,
-    /// The primary version loading now, keyed by its fingerprint.
-    loading_primary: Option<Loading>,
-    /// The second version loading now, keyed by [`Second::key`].
-    loading_second: Option<Loading>,
+    /// The primary version loading now.
+    loading_primary: Option<(Target, Loading)>,
+    /// The second version loading now.
+    loading_second: Option<(Second, Loading)>,
     poll: Duration,
+    /// The last full poll (the registry resolved again).
     last_poll: Instant,
+    /// The last look of any kind (while a version loads: only at the load).
+    last_look: Instant,
 }
 
 /// `pp v4 (canary at 5%)`, for the logs.
@@ -276,19 +280,26 @@ fn describe(role: SecondaryRole, session: &ModelSession) -> String {
 }
 
 impl Watcher {
-    /// How long until the next poll ([`LOADING_POLL`] at most while a version loads).
+    /// How long until the next look: the next poll, or at most [`LOADING_POLL`] while a
+    /// version loads.
     pub(crate) fn due(&self) -> Duration {
-        let loading = self.loading_primary.is_some() || self.loading_second.is_some();
-        let poll = if loading {
-            self.poll.min(LOADING_POLL)
+        let poll = self.poll.saturating_sub(self.last_poll.elapsed());
+        if self.loading_primary.is_some() || self.loading_second.is_some() {
+            poll.min(LOADING_POLL.saturating_sub(self.last_look.elapsed()))
         } else {
-            self.poll
-        };
-        poll.saturating_sub(self.last_poll.elapsed())
+            poll
+        }
     }
 
-    /// Looks at the registry and applies what changed: primary, then second version.
+    /// Looks at the registry and applies what changed: primary, then second version. Before
+    /// the next poll is due (a look while a version loads), only swaps in a finished load.
     pub(crate) fn check(&mut self, models: &mut ModelSet, setup: &InferenceSetup) {
+        self.last_look = Instant::now();
+        if self.last_poll.elapsed() < self.poll {
+            self.finish_primary(models, setup);
+            self.finish_second(models, setup);
+            return;
+        }
         self.last_poll = Instant::now();
         let plan = match self.registry.plan() {
             Ok(plan) => plan,
@@ -304,6 +315,14 @@ impl Watcher {
     }
 
     fn check_primary(&mut self, target: Target, models: &mut ModelSet, setup: &InferenceSetup) {
+        // A load of a version the plan no longer names is dropped.
+        if self
+            .loading_primary
+            .as_ref()
+            .is_some_and(|(loading, _)| loading.fingerprint != target.fingerprint)
+        {
+            self.loading_primary = None;
+        }
         if target.fingerprint == self.primary {
             self.failed.primary = None;
             self.loading_primary = None;
@@ -312,21 +331,28 @@ impl Watcher {
         if self.failed.primary.as_ref() == Some(&target.fingerprint) {
             return;
         }
-        // Keep waiting for this target's load; start one if none runs or the plan moved on.
+        // Keep waiting for this target's load; start one if none runs.
         let loading = match self.loading_primary.take() {
-            Some(loading) if loading.key() == target.fingerprint => loading,
-            _ => {
+            Some((_, loading)) => loading,
+            None => {
                 let (setup, registry, wanted) =
                     (setup.clone(), self.registry.clone(), target.clone());
-                Loading::start(
-                    target.fingerprint.clone(),
-                    format!("weir-load-{}", setup.instance),
-                    move || load_version(&setup, &registry, &wanted),
-                )
+                Loading::start(format!("weir-load-{}", setup.instance), move || {
+                    load_version(&setup, &registry, &wanted)
+                })
             }
         };
+        self.loading_primary = Some((target, loading));
+        self.finish_primary(models, setup);
+    }
+
+    /// Swaps in the primary version loading now, once its load is done.
+    fn finish_primary(&mut self, models: &mut ModelSet, setup: &InferenceSetup) {
+        let Some((target, loading)) = self.loading_primary.take() else {
+            return;
+        };
         let Some(result) = loading.outcome() else {
-            self.loading_primary = Some(loading);
+            self.loading_primary = Some((target, loading));
             return;
         };
         match result {
@@ -377,6 +403,14 @@ impl Watcher {
             return;
         };
         let key = wanted.key();
+        // A load of a version the plan no longer names is dropped.
+        if self
+            .loading_second
+            .as_ref()
+            .is_some_and(|(loading, _)| loading.key() != key)
+        {
+            self.loading_second = None;
+        }
         if self.second.as_ref() == Some(&key) {
             self.failed.second = None;
             self.loading_second = None;
@@ -400,22 +434,32 @@ impl Watcher {
         if self.failed.second.as_ref() == Some(&key) {
             return;
         }
+        // Keep waiting for this version's load (its role may have changed meanwhile: the
+        // newest one applies); start one if none runs.
         let loading = match self.loading_second.take() {
-            Some(loading) if loading.key() == key => loading,
-            _ => {
+            Some((_, loading)) => loading,
+            None => {
                 let (setup, registry, second) =
                     (setup.clone(), self.registry.clone(), wanted.clone());
-                Loading::start(
-                    key.clone(),
-                    format!("weir-load-{}", setup.instance),
-                    move || second.load(&setup, &registry),
-                )
+                Loading::start(format!("weir-load-{}", setup.instance), move || {
+                    second.load(&setup, &registry)
+                })
             }
         };
-        let Some(result) = loading.outcome() else {
-            self.loading_second = Some(loading);
+        self.loading_second = Some((wanted, loading));
+        self.finish_second(models, setup);
+    }
+
+    /// Serves the second version loading now, once its load is done.
+    fn finish_second(&mut self, models: &mut ModelSet, setup: &InferenceSetup) {
+        let Some((wanted, loading)) = self.loading_second.take() else {
             return;
         };
+        let Some(result) = loading.outcome() else {
+            self.loading_second = Some((wanted, loading));
+            return;
+        };
+        let key = wanted.key();
         match result {
             Ok(session) => {
                 let to = describe(wanted.role, &session);
