@@ -498,21 +498,28 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
     };
     // A registry version must load and its manifest match its directory, as on the
     // inference threads (which pass over a newest version that does not, like this).
+    // The directories loaded there are not loaded again below.
     let name = file.model.name.clone().unwrap_or_default();
+    let loaded = std::cell::RefCell::new(Vec::new());
     let (model_dir, second) = file.model.initial_models(&file.base_dir, |target| {
         let session = ModelSession::load(&target.dir, job.features.names(), &check)?;
-        check_registry_tag(&name, target, &session)
+        check_registry_tag(&name, target, &session)?;
+        loaded.borrow_mut().push(target.dir.clone());
+        Ok(())
     })?;
+    let loaded = loaded.into_inner();
     let dirs = std::iter::once(model_dir).chain(second.map(|s| s.dir));
     let mut versions = BTreeMap::new();
     for model_dir in dirs {
-        ModelSession::load(&model_dir, job.features.names(), &check).with_context(|| {
-            format!(
-                "model {} does not fit job `{}`",
-                model_dir.display(),
-                file.name
-            )
-        })?;
+        if !loaded.contains(&model_dir) {
+            ModelSession::load(&model_dir, job.features.names(), &check).with_context(|| {
+                format!(
+                    "model {} does not fit job `{}`",
+                    model_dir.display(),
+                    file.name
+                )
+            })?;
+        }
         let model = ModelManifest::load(&model_dir)?;
         // The primary's version, also when the second version has the same model name.
         versions.entry(model.name).or_insert(model.version);
