@@ -551,15 +551,22 @@ fn a_window_re_opened_after_its_key_expired_is_a_new_revision() {
     assert_eq!(rows[0].records, 1, "the expired state is gone");
 }
 
-#[test]
-fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
-    let features = features();
+/// Session windows (gap 10, at most 100 long, 100 of allowed lateness) whose keys' TTL is
+/// tracked from processing time 1 000.
+fn expiring_sessions() -> KeyedWindows {
     let spec = WindowSpec::Session {
         gap: 10,
         max_length: 100,
     };
     let mut state = KeyedWindows::new(spec, 100);
     state.set_processing_time(1_000);
+    state
+}
+
+#[test]
+fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
+    let features = features();
+    let mut state = expiring_sessions();
     let e = event("k", 3, "a", Some(1.0), 0);
     assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
     let rows = collect(&mut state, &features, Watermark(13));
@@ -618,12 +625,7 @@ fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
 #[test]
 fn two_sessions_each_covering_part_of_a_forgotten_one_both_continue_its_revisions() {
     let features = features();
-    let spec = WindowSpec::Session {
-        gap: 10,
-        max_length: 100,
-    };
-    let mut state = KeyedWindows::new(spec, 100);
-    state.set_processing_time(1_000);
+    let mut state = expiring_sessions();
     for (i, ts) in [100, 108].into_iter().enumerate() {
         let e = event("k", ts, "a", Some(1.0), i as i64);
         assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);

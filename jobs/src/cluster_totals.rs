@@ -68,12 +68,12 @@ pub struct ClusterTotals {
 }
 
 impl ClusterTotals {
-    /// The sums over every process (`process` is the number of processes).
+    /// The sums over every process (`process`, meaningless for a sum, is 0).
     pub fn total(&self) -> ProcessCounts {
         self.processes
             .iter()
             .fold(ProcessCounts::default(), |sum, p| ProcessCounts {
-                process: sum.process + 1,
+                process: 0,
                 records_in: sum.records_in + p.records_in,
                 events_in: sum.events_in + p.events_in,
                 windows_fired: sum.windows_fired + p.windows_fired,
@@ -95,7 +95,7 @@ impl ClusterTotals {
              operator instances only\n\
              cluster total:   {} events in ({} records read), {} windows scored ({} inference \
              errors, {} delivered), {} dead letters ({} delivered){}{}",
-            t.process,
+            self.processes.len(),
             t.events_in,
             t.records_in,
             t.scores,

@@ -128,6 +128,24 @@ fn hosts_file(scratch: &Path) -> Result<PathBuf> {
     Ok(hosts)
 }
 
+/// Waits until process 0 (`children[0]`) has written scores: the cluster is connected and
+/// running. Kills every child and fails if process 0 exits first or 60 s pass.
+fn wait_for_first_scores(scratch: &Path, children: &mut [&mut Child]) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let scores = scratch.join("scores-0.jsonl");
+    while fs::metadata(&scores).map_or(0, |m| m.len()) == 0 {
+        if Instant::now() > deadline || children[0].try_wait()?.is_some() {
+            children.iter_mut().for_each(|c| drop(c.kill()));
+            bail!(
+                "process 0 wrote no scores while both ran:\n{}",
+                fs::read_to_string(scratch.join("process-0.log"))?
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
 fn wait(child: &mut Child, deadline: Instant) -> Result<ExitStatus> {
     loop {
         if let Some(status) = child.try_wait()? {
@@ -210,19 +228,7 @@ fn a_process_killed_mid_run_stops_the_other() -> Result<()> {
     let mut victim = spawn(&scratch.0, 1, &hosts, "events.jsonl", None)?;
     let log = scratch.0.join("process-0.log");
     // Kill process 1 once process 0 has produced output (the cluster is connected and running).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let scores = scratch.0.join("scores-0.jsonl");
-    while fs::metadata(&scores).map_or(0, |m| m.len()) == 0 {
-        if Instant::now() > deadline || survivor.try_wait()?.is_some() {
-            let _ = victim.kill();
-            let _ = survivor.kill();
-            bail!(
-                "process 0 wrote no scores while both ran:\n{}",
-                fs::read_to_string(&log)?
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_first_scores(&scratch.0, &mut [&mut survivor, &mut victim])?;
     victim.kill()?;
     victim.wait()?;
     let status = wait(&mut survivor, Instant::now() + Duration::from_secs(30))?;
@@ -351,15 +357,8 @@ fn a_bounded_run_stopped_in_one_process_fails_in_every_process() -> Result<()> {
         spawn(&scratch.0, 0, &hosts, "events.jsonl", None)?,
         spawn(&scratch.0, 1, &hosts, "events.jsonl", None)?,
     ];
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let scores = scratch.0.join("scores-0.jsonl");
-    while fs::metadata(&scores).map_or(0, |m| m.len()) == 0 {
-        if Instant::now() > deadline || children[0].try_wait()?.is_some() {
-            children.iter_mut().for_each(|c| drop(c.kill()));
-            bail!("process 0 wrote no scores while both ran");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let [first, second] = &mut children;
+    wait_for_first_scores(&scratch.0, &mut [first, second])?;
     // Only process 0 is told to stop: its source stops, process 1's reads to its end.
     let signal = Command::new("kill")
         .args(["-TERM", &children[0].id().to_string()])
