@@ -21,8 +21,8 @@ use weir_features::vocab::Tick;
 use weir_operators::metrics::JobMetrics;
 
 use crate::batch::ScoreBatch;
+use crate::config::ScoreConfig;
 use crate::models::{key_bucket, CanaryShare, ScoreCounters};
-use crate::operator::ScoreConfig;
 use crate::pool::{Done, InferenceThread, Job};
 use crate::records::{scored_batches, unscorable, BatchOutcome, RecordContext};
 

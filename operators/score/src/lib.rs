@@ -14,6 +14,7 @@
 //! | 7 | [`batch`] | a micro-batch's contiguous values and scores, to the thread and back |
 //! | 8 | [`models`] | primary + shadow/canary versions, stable canary split by key |
 //! | 9 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
+//! | 9a | [`config`] | the stage's settings, and each inference thread's (a leaf) |
 //! | 10 | [`reload`] | load at start, hot reload of both versions between batches |
 //! | 10a | `loader` | a new version loads and warms on its own thread, off the scoring path |
 //! | 11 | [`pool`] | one pinned inference thread per score instance |
@@ -29,6 +30,7 @@
 pub mod batch;
 pub mod batcher;
 pub mod budget;
+pub mod config;
 pub mod control;
 pub mod error;
 mod loader;

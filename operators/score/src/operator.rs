@@ -15,7 +15,6 @@
 //! score, plus a dead letter.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
@@ -28,71 +27,15 @@ use weir_features::dead_letter::DeadLetter;
 use weir_features::row::FeatureRow;
 use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
-use weir_operators::metrics::JobMetrics;
-use weir_operators::placement::{instance_for_key_group, Placement};
+use weir_operators::placement::instance_for_key_group;
 
 use crate::batcher::Batcher;
-use crate::budget::InstanceCores;
+/// The operator's configuration, defined with the inference thread's in `crate::config`.
+pub use crate::config::ScoreConfig;
 use crate::error::Result;
-use crate::models::{ScoreCounters, SecondaryModel};
-use crate::pool::{InferenceSetup, InferenceThread};
-use crate::registry::ModelSource;
-use crate::session::SessionOptions;
+use crate::pool::InferenceThread;
 
 type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
-
-/// Configuration of the scoring stage.
-#[derive(Clone, Debug)]
-pub struct ScoreConfig {
-    /// Where the primary model comes from (a fixed directory or a registry).
-    pub source: ModelSource,
-    /// The job file's shadow or canary version, if any (with a registry, a `canary` /
-    /// `shadow` line of its `CONTROL` file overrides it while present; `crate::reload`).
-    pub secondary: Option<SecondaryModel>,
-    /// The job's feature names in the order rows carry them.
-    pub job_features: Vec<String>,
-    /// Session threads, warm-up and batch size (`max_batch_rows`).
-    pub session: SessionOptions,
-    /// A batch that is not full is sent at the latest this long after its first row.
-    pub max_batch_delay: Duration,
-    /// Batches queued or running per instance at most (backpressure bound).
-    pub max_in_flight: usize,
-    /// Cores per instance of one process when the inference threads are pinned
-    /// (`budget::plan_cores`), in the order of `Placement::local_index`.
-    pub cores: Option<Vec<InstanceCores>>,
-    /// Number of score instances (= inference threads).
-    pub parallelism: usize,
-    /// Worker layout.
-    pub placement: Placement,
-    /// Key groups of the job (rows are routed by key group).
-    pub key_groups: u32,
-    /// Source name, for dead letters.
-    pub source_name: String,
-    /// Counters.
-    pub metrics: Arc<JobMetrics>,
-    /// Scoring-stage counters (reloads, canary rows, ...).
-    pub counters: Arc<ScoreCounters>,
-}
-
-impl ScoreConfig {
-    /// What instance `instance`'s inference thread needs.
-    pub fn inference_setup(&self, instance: usize) -> InferenceSetup {
-        InferenceSetup {
-            instance,
-            source: self.source.clone(),
-            secondary: self.secondary.clone(),
-            job_features: self.job_features.clone(),
-            session: self.session.clone(),
-            // The plan lists one process's instances: this one is the k-th on its process.
-            cores: self
-                .cores
-                .as_ref()
-                .and_then(|plan| plan.get(self.placement.local_index(instance)).cloned()),
-            metrics: self.metrics.clone(),
-            counters: self.counters.clone(),
-        }
-    }
-}
 
 /// The outputs of the scoring stage.
 pub struct ScoreStreams<'scope> {

@@ -20,38 +20,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use weir_features::row::ModelTag;
-use weir_operators::metrics::JobMetrics;
 
 use crate::batch::ScoreBatch;
-use crate::budget::{pin_current_thread, InstanceCores};
+use crate::budget::pin_current_thread;
+use crate::config::InferenceSetup;
 use crate::error::{Result, ScoreError};
-use crate::models::{CanaryShare, ModelSet, ScoreCounters, SecondaryModel};
-use crate::registry::ModelSource;
+use crate::models::{CanaryShare, ModelSet};
 use crate::reload::{start, Watcher};
-use crate::session::SessionOptions;
-
-/// Everything an inference thread needs to load and serve its models.
-#[derive(Clone, Debug)]
-pub struct InferenceSetup {
-    /// The score instance this thread serves (its entry in `JobMetrics::serving`).
-    pub instance: usize,
-    /// Where the primary version comes from.
-    pub source: ModelSource,
-    /// The job file's shadow or canary version, a fixed directory (its files are not
-    /// watched); with a registry, a `canary` / `shadow` line of `CONTROL` replaces it while
-    /// present.
-    pub secondary: Option<SecondaryModel>,
-    /// The job's feature names, in row order.
-    pub job_features: Vec<String>,
-    /// Session threads, warm-up, batch size.
-    pub session: SessionOptions,
-    /// Cores to pin to; `None` runs unpinned.
-    pub cores: Option<InstanceCores>,
-    /// Job counters.
-    pub metrics: Arc<JobMetrics>,
-    /// Scoring-stage counters.
-    pub counters: Arc<ScoreCounters>,
-}
 
 /// A batch to score; `id` comes back with its result.
 #[derive(Debug)]

@@ -32,10 +32,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::config::InferenceSetup;
 use crate::error::{Result, ScoreError};
 use crate::loader::Loading;
 use crate::models::{tag_of, ModelSet, SecondaryModel, SecondaryRole};
-use crate::pool::InferenceSetup;
 use crate::registry::{ModelSource, Plan, Registry, Target};
 use crate::session::{ModelSession, SessionOptions};
 

@@ -1,0 +1,94 @@
+//! The scoring stage's settings: what the job gives the stage ([`ScoreConfig`]) and what
+//! each score instance's inference thread is started with ([`InferenceSetup`], derived from
+//! it per instance).
+//!
+//! A leaf of the scoring stage: read by the operator (`crate::operator`), its batcher
+//! (`crate::batcher`), the inference thread (`crate::pool`) and hot reload (`crate::reload`),
+//! and importing none of them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_operators::metrics::JobMetrics;
+use weir_operators::placement::Placement;
+
+use crate::budget::InstanceCores;
+use crate::models::{ScoreCounters, SecondaryModel};
+use crate::registry::ModelSource;
+use crate::session::SessionOptions;
+
+/// Configuration of the scoring stage.
+#[derive(Clone, Debug)]
+pub struct ScoreConfig {
+    /// Where the primary model comes from (a fixed directory or a registry).
+    pub source: ModelSource,
+    /// The job file's shadow or canary version, if any (with a registry, a `canary` /
+    /// `shadow` line of its `CONTROL` file overrides it while present; `crate::reload`).
+    pub secondary: Option<SecondaryModel>,
+    /// The job's feature names in the order rows carry them.
+    pub job_features: Vec<String>,
+    /// Session threads, warm-up and batch size (`max_batch_rows`).
+    pub session: SessionOptions,
+    /// A batch that is not full is sent at the latest this long after its first row.
+    pub max_batch_delay: Duration,
+    /// Batches queued or running per instance at most (backpressure bound).
+    pub max_in_flight: usize,
+    /// Cores per instance of one process when the inference threads are pinned
+    /// (`budget::plan_cores`), in the order of `Placement::local_index`.
+    pub cores: Option<Vec<InstanceCores>>,
+    /// Number of score instances (= inference threads).
+    pub parallelism: usize,
+    /// Worker layout.
+    pub placement: Placement,
+    /// Key groups of the job (rows are routed by key group).
+    pub key_groups: u32,
+    /// Source name, for dead letters.
+    pub source_name: String,
+    /// Counters.
+    pub metrics: Arc<JobMetrics>,
+    /// Scoring-stage counters (reloads, canary rows, ...).
+    pub counters: Arc<ScoreCounters>,
+}
+
+impl ScoreConfig {
+    /// What instance `instance`'s inference thread needs.
+    pub fn inference_setup(&self, instance: usize) -> InferenceSetup {
+        InferenceSetup {
+            instance,
+            source: self.source.clone(),
+            secondary: self.secondary.clone(),
+            job_features: self.job_features.clone(),
+            session: self.session.clone(),
+            // The plan lists one process's instances: this one is the k-th on its process.
+            cores: self
+                .cores
+                .as_ref()
+                .and_then(|plan| plan.get(self.placement.local_index(instance)).cloned()),
+            metrics: self.metrics.clone(),
+            counters: self.counters.clone(),
+        }
+    }
+}
+
+/// Everything an inference thread needs to load and serve its models.
+#[derive(Clone, Debug)]
+pub struct InferenceSetup {
+    /// The score instance this thread serves (its entry in `JobMetrics::serving`).
+    pub instance: usize,
+    /// Where the primary version comes from.
+    pub source: ModelSource,
+    /// The job file's shadow or canary version, a fixed directory (its files are not
+    /// watched); with a registry, a `canary` / `shadow` line of `CONTROL` replaces it while
+    /// present.
+    pub secondary: Option<SecondaryModel>,
+    /// The job's feature names, in row order.
+    pub job_features: Vec<String>,
+    /// Session threads, warm-up, batch size.
+    pub session: SessionOptions,
+    /// Cores to pin to; `None` runs unpinned.
+    pub cores: Option<InstanceCores>,
+    /// Job counters.
+    pub metrics: Arc<JobMetrics>,
+    /// Scoring-stage counters.
+    pub counters: Arc<ScoreCounters>,
+}
