@@ -27,7 +27,7 @@ use weir_score::budget::{
 use weir_score::config::InferenceSetup;
 use weir_score::models::{ModelSet, ScoreCounters};
 use weir_score::operator::ScoreConfig;
-use weir_score::pool::InferenceThread;
+use weir_score::inference_thread::InferenceThread;
 use weir_score::records::{scored_batches, BatchOutcome, RecordContext};
 use weir_score::registry::ModelSource;
 use weir_score::{ModelSession, SessionOptions};

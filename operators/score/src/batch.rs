@@ -1,7 +1,7 @@
 //! The micro-batch as it crosses to the inference thread and back (DESIGN.md §6).
 //!
 //! Inside the scoring stage, between the operator (`crate::batcher`, on the worker thread) and
-//! the inference thread (`crate::pool`): the feature rows stay with the operator; only their
+//! the inference thread (`crate::inference_thread`): the feature rows stay with the operator; only their
 //! values travel, gathered as the rows arrive into one contiguous row-major `Vec<f64>` (plus
 //! each row's canary bucket, its key's stable hash, when a canary version runs, or started or
 //! stopped while the batch filled). The inference thread decides which rows the canary

@@ -1,7 +1,7 @@
 //! One score instance's micro-batching, in-flight bookkeeping and inference thread, without
 //! Timely (the operator in `crate::operator` drives it; benchmarks drive it directly).
 //!
-//! Between the operator's input and the inference thread (`crate::pool`): rows of one tick
+//! Between the operator's input and the inference thread (`crate::inference_thread`): rows of one tick
 //! are cut into batches of at most `max_batch_rows`; as rows arrive their values are copied
 //! into the open batch's contiguous buffer ([`ScoreBatch`], with each row's canary bucket
 //! while a canary runs; the inference thread applies the share) and the rows themselves stay
@@ -23,7 +23,7 @@ use weir_operators::metrics::JobMetrics;
 use crate::batch::ScoreBatch;
 use crate::config::ScoreConfig;
 use crate::models::{key_bucket, CanaryShare, ScoreCounters};
-use crate::pool::{Done, InferenceThread, Job};
+use crate::inference_thread::{Done, InferenceThread, Job, Refused};
 use crate::records::{scored_batches, unscorable, BatchOutcome, RecordContext};
 
 /// A batch being filled or waiting to be sent; `C` is what its results are emitted with.
@@ -222,7 +222,7 @@ impl<C: Clone> Batcher<C> {
                         .in_flight_high_water
                         .fetch_max(self.in_flight.len() as u64, Ordering::Relaxed);
                 }
-                Err((job, false)) => {
+                Err(Refused::Full(job)) => {
                     self.ready.push_front(Pending {
                         tick,
                         caps,
@@ -232,7 +232,7 @@ impl<C: Clone> Batcher<C> {
                     });
                     break;
                 }
-                Err((_, true)) => {
+                Err(Refused::Stopped(_)) => {
                     tracing::error!("the inference thread stopped; emitting error records");
                     let outcome = unscorable(
                         runs,

@@ -17,7 +17,7 @@
 //! | 9a | [`config`] | the stage's settings, and each inference thread's (a leaf) |
 //! | 10 | [`reload`] | load at start, hot reload of both versions between batches |
 //! | 10a | `loader` | a new version loads and warms on its own thread, off the scoring path |
-//! | 11 | [`pool`] | one pinned inference thread per score instance |
+//! | 11 | [`inference_thread`] | one pinned inference thread per score instance |
 //! | 12 | [`records`] | rows + scores → scored batches (columns) and dead letters |
 //! | 13 | [`batcher`] | micro-batches, in-flight bound, buffer reuse (no Timely) |
 //! | 14 | [`operator`] | the Timely operator: input, capabilities, wake-ups |
@@ -33,11 +33,11 @@ pub mod budget;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod inference_thread;
 mod loader;
 pub mod manifest;
 pub mod models;
 pub mod operator;
-pub mod pool;
 pub mod preprocess;
 pub mod records;
 pub mod registry;

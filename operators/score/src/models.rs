@@ -1,6 +1,6 @@
 //! The model versions one score instance serves, and how a batch is split between them.
 //!
-//! Inside the scoring stage, between the inference thread (`crate::pool`) and the sessions:
+//! Inside the scoring stage, between the inference thread (`crate::inference_thread`) and the sessions:
 //! a [`ModelSet`] holds the primary [`ModelSession`] and optionally a second version as a
 //! **shadow** (scores every row too; its scores travel in
 //! [`ScoredBatch::shadow`](weir_features::scored::ScoredBatch::shadow)) or a **canary**

@@ -1,7 +1,7 @@
 //! The scoring operator (DESIGN.md §6): feature rows are exchanged to the score instances,
 //! cut into micro-batches (at most `max_batch_rows` rows of one tick, sent when full, when
 //! the input frontier passes their tick, or after `max_batch_delay`; `crate::batcher`), and
-//! scored off the worker thread by the instance's pinned inference thread (`crate::pool`),
+//! scored off the worker thread by the instance's pinned inference thread (`crate::inference_thread`),
 //! which sees only the batch's contiguous feature values (`crate::batch`). Results come
 //! back over a channel and wake the operator through a `SyncActivator`; the operator holds a
 //! capability for each in-flight batch's tick and emits its rows at that tick, so nothing is
@@ -33,7 +33,7 @@ use crate::batcher::Batcher;
 /// The operator's configuration, defined with the inference thread's in `crate::config`.
 pub use crate::config::ScoreConfig;
 use crate::error::Result;
-use crate::pool::InferenceThread;
+use crate::inference_thread::InferenceThread;
 
 type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
 

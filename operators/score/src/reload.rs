@@ -1,7 +1,7 @@
 //! Hot reload (DESIGN.md §6): which model versions an inference thread serves, and how it
 //! changes them while the job runs.
 //!
-//! On each inference thread (`crate::pool`), between two batches. At start, [`start`] loads
+//! On each inference thread (`crate::inference_thread`), between two batches. At start, [`start`] loads
 //! what the model source names: a fixed directory, or the registry's [`Plan`]
 //! (`crate::registry`: the primary version, and a second version from a `canary` / `shadow`
 //! line of `CONTROL`), and the job file's fixed second version when `CONTROL` names none.
@@ -25,7 +25,7 @@
 //! what served keeps serving; the failure is logged and counted once
 //! (`ScoreCounters::reload_failures`) and not retried until its files or `CONTROL` change.
 //! Changes are logged with from/to and counted (`reloads`, `secondary_changes`). Should a
-//! check ever panic (no input known to do so), the thread (`crate::pool`) keeps serving what
+//! check ever panic (no input known to do so), the thread (`crate::inference_thread`) keeps serving what
 //! it serves, logs and counts it as a failure, and stops watching for that instance.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! The inference thread (`weir_score::pool`):
+//! The inference thread (`weir_score::inference_thread`):
 //! - its wake-ups: after the operator is woken, further results do not wake it again until it
 //!   has taken what waits (one wake per drain, not one system call per batch), and a result
 //!   sent after it took them wakes it again, so no result is left waiting for a wake-up that
@@ -22,7 +22,7 @@ use support::{config, registry_source, temp_dir, write_control, write_version};
 use weir_score::batch::ScoreBatch;
 use weir_score::budget::{cpu_set, InstanceCores};
 use weir_score::models::ScoreCounters;
-use weir_score::pool::{Done, InferenceThread, Job};
+use weir_score::inference_thread::{Done, InferenceThread, Job};
 use weir_score::registry::ModelSource;
 
 /// A one-row batch of the fixtures' three features.

@@ -1,4 +1,4 @@
-//! The inference threads of the scoring stage (DESIGN.md §4, §6).
+//! The inference thread of one score instance (DESIGN.md §4, §6).
 //!
 //! Each score instance owns one [`InferenceThread`]: a dedicated OS thread, pinned to its
 //! configured core (`crate::budget`), that owns the instance's [`ModelSet`] and every ONNX
@@ -45,6 +45,15 @@ pub struct Done {
     pub id: u64,
     /// Values and scores; the caller reuses the box and its buffers for a later job.
     pub batch: Box<ScoreBatch>,
+}
+
+/// Why [`InferenceThread::submit`] gave a job back.
+#[derive(Debug)]
+pub enum Refused {
+    /// The queue is full; the job can be submitted again once results were taken.
+    Full(Job),
+    /// The thread is gone for good; the job will never be scored.
+    Stopped(Job),
 }
 
 /// Handle to one running inference thread; dropping it stops and joins the thread.
@@ -150,19 +159,18 @@ impl InferenceThread {
         self.canary_share.clone()
     }
 
-    /// Queues a batch; gives it back when the queue is full or the thread is gone
-    /// (`Err((job, true))` = gone for good).
-    pub fn submit(&self, job: Job) -> std::result::Result<(), (Job, bool)> {
+    /// Queues a batch; gives it back when the queue is full or the thread is gone.
+    pub fn submit(&self, job: Job) -> std::result::Result<(), Refused> {
         let Some(jobs) = &self.jobs else {
-            return Err((job, true));
+            return Err(Refused::Stopped(job));
         };
         // Counted before it can be taken (the thread decrements when it takes it).
         self.queued.fetch_add(1, Ordering::AcqRel);
         jobs.try_send(job).map_err(|e| {
             self.queued.fetch_sub(1, Ordering::AcqRel);
             match e {
-                TrySendError::Full(job) => (job, false),
-                TrySendError::Disconnected(job) => (job, true),
+                TrySendError::Full(job) => Refused::Full(job),
+                TrySendError::Disconnected(job) => Refused::Stopped(job),
             }
         })
     }
