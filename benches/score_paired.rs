@@ -44,7 +44,7 @@ use score_common::{
     pin_like_a_worker, rows, session_options, through_batcher, RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
-use weir_score::batch::ScoreBatch;
+use weir_score::inference_batch::InferenceBatch;
 use weir_score::models::ScoreCounters;
 use weir_score::ModelSession;
 
@@ -102,7 +102,7 @@ fn main() {
             std::hint::black_box(&out);
         };
         let (mut set, context) = model_set(&dir);
-        let mut batch = ScoreBatch::default();
+        let mut batch = InferenceBatch::default();
         let mut models_pass = |input: Vec<Vec<FeatureRow>>| {
             std::hint::black_box(one_thread(&mut set, &mut batch, &context, input));
         };

@@ -13,7 +13,7 @@
 //! - `weir_session`: `ModelSession::score_batch` on the `f64` rows (defaults, clip/scale,
 //!   narrowing, inference, output column);
 //! - `weir_models`: the whole scoring path on the bench thread: `FeatureRow`s in, values
-//!   gathered into a `ScoreBatch`, `ModelSet::score`, the rows out again with their scores
+//!   gathered into a `InferenceBatch`, `ModelSet::score`, the rows out again with their scores
 //!   and verdict (model tag, inference time) as a `ScoredBatch`, no thread hand-off;
 //! - `weir_thread`: the score operator's path without Timely (`Batcher`): values gathered on
 //!   the bench thread, scored by the instance's inference thread (at most 4 batches in
@@ -33,7 +33,7 @@ use score_common::{
     through_batcher, RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
-use weir_score::batch::ScoreBatch;
+use weir_score::inference_batch::InferenceBatch;
 use weir_score::ModelSession;
 
 const BATCHES: usize = 64;
@@ -85,7 +85,7 @@ fn bench(c: &mut Criterion) {
         });
 
         let (mut set, context) = model_set(&dir);
-        let mut batch = ScoreBatch::default();
+        let mut batch = InferenceBatch::default();
         group.bench_function("weir_models", |b| {
             b.iter_batched(
                 || batches.clone(),

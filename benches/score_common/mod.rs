@@ -19,15 +19,15 @@ use weir_features::row::FeatureRow;
 use weir_features::vocab::{Key, KeyGroup, SourcePosition};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
-use weir_score::batch::ScoreBatch;
 use weir_score::batcher::Batcher;
 use weir_score::budget::{
     available_cores, cpu_set, pin_current_thread, worker_core, InstanceCores,
 };
 use weir_score::config::InferenceSetup;
+use weir_score::inference_batch::InferenceBatch;
+use weir_score::inference_thread::InferenceThread;
 use weir_score::models::{ModelSet, ScoreCounters};
 use weir_score::operator::ScoreConfig;
-use weir_score::inference_thread::InferenceThread;
 use weir_score::records::{scored_batches, BatchOutcome, RecordContext};
 use weir_score::registry::ModelSource;
 use weir_score::{ModelSession, SessionOptions};
@@ -356,7 +356,7 @@ pub fn through_batcher(batcher: &mut Batcher<()>, batches: Vec<Vec<FeatureRow>>)
 /// batch (dropped here, rows included); returns the number of scored rows.
 pub fn one_thread(
     set: &mut ModelSet,
-    batch: &mut ScoreBatch,
+    batch: &mut InferenceBatch,
     context: &RecordContext,
     batches: Vec<Vec<FeatureRow>>,
 ) -> usize {

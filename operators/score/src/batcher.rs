@@ -1,13 +1,13 @@
 //! One score instance's micro-batching, in-flight bookkeeping and inference thread, without
 //! Timely (the operator in `crate::operator` drives it; benchmarks drive it directly).
 //!
-//! Between the operator's input and the inference thread (`crate::inference_thread`): rows of one tick
-//! are cut into batches of at most `max_batch_rows`; as rows arrive their values are copied
-//! into the open batch's contiguous buffer ([`ScoreBatch`], with each row's canary bucket
-//! while a canary runs; the inference thread applies the share) and the rows themselves stay
-//! here, in the containers they came in (a container is split only where it overflows a
-//! batch; no row is moved on its own). A batch is sent when full, when its tick is complete,
-//! or after `max_batch_delay`; at most `max_in_flight` batches are queued or running. Scored
+//! Between the operator's input and the inference thread (`crate::inference_thread`): rows of
+//! one tick are cut into batches of at most `max_batch_rows`; as rows arrive their values are
+//! copied into the open batch's contiguous buffer ([`InferenceBatch`], with each row's canary
+//! bucket while a canary runs; the inference thread applies the share) and the rows themselves
+//! stay here, in the containers they came in (a container is split only where it overflows a
+//! batch; no row is moved on its own). A batch is sent when full, when its tick is complete, or
+//! after `max_batch_delay`; at most `max_in_flight` batches are queued or running. Scored
 //! batches come back with their scores, which go out with the rows as scored batches
 //! (`crate::records`), and the spent batch's buffers serve a later batch.
 
@@ -20,10 +20,10 @@ use weir_features::row::FeatureRow;
 use weir_features::vocab::Tick;
 use weir_operators::metrics::JobMetrics;
 
-use crate::batch::ScoreBatch;
 use crate::config::ScoreConfig;
-use crate::models::{key_bucket, CanaryShare, ScoreCounters};
+use crate::inference_batch::InferenceBatch;
 use crate::inference_thread::{Done, InferenceThread, Job, Refused};
+use crate::models::{key_bucket, CanaryShare, ScoreCounters};
 use crate::records::{scored_batches, unscorable, BatchOutcome, RecordContext};
 
 /// A batch being filled or waiting to be sent; `C` is what its results are emitted with.
@@ -32,14 +32,14 @@ struct Pending<C> {
     caps: C,
     /// The batch's rows, in the runs (input containers) they arrived in.
     runs: Vec<Vec<FeatureRow>>,
-    batch: Box<ScoreBatch>,
+    batch: Box<InferenceBatch>,
     opened: Instant,
 }
 
 impl<C> Pending<C> {
     /// An empty batch, reusing a spent one when there is one.
     #[allow(clippy::vec_box)]
-    fn new(tick: Tick, caps: C, spare: &mut Vec<Box<ScoreBatch>>) -> Self {
+    fn new(tick: Tick, caps: C, spare: &mut Vec<Box<InferenceBatch>>) -> Self {
         Pending {
             tick,
             caps,
@@ -86,7 +86,7 @@ pub struct Batcher<C> {
     in_flight: HashMap<u64, (C, Vec<Vec<FeatureRow>>)>,
     /// Spent batches (boxed as they travel, so the boxes are reused too).
     #[allow(clippy::vec_box)]
-    spare: Vec<Box<ScoreBatch>>,
+    spare: Vec<Box<InferenceBatch>>,
     next_id: u64,
     max_rows: usize,
     max_delay: Duration,

@@ -3,8 +3,8 @@
 //! it per instance).
 //!
 //! A leaf of the scoring stage: read by the operator (`crate::operator`), its batcher
-//! (`crate::batcher`), the inference thread (`crate::inference_thread`) and hot reload (`crate::reload`),
-//! and importing none of them.
+//! (`crate::batcher`), the inference thread (`crate::inference_thread`) and hot reload
+//! (`crate::reload`), and importing none of them.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! Each score instance owns one [`InferenceThread`]: a dedicated OS thread, pinned to its
 //! configured core (`crate::budget`), that owns the instance's [`ModelSet`] and every ONNX
 //! Runtime session in it. The Timely operator (`crate::batcher`) sends it micro-batches
-//! ([`ScoreBatch`]: contiguous values, no rows) over a bounded channel and gets them back,
+//! ([`InferenceBatch`]: contiguous values, no rows) over a bounded channel and gets them back,
 //! scored, over another; after each result the thread
 //! calls `wake` (the operator's `SyncActivator`), so the worker thread never blocks on
 //! inference. Between batches (and at least every `poll`) the thread asks the registry what
@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use weir_features::row::ModelTag;
 
-use crate::batch::ScoreBatch;
 use crate::budget::pin_current_thread;
 use crate::config::InferenceSetup;
 use crate::error::{Result, ScoreError};
+use crate::inference_batch::InferenceBatch;
 use crate::models::{CanaryShare, ModelSet};
 use crate::reload::{start, Watcher};
 
@@ -35,7 +35,7 @@ pub struct Job {
     pub id: u64,
     /// The rows' values (the rows themselves stay with the caller); boxed, so the channel
     /// moves a pointer and the caller reuses the box.
-    pub batch: Box<ScoreBatch>,
+    pub batch: Box<InferenceBatch>,
 }
 
 /// A scored batch: the [`Job`]'s batch, now with its scores.
@@ -44,7 +44,7 @@ pub struct Done {
     /// The batch id of the [`Job`].
     pub id: u64,
     /// Values and scores; the caller reuses the box and its buffers for a later job.
-    pub batch: Box<ScoreBatch>,
+    pub batch: Box<InferenceBatch>,
 }
 
 /// Why [`InferenceThread::submit`] gave a job back.

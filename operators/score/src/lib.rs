@@ -11,7 +11,7 @@
 //! | 4 | [`session`] | validate model vs manifest vs job, warm up, score batches |
 //! | 5 | [`control`] | the `CONTROL` file: pin/rollback, canary share, shadow |
 //! | 6 | [`registry`] | `models/<name>/<version>/` + `CONTROL`: which versions to serve |
-//! | 7 | [`batch`] | a micro-batch's contiguous values and scores, to the thread and back |
+//! | 7 | [`inference_batch`] | a micro-batch's contiguous values and scores, to the thread and back |
 //! | 8 | [`models`] | primary + shadow/canary versions, stable canary split by key |
 //! | 9 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
 //! | 9a | [`config`] | the stage's settings, and each inference thread's (a leaf) |
@@ -27,12 +27,12 @@
 
 #![deny(missing_docs)]
 
-pub mod batch;
 pub mod batcher;
 pub mod budget;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod inference_batch;
 pub mod inference_thread;
 mod loader;
 pub mod manifest;

@@ -13,7 +13,7 @@
 //! rows queued before a share change follow the new share; a row without a bucket (pushed
 //! before the canary started) is scored by the primary, and so is every row once the canary
 //! stopped.
-//! Runs on the inference thread, on a [`ScoreBatch`]'s contiguous values: every version that
+//! Runs on the inference thread, on a [`InferenceBatch`]'s contiguous values: every version that
 //! scores part of the batch leaves a [`Verdict`] naming itself (and its error when it failed),
 //! from which the operator builds the scored batches and dead letters (`crate::records`).
 
@@ -26,8 +26,8 @@ use weir_features::row::ModelTag;
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 
-use crate::batch::{ScoreBatch, Verdict};
 use crate::error::{Result, ScoreError};
+use crate::inference_batch::{InferenceBatch, Verdict};
 use crate::session::{BatchStats, ModelSession};
 
 /// Fixed seed of the canary split. Changing it moves keys between versions: never do.
@@ -278,7 +278,7 @@ impl ModelSet {
 
     /// Marks every row of `batch` failed with `error` under the primary version (counted as
     /// inference errors): what a batch gets when its inference panicked.
-    pub fn fail_batch(&self, batch: &mut ScoreBatch, error: ScoreError) {
+    pub fn fail_batch(&self, batch: &mut InferenceBatch, error: ScoreError) {
         batch.canary.clear();
         batch.scores.clear();
         batch.scores.primary = Some(count(
@@ -293,9 +293,9 @@ impl ModelSet {
     /// `batch.scores` (cleared first); a version that fails marks its rows with the error.
     /// With a canary serving, the rows whose bucket is below the cut of its share now are
     /// the canary's: `batch.canary` gets one flag per row (left empty when no row is).
-    pub fn score(&mut self, batch: &mut ScoreBatch) {
+    pub fn score(&mut self, batch: &mut InferenceBatch) {
         ScoreCounters::add(&self.counters.batches, 1);
-        let ScoreBatch {
+        let InferenceBatch {
             values,
             rows,
             canary_buckets,
@@ -311,7 +311,7 @@ impl ModelSet {
             let cut = canary_cut(share);
             canary_rows = canary_buckets.iter().filter(|b| **b < cut).count();
             if canary_rows > 0 {
-                // Buckets are one per row once any row has one (`ScoreBatch::push_row`).
+                // Buckets are one per row once any row has one (`InferenceBatch::push_row`).
                 canary.extend(canary_buckets.iter().map(|b| *b < cut));
             }
         }

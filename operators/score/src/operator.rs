@@ -1,18 +1,18 @@
-//! The scoring operator (DESIGN.md §6): feature rows are exchanged to the score instances,
-//! cut into micro-batches (at most `max_batch_rows` rows of one tick, sent when full, when
-//! the input frontier passes their tick, or after `max_batch_delay`; `crate::batcher`), and
-//! scored off the worker thread by the instance's pinned inference thread (`crate::inference_thread`),
-//! which sees only the batch's contiguous feature values (`crate::batch`). Results come
-//! back over a channel and wake the operator through a `SyncActivator`; the operator holds a
-//! capability for each in-flight batch's tick and emits its rows at that tick, so nothing is
+//! The scoring operator (DESIGN.md §6): feature rows are exchanged to the score instances, cut
+//! into micro-batches (at most `max_batch_rows` rows of one tick, sent when full, when the
+//! input frontier passes their tick, or after `max_batch_delay`; `crate::batcher`), and scored
+//! off the worker thread by the instance's pinned inference thread (`crate::inference_thread`),
+//! which sees only the batch's contiguous feature values (`crate::inference_batch`). Results
+//! come back over a channel and wake the operator through a `SyncActivator`; the operator holds
+//! a capability for each in-flight batch's tick and emits its rows at that tick, so nothing is
 //! emitted at a tick that already closed. The rows leave as columns: one [`ScoredBatch`] per
-//! run of input rows (rows, scores, and each model version's verdict), not one record per row. At most `max_in_flight` batches are queued or
-//! running per instance: at the bound the operator stops pulling its input (rows wait in
-//! Timely's channel, and the tick cannot close) instead of queueing more work, and counts
-//! itself in `JobMetrics::score_backlog`, which makes this process's sources stop reading
-//! until it has room again (a slow model slows the input; memory does not grow). A failed
-//! batch never stops the job: each of its rows becomes a score record with an error and no
-//! score, plus a dead letter.
+//! run of input rows (rows, scores, and each model version's verdict), not one record per row.
+//! At most `max_in_flight` batches are queued or running per instance: at the bound the
+//! operator stops pulling its input (rows wait in Timely's channel, and the tick cannot close)
+//! instead of queueing more work, and counts itself in `JobMetrics::score_backlog`, which makes
+//! this process's sources stop reading until it has room again (a slow model slows the input;
+//! memory does not grow). A failed batch never stops the job: each of its rows becomes a score
+//! record with an error and no score, plus a dead letter.
 
 use std::sync::{Arc, OnceLock};
 

@@ -18,7 +18,7 @@ use weir_features::scored::{ScoredBatch, Verdict};
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 
-use crate::batch::ScoreBatch;
+use crate::inference_batch::InferenceBatch;
 
 /// The scored batches of one micro-batch, in input order, and the dead letters of failed rows.
 #[derive(Debug, Default)]
@@ -86,7 +86,7 @@ fn slice_of<T: Copy>(column: &[T], rows: usize, range: &Range<usize>) -> Vec<T> 
 /// `batch`), with `batch`'s scores; the dead letters of rows whose version failed.
 pub fn scored_batches(
     runs: Vec<Vec<FeatureRow>>,
-    batch: &ScoreBatch,
+    batch: &InferenceBatch,
     context: &RecordContext,
 ) -> BatchOutcome {
     let scores = &batch.scores;

@@ -1,16 +1,16 @@
 //! Hot reload (DESIGN.md §6): which model versions an inference thread serves, and how it
 //! changes them while the job runs.
 //!
-//! On each inference thread (`crate::inference_thread`), between two batches. At start, [`start`] loads
-//! what the model source names: a fixed directory, or the registry's [`Plan`]
+//! On each inference thread (`crate::inference_thread`), between two batches. At start,
+//! [`start`] loads what the model source names: a fixed directory, or the registry's [`Plan`]
 //! (`crate::registry`: the primary version, and a second version from a `canary` / `shadow`
-//! line of `CONTROL`), and the job file's fixed second version when `CONTROL` names none.
-//! When the primary follows `latest` and the newest version does not load, the start serves
-//! the newest older version that does ([`start_primary`]; logged, counted as a reload
-//! failure, and the newest is retried only once its files change), so a bad publish cannot
-//! keep a restarting job down; a pinned version, a second version, or a registry where no
-//! version loads stops the start. Then, every `poll`, the [`Watcher`] resolves the plan again
-//! and applies what changed, the primary first:
+//! line of `CONTROL`), and the job file's fixed second version when `CONTROL` names none. When
+//! the primary follows `latest` and the newest version does not load, the start serves the
+//! newest older version that does ([`start_primary`]; logged, counted as a reload failure, and
+//! the newest is retried only once its files change), so a bad publish cannot keep a restarting
+//! job down; a pinned version, a second version, or a registry where no version loads stops the
+//! start. Then, every `poll`, the [`Watcher`] resolves the plan again and applies what changed,
+//! the primary first:
 //!
 //! - a new version (another version directory, or its files changed) is loaded, checked
 //!   (manifest, the job's features, a registry version's name and version against its
@@ -24,9 +24,9 @@
 //! On any failure (unreadable or invalid `CONTROL`, a version that does not load or check)
 //! what served keeps serving; the failure is logged and counted once
 //! (`ScoreCounters::reload_failures`) and not retried until its files or `CONTROL` change.
-//! Changes are logged with from/to and counted (`reloads`, `secondary_changes`). Should a
-//! check ever panic (no input known to do so), the thread (`crate::inference_thread`) keeps serving what
-//! it serves, logs and counts it as a failure, and stops watching for that instance.
+//! Changes are logged with from/to and counted (`reloads`, `secondary_changes`). Should a check
+//! ever panic (no input known to do so), the thread (`crate::inference_thread`) keeps serving
+//! what it serves, logs and counts it as a failure, and stops watching for that instance.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -19,15 +19,15 @@ use std::time::{Duration, Instant};
 
 use common::fixture;
 use support::{config, registry_source, temp_dir, write_control, write_version};
-use weir_score::batch::ScoreBatch;
 use weir_score::budget::{cpu_set, InstanceCores};
-use weir_score::models::ScoreCounters;
+use weir_score::inference_batch::InferenceBatch;
 use weir_score::inference_thread::{Done, InferenceThread, Job};
+use weir_score::models::ScoreCounters;
 use weir_score::registry::ModelSource;
 
 /// A one-row batch of the fixtures' three features.
 fn job(id: u64) -> Job {
-    let mut batch = Box::<ScoreBatch>::default();
+    let mut batch = Box::<InferenceBatch>::default();
     batch.push_row(&[3.0, 40.0, 1.0], None);
     Job { id, batch }
 }

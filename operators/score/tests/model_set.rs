@@ -11,14 +11,14 @@ use std::sync::Arc;
 
 use common::{fixture, job_features, opts};
 use weir_operators::metrics::JobMetrics;
-use weir_score::batch::ScoreBatch;
+use weir_score::inference_batch::InferenceBatch;
 use weir_score::models::{canary_bucket, key_bucket, ModelSet, ScoreCounters, SecondaryRole};
 use weir_score::ModelSession;
 
 /// `n` rows of keys `k0`.., as the operator pushes them: with their keys' canary buckets
 /// while a canary runs (`canary_runs`), without otherwise.
-fn batch_of(n: usize, canary_runs: bool) -> ScoreBatch {
-    let mut batch = ScoreBatch::default();
+fn batch_of(n: usize, canary_runs: bool) -> InferenceBatch {
+    let mut batch = InferenceBatch::default();
     for i in 0..n {
         let bucket = canary_runs.then(|| key_bucket(&format!("k{i}")));
         batch.push_row(&[i as f64, 25.0, f64::NAN], bucket);
@@ -27,7 +27,7 @@ fn batch_of(n: usize, canary_runs: bool) -> ScoreBatch {
 }
 
 /// Ten rows of keys `k0`..`k9`.
-fn batch(canary_runs: bool) -> ScoreBatch {
+fn batch(canary_runs: bool) -> InferenceBatch {
     batch_of(10, canary_runs)
 }
 

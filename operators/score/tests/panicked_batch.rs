@@ -12,7 +12,7 @@ use common::{fixture, job_features, opts};
 use support::row;
 use weir_features::dead_letter::DeadLetterReason;
 use weir_operators::metrics::JobMetrics;
-use weir_score::batch::ScoreBatch;
+use weir_score::inference_batch::InferenceBatch;
 use weir_score::models::{ModelSet, ScoreCounters};
 use weir_score::records::{scored_batches, RecordContext};
 use weir_score::{ModelSession, ScoreError};
@@ -28,7 +28,7 @@ fn a_panicked_batch_becomes_error_records_and_dead_letters() -> anyhow::Result<(
         Arc::new(ScoreCounters::default()),
     );
     let rows: Vec<_> = (0..3).map(|i| row(&format!("k{i}"), 1, i)).collect();
-    let mut batch = ScoreBatch::default();
+    let mut batch = InferenceBatch::default();
     for r in &rows {
         batch.push_row(&r.values, None);
     }

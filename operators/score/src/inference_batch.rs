@@ -1,13 +1,14 @@
 //! The micro-batch as it crosses to the inference thread and back (DESIGN.md §6).
 //!
-//! Inside the scoring stage, between the operator (`crate::batcher`, on the worker thread) and
-//! the inference thread (`crate::inference_thread`): the feature rows stay with the operator; only their
-//! values travel, gathered as the rows arrive into one contiguous row-major `Vec<f64>` (plus
+//! Inside the scoring stage, between the operator (`crate::batcher`, on the worker thread)
+//! and the inference thread (`crate::inference_thread`): the feature rows stay with the
+//! operator; only their values travel, gathered as the rows arrive into one contiguous
+//! row-major `Vec<f64>` (plus
 //! each row's canary bucket, its key's stable hash, when a canary version runs, or started or
 //! stopped while the batch filled). The inference thread decides which rows the canary
 //! scores, against the share serving when it takes the batch, and writes one `f32` score per
 //! row, those per-row canary flags and one [`Verdict`] per model version into the same
-//! [`ScoreBatch`] and sends it back; the operator hands the rows on with
+//! [`InferenceBatch`] and sends it back; the operator hands the rows on with
 //! their scores as scored batches (`crate::records`) and keeps the spent batch for a later
 //! one, so a steady stream allocates no batch buffers.
 
@@ -16,9 +17,11 @@ pub use weir_features::scored::Verdict;
 /// The canary bucket of a row pushed without one: above every cut, so in no canary.
 pub const NO_BUCKET: u16 = u16::MAX;
 
-/// One micro-batch's inputs and, once scored, its scores.
+/// One micro-batch as the inference thread sees it: the rows' values in and, once scored,
+/// their scores out (the rows themselves stay with the operator, and leave it as
+/// `weir_features::scored::ScoredBatch`es).
 #[derive(Debug, Default)]
-pub struct ScoreBatch {
+pub struct InferenceBatch {
     /// Feature values, row-major (`rows` × features), in the job's feature order; NaN = missing.
     pub values: Vec<f64>,
     /// Rows in the batch.
@@ -35,7 +38,7 @@ pub struct ScoreBatch {
     pub scores: BatchScores,
 }
 
-impl ScoreBatch {
+impl InferenceBatch {
     /// Appends one row's values and its key's canary bucket (`None`: no canary runs, so no
     /// bucket was computed). The buckets stay one per row once any row has one, so they line
     /// up with the rows when a canary starts or stops (hot reload) while the batch fills:
@@ -72,7 +75,7 @@ pub struct BatchScores {
     pub values: Vec<f32>,
     /// How the primary version did on its rows (all rows, or the rows outside the canary).
     pub primary: Option<Verdict>,
-    /// How the canary version did on the rows it scored (`ScoreBatch::canary`).
+    /// How the canary version did on the rows it scored (`InferenceBatch::canary`).
     pub canary: Option<Verdict>,
     /// How the shadow version did; it scores every row into `shadow_values`.
     pub shadow: Option<Verdict>,
@@ -93,11 +96,11 @@ impl BatchScores {
 
 #[cfg(test)]
 mod tests {
-    use super::{ScoreBatch, NO_BUCKET};
+    use super::{InferenceBatch, NO_BUCKET};
 
     #[test]
     fn canary_buckets_line_up_with_rows_when_a_canary_starts_or_stops() {
-        let mut batch = ScoreBatch::default();
+        let mut batch = InferenceBatch::default();
         batch.push_row(&[1.0], None);
         assert!(batch.canary_buckets.is_empty(), "no canary, no buckets");
         batch.push_row(&[2.0], None);
