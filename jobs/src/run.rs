@@ -7,14 +7,13 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use rdkafka::consumer::BaseConsumer;
 
 use weir_checkpoint::Manifest;
 use weir_features::dead_letter::DeadLetterReason;
 use weir_features::vocab::Tick;
-use weir_kafka::admin::partition_count;
+use weir_kafka::admin::TopicMetadata;
 use weir_kafka::group_offsets::GroupOffsets;
-use weir_kafka::properties::client_config;
+use weir_kafka::KafkaEdgeError;
 use weir_operators::committer::CommitHook;
 use weir_operators::metrics::JobMetrics;
 use weir_score::models::ScoreCounters;
@@ -529,13 +528,7 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
     }
     let mut properties = file.kafka.clone();
     properties.extend(file.source.kafka.clone());
-    let consumer: BaseConsumer = client_config(&properties, &[])
-        .create()
-        .context("cannot create a Kafka client")?;
-    let brokers = properties
-        .get("bootstrap.servers")
-        .cloned()
-        .unwrap_or_default();
+    let metadata = TopicMetadata::connect(&properties).context("cannot create a Kafka client")?;
     let mut topics = Vec::new();
     if file.source.kind == EdgeKind::Kafka {
         topics.push(&file.source.topic);
@@ -544,8 +537,7 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
         topics.extend([&file.sink.topic, &file.sink.dead_letter_topic]);
     }
     for topic in topics {
-        let partitions = partition_count(&consumer, topic)
-            .map_err(|e| anyhow!("topic `{topic}` is not available on {brokers}: {e}; create the job's topics with `weir topics <job.toml> --partitions N`"))?;
+        let partitions = metadata.partitions(topic).map_err(topic_unavailable)?;
         if file.source.kind == EdgeKind::Kafka && *topic == file.source.topic {
             let discovery = file
                 .source
@@ -560,6 +552,18 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
         }
     }
     Ok(versions)
+}
+
+/// A topic the broker does not list: what to run to create it.
+fn topic_unavailable(error: KafkaEdgeError) -> anyhow::Error {
+    match error {
+        KafkaEdgeError::Topic {
+            topic,
+            brokers,
+            detail,
+        } => anyhow!("topic `{topic}` is not available on {brokers}: {detail}; create the job's topics with `weir topics <job.toml> --partitions N`"),
+        other => other.into(),
+    }
 }
 
 /// What to say when a Kafka source has more instances than its topic has partitions: the

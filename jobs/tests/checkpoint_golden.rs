@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
+use weir_kafka::group_offsets::GroupOffsets;
 
 use kafka::{create_topic, produce, read_all, unique_topic, ReadRecord};
 use weir::gen::{Clickstream, ClickstreamConfig};
@@ -300,24 +301,12 @@ fn dead_letter_set(config: &Config) -> Result<BTreeSet<(String, String, String)>
 
 /// The sum over partitions of the offsets committed for `group` on `topic` (lag visibility).
 fn group_offsets(topic: &str, group: &str) -> Result<i64> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", kafka::brokers())
-        .set("group.id", group)
-        .create()?;
-    let mut list = rdkafka::TopicPartitionList::new();
-    for partition in 0..PARTITIONS {
-        list.add_partition(topic, partition);
-    }
-    let committed = consumer.committed_offsets(list, Duration::from_secs(10))?;
-    Ok(committed
-        .elements()
-        .iter()
-        .filter_map(|e| match e.offset() {
-            rdkafka::Offset::Offset(n) => Some(n),
-            _ => None,
-        })
-        .sum())
+    let properties = BTreeMap::from([
+        ("bootstrap.servers".to_owned(), kafka::brokers()),
+        ("group.id".to_owned(), group.to_owned()),
+    ]);
+    let committed = GroupOffsets::new(&properties, topic)?.committed(0..PARTITIONS)?;
+    Ok(committed.values().sum())
 }
 
 /// Flips one byte in the middle of a file of the newest committed epoch: a window snapshot it

@@ -1,15 +1,13 @@
 //! Kafka helpers for tests: a random topic per test, producing keyed records, reading a whole
-//! topic back (until every partition reports EOF).
+//! topic back (until every partition reports EOF), all through `weir-kafka` (the `weir`
+//! crate's tests include this file and do not link rdkafka themselves).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::message::{Headers, Message};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use anyhow::{Context, Result};
+use weir_kafka::record_producer::RecordProducer;
+use weir_kafka::topic_reader::read_topic;
 
 /// The broker the tests use: `WEIR_TEST_BROKERS`, default 127.0.0.1:9092.
 pub fn brokers() -> String {
@@ -51,107 +49,21 @@ pub fn produce_to(topic: &str, partition: i32, records: &[(String, Vec<u8>)]) ->
 }
 
 fn produce_keyed(topic: &str, partition: Option<i32>, records: &[(String, Vec<u8>)]) -> Result<()> {
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .set("partitioner", "murmur2_random")
-        .set("acks", "all")
-        .set("linger.ms", "5")
-        .set("enable.idempotence", "true")
-        .create()?;
+    let linger = [("linger.ms".to_owned(), "5".to_owned())];
+    let mut producer = RecordProducer::create(&brokers(), topic, &linger)?;
     for (key, payload) in records {
-        let mut record = BaseRecord::to(topic)
-            .key(key.as_bytes())
-            .payload(payload.as_slice());
-        record.partition = partition;
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((
-                    KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
-                    back,
-                )) => {
-                    record = back;
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err((e, _)) => bail!("produce failed: {e}"),
-            }
-        }
+        producer.send_to(partition, key.as_bytes(), payload)?;
     }
-    producer.flush(Duration::from_secs(60))?;
+    producer.finish()?;
     Ok(())
 }
 
 /// One record read back from a topic.
-#[derive(Clone, Debug)]
-pub struct ReadRecord {
-    /// Partition.
-    pub partition: i32,
-    /// Key bytes.
-    pub key: Option<Vec<u8>>,
-    /// Payload bytes.
-    pub payload: Vec<u8>,
-    /// Headers as (name, value) strings.
-    pub headers: BTreeMap<String, String>,
-}
+pub type ReadRecord = weir_kafka::topic_reader::TopicRecord;
 
 /// Reads every record of `topic` from the beginning until all partitions are at their end.
 pub fn read_all(topic: &str) -> Result<Vec<ReadRecord>> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .set("group.id", unique_topic("weir-test-reader"))
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .create()?;
-    let partitions =
-        weir_kafka::admin::partition_count(&consumer, topic).map_err(anyhow::Error::msg)?;
-    let mut assignment = TopicPartitionList::new();
-    let mut remaining = BTreeMap::new();
-    for p in 0..partitions as i32 {
-        let (low, high) = consumer.fetch_watermarks(topic, p, Duration::from_secs(10))?;
-        assignment.add_partition_offset(topic, p, Offset::Beginning)?;
-        if high > low {
-            remaining.insert(p, high);
-        }
-    }
-    consumer.assign(&assignment)?;
-    let mut records = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !remaining.is_empty() {
-        if Instant::now() > deadline {
-            bail!("timed out reading {topic}: partitions {remaining:?} not at their end");
-        }
-        match consumer.poll(Duration::from_millis(100)) {
-            None | Some(Err(KafkaError::PartitionEOF(_))) => {}
-            Some(Err(e)) => bail!("reading {topic}: {e}"),
-            Some(Ok(m)) => {
-                let headers = m
-                    .headers()
-                    .map(|hs| {
-                        hs.iter()
-                            .map(|h| {
-                                (
-                                    h.key.to_owned(),
-                                    String::from_utf8_lossy(h.value.unwrap_or_default())
-                                        .into_owned(),
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                records.push(ReadRecord {
-                    partition: m.partition(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    payload: m.payload().unwrap_or_default().to_vec(),
-                    headers,
-                });
-                if remaining
-                    .get(&m.partition())
-                    .is_some_and(|high| m.offset() + 1 >= *high)
-                {
-                    remaining.remove(&m.partition());
-                }
-            }
-        }
-    }
-    Ok(records)
+    let mut properties = properties();
+    properties.insert("group.id".to_owned(), unique_topic("weir-test-reader"));
+    Ok(read_topic(&properties, topic, Duration::from_secs(120))?)
 }

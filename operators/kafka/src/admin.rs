@@ -1,5 +1,6 @@
 //! Topic administration through the standard Admin API: used by `weir topics`, the quick
-//! start and the tests (which create a fresh topic per test).
+//! start and the tests (which create a fresh topic per test); and [`TopicMetadata`], the
+//! topic checks `weir run` makes before its workers start.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -66,6 +67,39 @@ pub fn ensure_topic(
         brokers: crate::properties::brokers(properties),
         detail: "created but not visible in metadata after 10 s".to_owned(),
     })
+}
+
+/// A metadata client for checking a job's topics before it starts.
+pub struct TopicMetadata {
+    consumer: BaseConsumer,
+    brokers: String,
+}
+
+impl TopicMetadata {
+    /// A client with the job's properties (`bootstrap.servers` at least).
+    pub fn connect(properties: &BTreeMap<String, String>) -> Result<Self> {
+        let consumer =
+            client_config(properties, &[])
+                .create()
+                .map_err(|source| KafkaEdgeError::Client {
+                    role: "metadata",
+                    source,
+                })?;
+        Ok(TopicMetadata {
+            consumer,
+            brokers: crate::properties::brokers(properties),
+        })
+    }
+
+    /// Number of partitions of `topic`; [`KafkaEdgeError::Topic`] when the broker does not
+    /// list it (its `detail` says why).
+    pub fn partitions(&self, topic: &str) -> Result<usize> {
+        partition_count(&self.consumer, topic).map_err(|detail| KafkaEdgeError::Topic {
+            topic: topic.to_owned(),
+            brokers: self.brokers.clone(),
+            detail,
+        })
+    }
 }
 
 /// Number of partitions of `topic`, per the broker's metadata.

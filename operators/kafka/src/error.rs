@@ -30,6 +30,44 @@ pub enum KafkaEdgeError {
         /// librdkafka's error.
         source: rdkafka::error::KafkaError,
     },
+    /// A record producer ([`crate::record_producer`]) could not be created.
+    #[error("cannot create a Kafka producer for {brokers}")]
+    Producer {
+        /// The bootstrap servers.
+        brokers: String,
+        /// librdkafka's error.
+        source: rdkafka::error::KafkaError,
+    },
+    /// librdkafka refused to enqueue a record (other than a full queue, which is waited out).
+    #[error("producing to topic {topic}")]
+    Produce {
+        /// The topic.
+        topic: String,
+        /// librdkafka's error.
+        source: rdkafka::error::KafkaError,
+    },
+    /// Enqueued records were still not acknowledged when the flush timed out.
+    #[error("flushing {records} records to topic {topic}")]
+    Flush {
+        /// Records sent so far.
+        records: u64,
+        /// The topic.
+        topic: String,
+        /// librdkafka's error.
+        source: rdkafka::error::KafkaError,
+    },
+    /// The broker reported records as not delivered.
+    #[error("producing to topic `{topic}` at {brokers} (is the broker reachable and does the topic exist?): {failed} record(s) could not be delivered to Kafka; first error: {first_error}")]
+    Undelivered {
+        /// The topic.
+        topic: String,
+        /// The bootstrap servers.
+        brokers: String,
+        /// Records reported as not delivered.
+        failed: u64,
+        /// The first delivery error.
+        first_error: String,
+    },
     /// A helper thread (partition discovery) could not be started.
     #[error("cannot start the {what} thread: {source}")]
     Thread {

@@ -4,6 +4,7 @@
 //! see how far behind the job is.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -32,6 +33,33 @@ impl GroupOffsets {
             consumer,
             topic: topic.to_owned(),
         })
+    }
+
+    /// The group's committed offsets of `partitions` (partitions without one are left out),
+    /// asked of the broker (lag checks, tests).
+    pub fn committed(
+        &self,
+        partitions: impl IntoIterator<Item = i32>,
+    ) -> Result<BTreeMap<i32, i64>> {
+        let mut list = TopicPartitionList::new();
+        for partition in partitions {
+            list.add_partition(&self.topic, partition);
+        }
+        let committed = self
+            .consumer
+            .committed_offsets(list, Duration::from_secs(10))
+            .map_err(|source| KafkaEdgeError::Request {
+                what: format!("committed offsets of topic {}", self.topic),
+                source,
+            })?;
+        Ok(committed
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(n) => Some((e.partition(), n)),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Commits `next_offset` of every partition without waiting for the broker (the worker must

@@ -2,8 +2,11 @@
 //!
 //! The Kafka edge of a Weir job, and the only crate that links librdkafka: the partition-
 //! assigned source with per-partition watermarks ([`source`]), the score and dead-letter sinks
-//! ([`sink`]) and topic administration ([`admin`]). Only standard Kafka protocol features are
-//! used, so jobs run unchanged against Apache Kafka, Redpanda or tansu.
+//! ([`sink`]), topic administration and checks ([`admin`]) and a plain keyed-record producer
+//! for feeding a topic outside a dataflow ([`record_producer`], used by `weir gen`), and a
+//! whole-topic reader for replay checks and tests ([`topic_reader`]). Only
+//! standard Kafka protocol features are used, so jobs run unchanged against Apache Kafka,
+//! Redpanda or tansu.
 
 pub mod admin;
 pub mod dead_letter_fit;
@@ -11,8 +14,10 @@ pub mod error;
 pub mod group_offsets;
 pub mod partition_watch;
 pub mod properties;
+pub mod record_producer;
 pub mod sink;
 pub mod source;
+pub mod topic_reader;
 
 pub use error::{KafkaEdgeError, Result};
 pub use sink::{KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig};
