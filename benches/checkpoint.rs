@@ -33,7 +33,7 @@ use rand::{Rng, SeedableRng};
 use weir_checkpoint::range::overlapping;
 use weir_checkpoint::{KeyGroupRange, LocalDirStore, Manifest, SnapshotStore};
 use weir_features::decode::JsonDecoder;
-use weir_features::keyed_features::JobFeatures;
+use weir_features::job_features::JobFeatures;
 use weir_features::record::Event;
 use weir_features::state_shards::{ShardSnapshot, StateShards};
 use weir_features::vocab::{Epoch, KeyGroup, SourcePosition, Watermark};

@@ -1,13 +1,12 @@
-//! Feature definitions (`[[features]]` in the job file) and their compiled form: for each
+//! Compiled feature definitions (the job file's `[[features]]`, [`FeatureSpec`]): for each
 //! feature, which field it reads, which aggregate it computes over which window, which
 //! records it counts, and where its state lives in a (key, window)'s [`Accumulators`].
 //! The order of the features is the order of the model's input vector.
 
-use serde::Deserialize;
-
 pub use crate::aggregate::Accumulators;
 use crate::aggregate::{self, AggKind, Words};
 use crate::error::{FeatureError, Result};
+pub use crate::feature_spec::FeatureSpec;
 use crate::hll::Distinct;
 use crate::predicate::Predicate;
 use crate::ratio;
@@ -16,31 +15,6 @@ use crate::row::RowValues;
 use crate::schema::{FieldType, RecordSchema};
 use crate::update_plan::UpdatePlan;
 use crate::vocab::EventTime;
-
-/// One feature as written in the job file.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FeatureSpec {
-    /// Name; must match the model manifest's feature at the same index.
-    pub name: String,
-    /// Aggregate to compute.
-    pub agg: AggKind,
-    /// Field the aggregate reads (required for every kind but count, count_if and ratio).
-    #[serde(default)]
-    pub field: Option<String>,
-    /// Only records matching this predicate count (required for count_if), e.g. `type == 'click'`.
-    #[serde(default, rename = "where")]
-    pub filter: Option<String>,
-    /// Name of the window the feature is computed over; `None` = the job's default window.
-    #[serde(default)]
-    pub window: Option<String>,
-    /// For `ratio`: name of the feature divided.
-    #[serde(default)]
-    pub numerator: Option<String>,
-    /// For `ratio`: name of the feature divided by.
-    #[serde(default)]
-    pub denominator: Option<String>,
-}
 
 /// A feature compiled against the record schema.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,7 +4,7 @@
 
 use crate::aggregate::AggKind;
 use crate::error::{FeatureError, Result};
-use crate::feature::FeatureSpec;
+use crate::feature_spec::FeatureSpec;
 
 /// `numerator / denominator`; missing (NaN) when either is missing, the denominator is 0,
 /// or the quotient overflows.

@@ -1,8 +1,9 @@
-//! Triggers: when the window operator emits feature vectors (issue #3 item 3).
+//! The schedule trigger's progress and rows; the triggers themselves are
+//! [`crate::job_features::Trigger`]:
 //!
-//! - [`Trigger::Close`] (default): every firing of the primary window emits one row
+//! - [`Trigger::Close`](crate::job_features::Trigger::Close) (default): every firing of the primary window emits one row
 //!   ([`crate::keyed_features`]); with an `over_range` primary window that is one row per event.
-//! - [`Trigger::Schedule`]: at every multiple `T` of `every` in event time (aligned to the Unix
+//! - [`Trigger::Schedule`](crate::job_features::Trigger::Schedule): at every multiple `T` of `every` in event time (aligned to the Unix
 //!   epoch), once the watermark reaches `T`, each key with a recent window emits one row of
 //!   *each feature's latest window closed as of `T`*:
 //!   - an aligned (tumbling or hopping) window: the window ending at the latest window end
@@ -22,25 +23,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::closed_windows::ClosedWindows;
-use crate::keyed_features::{place, JobFeatures};
+use crate::job_features::{place, JobFeatures};
 use crate::row::{FeatureRow, RowValues};
 use crate::vocab::{EventTime, Key};
 use crate::window::WindowSpec;
-
-/// When feature vectors are emitted (`[trigger]` in the job file).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(tag = "on", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Trigger {
-    /// On each close (and allowed-late revision) of the primary window.
-    #[default]
-    Close,
-    /// Every `every` of event time: each feature's latest closed window as of that time.
-    Schedule {
-        /// Schedule period, e.g. `"1m"`.
-        #[serde(with = "crate::duration_ms")]
-        every: i64,
-    },
-}
 
 /// Progress of the schedule trigger of one operator instance.
 #[derive(Clone, Debug, Serialize, Deserialize)]

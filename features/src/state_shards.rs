@@ -11,7 +11,8 @@
 //! key group.
 
 use crate::error::Result;
-use crate::keyed_features::{JobFeatures, KeyedFeatures};
+use crate::job_features::JobFeatures;
+use crate::keyed_features::KeyedFeatures;
 use crate::record::Event;
 use crate::row::FeatureRow;
 use crate::vocab::{Key, KeyGroup, Watermark};

@@ -11,17 +11,16 @@
 //! `revision + 1`. State is dropped once `watermark - allowed_lateness` passes the end of the
 //! last window it belongs to.
 
-use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
-
 use crate::feature::FeatureSet;
+use crate::key_activity::{KeyActivity, QuietKeys};
 use crate::over_range::OverRange;
-use crate::panes::{FastHash, PaneWindows};
+use crate::panes::PaneWindows;
 use crate::record::Event;
 use crate::row::FeatureRow;
 use crate::sessions::{ForgottenSessions, SessionWindows};
 use crate::vocab::{Key, Watermark};
 use crate::window::WindowSpec;
+use serde::{Deserialize, Serialize};
 
 /// What happened to an applied record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,10 +48,10 @@ pub struct KeyedWindows {
     allowed_lateness: i64,
     /// Arrival counter: orders records for the rows' first/last positions.
     seq: u64,
-    /// Processing time of the current batch, when key TTLs are tracked.
-    now_ms: Option<i64>,
-    /// Key -> processing time of its last record (only while `now_ms` is set).
-    last_seen: HashMap<Key, i64, FastHash>,
+    /// When each key last had a record, for [`KeyedWindows::expire`] (tracked once
+    /// [`KeyedWindows::set_processing_time`] is called; the window groups of a
+    /// [`crate::keyed_features::KeyedFeatures`] leave it off and share one table).
+    activity: KeyActivity,
 }
 
 impl KeyedWindows {
@@ -72,8 +71,7 @@ impl KeyedWindows {
             kind,
             allowed_lateness: allowed_lateness_ms.max(0),
             seq: 0,
-            now_ms: None,
-            last_seen: HashMap::default(),
+            activity: KeyActivity::default(),
         }
     }
 
@@ -98,14 +96,14 @@ impl KeyedWindows {
 
     /// Number of keys whose last-record time is tracked for [`KeyedWindows::expire`].
     pub fn tracked_keys(&self) -> usize {
-        self.last_seen.len()
+        self.activity.len()
     }
 
     /// Sets the processing time (Unix ms) of the records applied next, and turns on per-key
     /// tracking of the last record's processing time for [`KeyedWindows::expire`]. The
     /// operator calls it once per tick; without it `expire` has nothing to expire.
     pub fn set_processing_time(&mut self, now_ms: i64) {
-        self.now_ms = Some(now_ms);
+        self.activity.set_processing_time(now_ms);
     }
 
     /// Restored state joins a run at processing time `now_ms`: the time between the snapshot
@@ -114,13 +112,7 @@ impl KeyedWindows {
     /// checkpoint would expire on the restored run's first tick, before its replayed records
     /// are read, which the uninterrupted run never does.
     pub fn resume_processing_time(&mut self, now_ms: i64) {
-        let Some(saved) = self.now_ms.take() else {
-            return;
-        };
-        let downtime = now_ms.saturating_sub(saved).max(0);
-        for seen in self.last_seen.values_mut() {
-            *seen = seen.saturating_add(downtime);
-        }
+        self.activity.resume(now_ms);
     }
 
     /// Whether a record at `event.ts` is too late for `watermark`.
@@ -141,14 +133,7 @@ impl KeyedWindows {
             Kind::Sessions(s) => s.apply(features, event, self.seq),
             Kind::Range(r) => r.apply(event, self.seq),
         }
-        if let Some(now) = self.now_ms {
-            match self.last_seen.get_mut(&event.key) {
-                Some(seen) => *seen = now,
-                None => {
-                    self.last_seen.insert(event.key.clone(), now);
-                }
-            }
-        }
+        self.activity.touch(&event.key);
         Applied::Updated
     }
 
@@ -182,25 +167,30 @@ impl KeyedWindows {
         features: &FeatureSet,
         now_ms: i64,
         ttl_ms: i64,
-        mut emit: impl FnMut(FeatureRow),
+        emit: impl FnMut(FeatureRow),
     ) -> usize {
-        let cutoff = now_ms.saturating_sub(ttl_ms.max(0));
-        let quiet: HashSet<Key, FastHash> = self
-            .last_seen
-            .iter()
-            .filter(|(_, &seen)| seen <= cutoff)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let quiet = self.activity.quiet(now_ms, ttl_ms);
         if quiet.is_empty() {
             return 0;
         }
-        match &mut self.kind {
-            Kind::Panes(p) => p.expire(features, &quiet, &mut emit),
-            Kind::Sessions(s) => s.expire(features, &quiet, &mut emit),
-            Kind::Range(r) => r.expire(features, &quiet, &mut emit),
-        }
-        self.last_seen.retain(|k, _| !quiet.contains(k));
+        self.expire_keys(features, &quiet, emit);
+        self.activity.forget(&quiet);
         quiet.len()
+    }
+
+    /// Force-closes the windows of the keys in `quiet` as [`KeyedWindows::expire`] does, for
+    /// a caller that tracks key activity itself.
+    pub fn expire_keys(
+        &mut self,
+        features: &FeatureSet,
+        quiet: &QuietKeys,
+        mut emit: impl FnMut(FeatureRow),
+    ) {
+        match &mut self.kind {
+            Kind::Panes(p) => p.expire(features, quiet, &mut emit),
+            Kind::Sessions(s) => s.expire(features, quiet, &mut emit),
+            Kind::Range(r) => r.expire(features, quiet, &mut emit),
+        }
     }
 }
 
@@ -212,7 +202,7 @@ impl KeyedWindows {
             Kind::Sessions(s) => s.retain_keys(keep),
             Kind::Range(r) => r.retain_keys(keep),
         }
-        self.last_seen.retain(|k, _| keep(k));
+        self.activity.retain_keys(keep);
     }
 
     /// The session windows' forgotten sessions, which snapshots hold beside this struct's
@@ -236,6 +226,12 @@ impl KeyedWindows {
         }
     }
 
+    /// Takes this window's own key-activity table (snapshots of format 2 and older kept one per
+    /// window group), leaving tracking off.
+    pub(crate) fn take_activity(&mut self) -> KeyActivity {
+        std::mem::take(&mut self.activity)
+    }
+
     /// Adds the keys of `other` (disjoint from ours, same window definition) to this state.
     /// Arrival numbers stay comparable within a key, which is all first/last need.
     pub fn absorb(&mut self, other: KeyedWindows) {
@@ -246,7 +242,6 @@ impl KeyedWindows {
             _ => {}
         }
         self.seq = self.seq.max(other.seq);
-        self.now_ms = self.now_ms.max(other.now_ms);
-        self.last_seen.extend(other.last_seen);
+        self.activity.absorb(other.activity);
     }
 }

@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 
 use weir_features::feature::FeatureSpec;
-use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
+use weir_features::job_features::JobFeatures;
+use weir_features::job_features::Trigger;
+use weir_features::keyed_features::KeyedFeatures;
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
-use weir_features::schedule::Trigger;
 use weir_features::vocab::Watermark;
 use weir_features::window::WindowSpec;
 

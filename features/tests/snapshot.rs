@@ -7,10 +7,11 @@ mod common;
 use anyhow::Result;
 use common::{snapshot_events as events, snapshot_job as job, snapshot_window_kinds};
 
-use weir_features::keyed_features::{JobFeatures, KeyedFeatures};
+use weir_features::job_features::JobFeatures;
+use weir_features::job_features::Trigger;
+use weir_features::keyed_features::KeyedFeatures;
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
-use weir_features::schedule::Trigger;
 use weir_features::vocab::{KeyGroup, Watermark};
 use weir_features::window::WindowSpec;
 

@@ -9,10 +9,10 @@ use anyhow::{bail, Result};
 
 use common::{seeded_events, snapshot_events, snapshot_job, snapshot_window_kinds};
 use rand::Rng;
-use weir_features::keyed_features::JobFeatures;
+use weir_features::job_features::JobFeatures;
+use weir_features::job_features::Trigger;
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
-use weir_features::schedule::Trigger;
 use weir_features::state_shards::StateShards;
 use weir_features::vocab::{KeyGroup, Watermark};
 use weir_features::window::WindowSpec;

@@ -11,8 +11,8 @@ use serde::Deserialize;
 
 use weir_features::duration_ms;
 use weir_features::feature::FeatureSpec;
-use weir_features::keyed_features::JobFeatures;
-use weir_features::schedule::Trigger;
+use weir_features::job_features::JobFeatures;
+use weir_features::job_features::Trigger;
 use weir_features::schema::{FieldDecl, RecordSchema};
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
 use weir_features::window::WindowSpec;

@@ -576,12 +576,12 @@ fn schedule_trigger_is_parsed_and_checked() -> Result<()> {
     let job = compile_text(&scheduled).map_err(anyhow::Error::msg)?;
     assert_eq!(
         job.features.trigger(),
-        weir_features::schedule::Trigger::Schedule { every: 30_000 }
+        weir_features::job_features::Trigger::Schedule { every: 30_000 }
     );
     let default = compile_text(VALID).map_err(anyhow::Error::msg)?;
     assert_eq!(
         default.features.trigger(),
-        weir_features::schedule::Trigger::Close
+        weir_features::job_features::Trigger::Close
     );
     assert_rejected(
         &edited("[model]", "[trigger]\non = \"schedule\"\n\n[model]"),

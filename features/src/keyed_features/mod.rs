@@ -9,168 +9,25 @@
 //! Limitation: a late revision of a secondary window does not revise primary rows already emitted.
 //! With `[trigger] on = "schedule"` no window is primary for emission: every window group fires
 //! into its closed windows and [`crate::schedule`] emits rows at each schedule point.
+//!
+//! The job's definition is [`crate::job_features`]; this module holds the per-key state of an
+//! operator instance, and [`codec`] its snapshot format.
+
+mod codec;
+pub use codec::STATE_VERSION;
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 use crate::closed_windows::ClosedWindows;
 use crate::error::{FeatureError, Result};
-use crate::feature::{FeatureSet, FeatureSpec};
+use crate::feature::FeatureSet;
+use crate::job_features::{place, JobFeatures, Trigger};
+use crate::key_activity::KeyActivity;
 use crate::record::Event;
 use crate::row::{FeatureRow, RowValues};
-use crate::schedule::{Schedule, Trigger};
-use crate::schema::RecordSchema;
-use crate::sessions::ForgottenSessions;
+use crate::schedule::Schedule;
 use crate::vocab::{Key, Watermark};
-use crate::window::WindowSpec;
 use crate::window_state::{Applied, KeyedWindows};
-use bincode::Options;
-
-/// The features of one window and where their values go in the job's vector.
-#[derive(Clone, Debug)]
-pub struct WindowGroup {
-    /// Window name (`None` = the primary `[window]`).
-    pub name: Option<String>,
-    /// The window.
-    pub spec: WindowSpec,
-    /// Its features, compiled together (ratios stay within one window).
-    pub features: FeatureSet,
-    /// Output index of each of those features.
-    pub positions: Vec<usize>,
-}
-
-/// All features of a job, grouped by window; group 0 is the primary window.
-#[derive(Clone, Debug)]
-pub struct JobFeatures {
-    groups: Vec<WindowGroup>,
-    names: Vec<String>,
-    trigger: Trigger,
-}
-
-impl JobFeatures {
-    /// Groups `specs` by window. Features without `window` use `primary`; others name an entry
-    /// of `named`.
-    pub fn compile(
-        specs: &[FeatureSpec],
-        schema: &RecordSchema,
-        primary: &WindowSpec,
-        named: &BTreeMap<String, WindowSpec>,
-    ) -> Result<JobFeatures> {
-        if specs.is_empty() {
-            // Reports "the job defines no [[features]]".
-            FeatureSet::compile(specs, schema)?;
-        }
-        let mut order: Vec<Option<String>> = vec![None];
-        for spec in specs {
-            if let Some(name) = &spec.window {
-                if !named.contains_key(name) {
-                    return Err(FeatureError::Feature {
-                        feature: spec.name.clone(),
-                        message: format!("window `{name}` is not defined; add [windows.{name}]"),
-                    });
-                }
-                if !order.contains(&spec.window) {
-                    order.push(spec.window.clone());
-                }
-            }
-        }
-        let mut groups = Vec::new();
-        for name in order {
-            let picked: Vec<(usize, FeatureSpec)> = specs
-                .iter()
-                .cloned()
-                .enumerate()
-                .filter(|(_, s)| s.window == name)
-                .collect();
-            if picked.is_empty() {
-                continue;
-            }
-            let subset: Vec<FeatureSpec> = picked.iter().map(|(_, s)| s.clone()).collect();
-            let spec = match &name {
-                None => primary.clone(),
-                Some(n) => named
-                    .get(n)
-                    .cloned()
-                    .ok_or_else(|| FeatureError::Window(format!("window `{n}` is not defined")))?,
-            };
-            spec.validate()?;
-            groups.push(WindowGroup {
-                name,
-                spec,
-                features: FeatureSet::compile(&subset, schema)?,
-                positions: picked.iter().map(|(i, _)| *i).collect(),
-            });
-        }
-        if groups.first().is_none_or(|g| g.name.is_some()) {
-            return Err(FeatureError::Window(
-                "at least one feature must use the primary [window]: its firings emit the feature vectors".to_owned(),
-            ));
-        }
-        Ok(JobFeatures {
-            groups,
-            names: specs.iter().map(|s| s.name.clone()).collect(),
-            trigger: Trigger::Close,
-        })
-    }
-
-    /// Uses `trigger` instead of the default [`Trigger::Close`]. A schedule needs `every > 0`
-    /// and no `over_range` window (per-event rows have no window to be "as of").
-    pub fn with_trigger(mut self, trigger: Trigger) -> Result<JobFeatures> {
-        if let Trigger::Schedule { every } = trigger {
-            if every <= 0 {
-                return Err(FeatureError::Window(format!(
-                    "[trigger] every must be > 0, got {every} ms"
-                )));
-            }
-            if let Some(group) = self
-                .groups
-                .iter()
-                .find(|g| matches!(g.spec, WindowSpec::OverRange { .. }))
-            {
-                let name = group
-                    .name
-                    .as_deref()
-                    .map_or("[window]".to_owned(), |n| format!("[windows.{n}]"));
-                return Err(FeatureError::Window(format!(
-                    "{name} is an over_range window, which emits per event; it cannot be used with [trigger] on = \"schedule\""
-                )));
-            }
-        }
-        self.trigger = trigger;
-        Ok(self)
-    }
-
-    /// When rows are emitted.
-    pub fn trigger(&self) -> Trigger {
-        self.trigger
-    }
-
-    /// A job with one window: every feature over `spec`.
-    pub fn single(spec: WindowSpec, features: FeatureSet) -> JobFeatures {
-        let names = features.names();
-        let positions = (0..names.len()).collect();
-        JobFeatures {
-            groups: vec![WindowGroup {
-                name: None,
-                spec,
-                features,
-                positions,
-            }],
-            names,
-            trigger: Trigger::Close,
-        }
-    }
-
-    /// Feature names in output order.
-    pub fn names(&self) -> &[String] {
-        &self.names
-    }
-
-    /// The window groups, primary first.
-    pub fn groups(&self) -> &[WindowGroup] {
-        &self.groups
-    }
-}
 
 /// Keyed state of every window of a job.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -181,6 +38,10 @@ pub struct KeyedFeatures {
     closed: Vec<ClosedWindows>,
     empty: Vec<Vec<f64>>,
     schedule: Option<Schedule>,
+    /// When each key last had a record, for TTL expiry: one entry per key for every window
+    /// group (the groups' own tables stay off). Snapshots hold it beside the rest ([`codec`]).
+    #[serde(skip)]
+    activity: KeyActivity,
     /// Changed since the last [`KeyedFeatures::take_changed`] (not persisted).
     #[serde(skip)]
     changed: bool,
@@ -190,17 +51,17 @@ impl KeyedFeatures {
     /// Empty state for `job`.
     pub fn new(job: &JobFeatures, allowed_lateness_ms: i64) -> Self {
         let states = job
-            .groups
+            .groups()
             .iter()
             .map(|g| KeyedWindows::new(g.spec.clone(), allowed_lateness_ms))
             .collect();
         let closed = job
-            .groups
+            .groups()
             .iter()
             .map(|_| ClosedWindows::default())
             .collect();
         let empty = job
-            .groups
+            .groups()
             .iter()
             .map(|g| {
                 let mut values = RowValues::new();
@@ -208,7 +69,7 @@ impl KeyedFeatures {
                 values.to_vec()
             })
             .collect();
-        let schedule = match job.trigger {
+        let schedule = match job.trigger() {
             Trigger::Close => None,
             Trigger::Schedule { every } => Some(Schedule::new(every)),
         };
@@ -217,6 +78,7 @@ impl KeyedFeatures {
             closed,
             empty,
             schedule,
+            activity: KeyActivity::default(),
             changed: true,
         }
     }
@@ -254,29 +116,25 @@ impl KeyedFeatures {
     }
 
     /// Restored state joins a run at processing time `now_ms` (see
-    /// [`KeyedWindows::resume_processing_time`]), from a checkpoint taken at window watermark
-    /// `watermark` (see [`Schedule::resume_through`]; `None`: not recorded).
+    /// [`KeyActivity::resume`]), from a checkpoint taken at window watermark `watermark` (see
+    /// [`Schedule::resume_through`]; `None`: not recorded).
     pub fn resume(&mut self, now_ms: i64, watermark: Option<i64>) {
-        self.states
-            .iter_mut()
-            .for_each(|s| s.resume_processing_time(now_ms));
+        self.activity.resume(now_ms);
         if let (Some(schedule), Some(watermark)) = (&mut self.schedule, watermark) {
             schedule.resume_through(watermark);
         }
     }
 
-    /// Sets the processing time of the records applied next in every window group (see
-    /// [`KeyedWindows::set_processing_time`]).
+    /// Sets the processing time of the records applied next and turns on TTL tracking (see
+    /// [`KeyActivity::set_processing_time`]).
     pub fn set_processing_time(&mut self, now_ms: i64) {
-        self.states
-            .iter_mut()
-            .for_each(|s| s.set_processing_time(now_ms));
+        self.activity.set_processing_time(now_ms);
     }
 
     /// Applies one record to every window (lateness does not depend on the window).
     #[inline]
     pub fn apply(&mut self, job: &JobFeatures, event: &Event, watermark: Watermark) -> Applied {
-        let mut groups = job.groups.iter().zip(self.states.iter_mut());
+        let mut groups = job.groups().iter().zip(self.states.iter_mut());
         let Some((group, state)) = groups.next() else {
             return Applied::Updated;
         };
@@ -284,6 +142,7 @@ impl KeyedFeatures {
             return late;
         }
         self.changed = true;
+        self.activity.touch(&event.key);
         for (group, state) in groups {
             state.apply(&group.features, event, watermark);
         }
@@ -299,28 +158,15 @@ impl KeyedFeatures {
         mut emit: impl FnMut(FeatureRow),
     ) {
         let mut changed = false;
-        if let Some(schedule) = &mut self.schedule {
-            for ((group, state), closed) in job
-                .groups
-                .iter()
-                .zip(&mut self.states)
-                .zip(&mut self.closed)
-            {
-                changed |= state.fire(&group.features, watermark, |row| closed.record(row));
-            }
-            changed |= schedule.emit_through(job, &mut self.closed, &self.empty, watermark.0, emit);
-            self.changed |= changed;
-            return;
-        }
-        self.fire_secondaries(job, |state, features, closed| {
-            changed |= state.fire(features, watermark, |row| closed.record(row));
+        let primary_rows = self.close_windows(job, |state, features, closed| {
+            changed |= state.fire(features, watermark, |row| closed.take(row));
         });
-        let mut primary_rows = Vec::new();
-        if let (Some(group), Some(state)) = (job.groups.first(), self.states.first_mut()) {
-            changed |= state.fire(&group.features, watermark, |row| primary_rows.push(row));
+        if let Some(schedule) = &mut self.schedule {
+            changed |= schedule.emit_through(job, &mut self.closed, &self.empty, watermark.0, emit);
+        } else {
+            self.assemble(job, primary_rows, &mut emit);
+            changed |= self.prune(job, watermark);
         }
-        self.assemble(job, primary_rows, &mut emit);
-        changed |= self.prune(job, watermark);
         self.changed |= changed;
     }
 
@@ -334,65 +180,61 @@ impl KeyedFeatures {
         ttl_ms: i64,
         emit: impl FnMut(FeatureRow),
     ) -> usize {
-        if self.schedule.is_some() {
-            let mut expired = 0;
-            for ((group, state), closed) in job
-                .groups
-                .iter()
-                .zip(&mut self.states)
-                .zip(&mut self.closed)
-            {
-                expired = expired
-                    .max(state.expire(&group.features, now_ms, ttl_ms, |row| closed.record(row)));
-            }
-            self.changed |= expired > 0;
-            return expired;
+        let quiet = self.activity.quiet(now_ms, ttl_ms);
+        if quiet.is_empty() {
+            return 0;
         }
-        let mut expired = 0;
-        self.fire_secondaries(job, |state, features, closed| {
-            expired = expired.max(state.expire(features, now_ms, ttl_ms, |row| closed.record(row)));
+        let primary_rows = self.close_windows(job, |state, features, closed| {
+            state.expire_keys(features, &quiet, |row| closed.take(row));
         });
-        let mut primary_rows = Vec::new();
-        if let (Some(group), Some(state)) = (job.groups.first(), self.states.first_mut()) {
-            expired = expired.max(state.expire(&group.features, now_ms, ttl_ms, |row| {
-                primary_rows.push(row)
-            }));
-        }
+        self.activity.forget(&quiet);
         for row in &primary_rows {
             self.closed.iter_mut().for_each(|c| c.remove_key(&row.key));
         }
-        self.changed |= expired > 0;
+        self.changed = true;
         self.assemble(job, primary_rows, emit);
-        expired
+        quiet.len()
     }
 
-    fn fire_secondaries(
+    /// The trigger driver of [`KeyedFeatures::fire`] and [`KeyedFeatures::expire`]: runs
+    /// `close` (a firing or a forced close) on every window group and routes the windows it
+    /// closes by the job's trigger. Under the schedule trigger every group's go to its closed
+    /// windows; under the close trigger the secondaries' do (for the as-of lookups) and the
+    /// primary's are returned, to be assembled once every group has closed.
+    fn close_windows(
         &mut self,
         job: &JobFeatures,
-        mut each: impl FnMut(&mut KeyedWindows, &FeatureSet, &mut ClosedWindows),
-    ) {
-        for ((group, state), closed) in job
-            .groups
+        mut close: impl FnMut(&mut KeyedWindows, &FeatureSet, &mut ClosedTo),
+    ) -> Vec<FeatureRow> {
+        let scheduled = self.schedule.is_some();
+        let mut primary_rows = Vec::new();
+        let groups = job
+            .groups()
             .iter()
-            .zip(self.states.iter_mut())
-            .zip(self.closed.iter_mut())
-            .skip(1)
-        {
-            each(state, &group.features, closed);
+            .zip(&mut self.states)
+            .zip(&mut self.closed);
+        for (g, ((group, state), closed)) in groups.enumerate() {
+            let mut to = if g == 0 && !scheduled {
+                ClosedTo::Primary(&mut primary_rows)
+            } else {
+                ClosedTo::Lookup(closed)
+            };
+            close(state, &group.features, &mut to);
         }
+        primary_rows
     }
 
     fn assemble(&self, job: &JobFeatures, rows: Vec<FeatureRow>, mut emit: impl FnMut(FeatureRow)) {
-        if job.groups.len() == 1 {
+        if job.groups().len() == 1 {
             rows.into_iter().for_each(emit);
             return;
         }
         for mut row in rows {
-            let mut values: RowValues = smallvec::smallvec![f64::NAN; job.names.len()];
-            if let Some(primary) = job.groups.first() {
+            let mut values: RowValues = smallvec::smallvec![f64::NAN; job.names().len()];
+            if let Some(primary) = job.groups().first() {
                 place(&mut values, primary, &row.values);
             }
-            for (g, group) in job.groups.iter().enumerate().skip(1) {
+            for (g, group) in job.groups().iter().enumerate().skip(1) {
                 let found = self
                     .closed
                     .get(g)
@@ -416,7 +258,7 @@ impl KeyedFeatures {
             .map_or(0, KeyedWindows::allowed_lateness);
         let watermark = Watermark(watermark.0.saturating_sub(lateness));
         let mut dropped = false;
-        for (group, closed) in job.groups.iter().zip(self.closed.iter_mut()).skip(1) {
+        for (group, closed) in job.groups().iter().zip(self.closed.iter_mut()).skip(1) {
             let horizon = match group.spec.aligned() {
                 Some(aligned) => aligned
                     .next_end_after(watermark.0)
@@ -429,31 +271,13 @@ impl KeyedFeatures {
     }
 }
 
-/// Writes `group`'s values (in the group's feature order) to their places in `out`.
-pub(crate) fn place(out: &mut [f64], group: &WindowGroup, values: &[f64]) {
-    for (value, &at) in values.iter().zip(&group.positions) {
-        if let Some(slot) = out.get_mut(at) {
-            *slot = *value;
-        }
-    }
-}
-
-/// Version of the encoding written by [`KeyedFeatures::encode`]; bump it (and keep a decoder
-/// for the old one) whenever a state struct changes. After the version tag (`u32`, LE):
-///
-/// - 1: `KeyedFeatures` in bincode.
-/// - 2: the length of that (`u64`, LE), that, then per window group (in order) the session
-///   windows' forgotten sessions (`Option<ForgottenSessions>`, bincode), which version 1 did
-///   not keep. A version 1 snapshot restores with none: its expired sessions' revisions were
-///   already lost.
-pub const STATE_VERSION: u32 = 2;
-
 impl KeyedFeatures {
     /// Keeps only the keys `keep` accepts (restore at a new parallelism).
     pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
         self.changed = true;
         self.states.iter_mut().for_each(|s| s.retain_keys(keep));
         self.closed.iter_mut().for_each(|c| c.retain_keys(keep));
+        self.activity.retain_keys(keep);
     }
 
     /// Adds the keys of `other` (disjoint from ours, same job) to this state: merging the
@@ -476,97 +300,24 @@ impl KeyedFeatures {
         if let (Some(mine), Some(theirs)) = (&mut self.schedule, other.schedule) {
             mine.absorb(&theirs);
         }
+        self.activity.absorb(other.activity);
         Ok(())
     }
+}
 
-    /// The state as bytes (format [`STATE_VERSION`]).
-    pub fn encode(&self) -> Result<Vec<u8>> {
-        let fail =
-            |e: bincode::Error| FeatureError::Window(format!("cannot encode window state: {e}"));
-        let mut out = STATE_VERSION.to_le_bytes().to_vec();
-        out.extend_from_slice(&[0; 8]);
-        bincode::serialize_into(&mut out, self).map_err(fail)?;
-        let length = (out.len() - 12) as u64;
-        out[4..12].copy_from_slice(&length.to_le_bytes());
-        let forgotten: Vec<Option<&ForgottenSessions>> = self
-            .states
-            .iter()
-            .map(KeyedWindows::forgotten_sessions)
-            .collect();
-        bincode::serialize_into(&mut out, &forgotten).map_err(fail)?;
-        Ok(out)
-    }
+/// Where a window group's closed windows go in one pass of the trigger driver.
+enum ClosedTo<'a> {
+    /// The primary window's, under the close trigger: assembled into rows after the pass.
+    Primary(&'a mut Vec<FeatureRow>),
+    /// Kept for as-of lookups (secondaries, or every group under the schedule trigger).
+    Lookup(&'a mut ClosedWindows),
+}
 
-    /// Puts back a version-2 snapshot's forgotten sessions, one entry per window group.
-    fn restore_forgotten_sessions(
-        &mut self,
-        forgotten: Vec<Option<ForgottenSessions>>,
-    ) -> Result<()> {
-        if forgotten.len() != self.states.len() {
-            return Err(FeatureError::Window(format!(
-                "window state snapshot lists forgotten sessions for {} window groups but holds {}",
-                forgotten.len(),
-                self.states.len()
-            )));
+impl ClosedTo<'_> {
+    fn take(&mut self, row: FeatureRow) {
+        match self {
+            ClosedTo::Primary(rows) => rows.push(row),
+            ClosedTo::Lookup(closed) => closed.record(row),
         }
-        for (group, (windows, forgotten)) in self.states.iter_mut().zip(forgotten).enumerate() {
-            if let Some(forgotten) = forgotten {
-                if !windows.restore_forgotten_sessions(forgotten) {
-                    return Err(FeatureError::Window(format!(
-                        "window state snapshot holds forgotten sessions for window group {group}, which is not a session window"
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Decodes [`KeyedFeatures::encode`]'s bytes, checking that they fit `job`.
-    pub fn decode(job: &JobFeatures, bytes: &[u8]) -> Result<KeyedFeatures> {
-        let short =
-            || FeatureError::Window("window state snapshot is shorter than its header".to_owned());
-        let (version, body) = bytes.split_at_checked(4).ok_or_else(short)?;
-        let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
-        let (main, forgotten) = match version {
-            1 => (body, None),
-            2 => {
-                let (length, rest) = body.split_at_checked(8).ok_or_else(short)?;
-                let mut word = [0u8; 8];
-                word.copy_from_slice(length);
-                let length = usize::try_from(u64::from_le_bytes(word)).unwrap_or(usize::MAX);
-                let (main, side) = rest.split_at_checked(length).ok_or_else(|| {
-                    FeatureError::Window(format!(
-                        "window state snapshot says its state takes {length} bytes but only {} follow",
-                        rest.len()
-                    ))
-                })?;
-                (main, Some(side))
-            }
-            other => {
-                return Err(FeatureError::Window(format!(
-                    "window state snapshot has format version {other}; this build reads 1 to {STATE_VERSION}"
-                )))
-            }
-        };
-        // The wire format of `bincode::serialize`, refusing bytes after the value.
-        let exact = bincode::DefaultOptions::new()
-            .with_fixint_encoding()
-            .reject_trailing_bytes();
-        let fail =
-            |e: bincode::Error| FeatureError::Window(format!("cannot decode window state: {e}"));
-        let mut state: KeyedFeatures = exact.deserialize(main).map_err(fail)?;
-        if let Some(side) = forgotten {
-            let forgotten: Vec<Option<ForgottenSessions>> =
-                exact.deserialize(side).map_err(fail)?;
-            state.restore_forgotten_sessions(forgotten)?;
-        }
-        if state.states.len() != job.groups.len() || state.closed.len() != job.groups.len() {
-            return Err(FeatureError::Window(format!(
-                "the snapshot holds {} window groups but the job has {}",
-                state.states.len(),
-                job.groups.len()
-            )));
-        }
-        Ok(state)
     }
 }

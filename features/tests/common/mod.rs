@@ -9,8 +9,8 @@ use rand::{Rng, SeedableRng};
 use smallvec::smallvec;
 
 use weir_features::feature::FeatureSpec;
-use weir_features::keyed_features::JobFeatures;
-use weir_features::schedule::Trigger;
+use weir_features::job_features::JobFeatures;
+use weir_features::job_features::Trigger;
 use weir_features::window::WindowSpec;
 
 use weir_features::record::{Event, Value, Values};

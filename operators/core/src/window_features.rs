@@ -27,7 +27,7 @@ use weir_checkpoint::range::overlapping;
 use weir_checkpoint::KeyGroupRange;
 use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
 use weir_features::encode::event_json;
-use weir_features::keyed_features::JobFeatures;
+use weir_features::job_features::JobFeatures;
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
 use weir_features::schema::RecordSchema;

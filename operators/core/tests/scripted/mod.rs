@@ -23,7 +23,7 @@ use weir_checkpoint::SourceOffset;
 use weir_features::aggregate::AggKind;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::feature::{FeatureSet, FeatureSpec};
-use weir_features::keyed_features::JobFeatures;
+use weir_features::job_features::JobFeatures;
 use weir_features::record::{Event, Value, Values};
 use weir_features::row::FeatureRow;
 use weir_features::schema::{FieldDecl, FieldType, RecordSchema};

@@ -1,0 +1,132 @@
+//! The snapshot format of [`KeyedFeatures`]: a version tag, the state in bincode, and the side
+//! tables older versions lacked; every older version still decodes (see [`STATE_VERSION`]).
+//! The checkpoint writer stores these bytes per key-group shard.
+
+use bincode::Options;
+
+use super::KeyedFeatures;
+use crate::error::{FeatureError, Result};
+use crate::job_features::JobFeatures;
+use crate::key_activity::KeyActivity;
+use crate::sessions::ForgottenSessions;
+use crate::window_state::KeyedWindows;
+
+/// Version of the encoding written by [`KeyedFeatures::encode`]; bump it (and keep a decoder
+/// for the old one) whenever a state struct changes. After the version tag (`u32`, LE):
+///
+/// - 1: `KeyedFeatures` in bincode.
+/// - 2: the length of that (`u64`, LE), that, then per window group (in order) the session
+///   windows' forgotten sessions (`Option<ForgottenSessions>`, bincode), which version 1 did
+///   not keep. A version 1 snapshot restores with none: its expired sessions' revisions were
+///   already lost.
+/// - 3: as 2, with one more side table after the forgotten sessions: each key's last-record
+///   time for every window group ([`KeyActivity`]). Versions 1 and 2 kept one such table per
+///   window group, inside each group's [`KeyedWindows`] (where version 3 writes empty ones);
+///   decoding merges those into the one table.
+pub const STATE_VERSION: u32 = 3;
+
+impl KeyedFeatures {
+    /// The state as bytes (format [`STATE_VERSION`]).
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let fail =
+            |e: bincode::Error| FeatureError::Window(format!("cannot encode window state: {e}"));
+        let mut out = STATE_VERSION.to_le_bytes().to_vec();
+        out.extend_from_slice(&[0; 8]);
+        bincode::serialize_into(&mut out, self).map_err(fail)?;
+        let length = (out.len() - 12) as u64;
+        out[4..12].copy_from_slice(&length.to_le_bytes());
+        let forgotten: Vec<Option<&ForgottenSessions>> = self
+            .states
+            .iter()
+            .map(KeyedWindows::forgotten_sessions)
+            .collect();
+        bincode::serialize_into(&mut out, &(forgotten, &self.activity)).map_err(fail)?;
+        Ok(out)
+    }
+
+    /// Puts back a version-2 snapshot's forgotten sessions, one entry per window group.
+    fn restore_forgotten_sessions(
+        &mut self,
+        forgotten: Vec<Option<ForgottenSessions>>,
+    ) -> Result<()> {
+        if forgotten.len() != self.states.len() {
+            return Err(FeatureError::Window(format!(
+                "window state snapshot lists forgotten sessions for {} window groups but holds {}",
+                forgotten.len(),
+                self.states.len()
+            )));
+        }
+        for (group, (windows, forgotten)) in self.states.iter_mut().zip(forgotten).enumerate() {
+            if let Some(forgotten) = forgotten {
+                if !windows.restore_forgotten_sessions(forgotten) {
+                    return Err(FeatureError::Window(format!(
+                        "window state snapshot holds forgotten sessions for window group {group}, which is not a session window"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes [`KeyedFeatures::encode`]'s bytes, checking that they fit `job`.
+    pub fn decode(job: &JobFeatures, bytes: &[u8]) -> Result<KeyedFeatures> {
+        let short =
+            || FeatureError::Window("window state snapshot is shorter than its header".to_owned());
+        let (version, body) = bytes.split_at_checked(4).ok_or_else(short)?;
+        let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
+        let (main, side) = match version {
+            1 => (body, None),
+            2 | 3 => {
+                let (length, rest) = body.split_at_checked(8).ok_or_else(short)?;
+                let mut word = [0u8; 8];
+                word.copy_from_slice(length);
+                let length = usize::try_from(u64::from_le_bytes(word)).unwrap_or(usize::MAX);
+                let (main, side) = rest.split_at_checked(length).ok_or_else(|| {
+                    FeatureError::Window(format!(
+                        "window state snapshot says its state takes {length} bytes but only {} follow",
+                        rest.len()
+                    ))
+                })?;
+                (main, Some(side))
+            }
+            other => {
+                return Err(FeatureError::Window(format!(
+                    "window state snapshot has format version {other}; this build reads 1 to {STATE_VERSION}"
+                )))
+            }
+        };
+        // The wire format of `bincode::serialize`, refusing bytes after the value.
+        let exact = bincode::DefaultOptions::new()
+            .with_fixint_encoding()
+            .reject_trailing_bytes();
+        let fail =
+            |e: bincode::Error| FeatureError::Window(format!("cannot decode window state: {e}"));
+        let mut state: KeyedFeatures = exact.deserialize(main).map_err(fail)?;
+        let (forgotten, activity) = match side {
+            None => (None, KeyActivity::default()),
+            Some(side) if version == 2 => (
+                Some(exact.deserialize(side).map_err(fail)?),
+                KeyActivity::default(),
+            ),
+            Some(side) => {
+                let (forgotten, activity) = exact.deserialize(side).map_err(fail)?;
+                (Some(forgotten), activity)
+            }
+        };
+        if let Some(forgotten) = forgotten {
+            state.restore_forgotten_sessions(forgotten)?;
+        }
+        state.activity = activity;
+        for windows in &mut state.states {
+            state.activity.absorb(windows.take_activity());
+        }
+        if state.states.len() != job.groups().len() || state.closed.len() != job.groups().len() {
+            return Err(FeatureError::Window(format!(
+                "the snapshot holds {} window groups but the job has {}",
+                state.states.len(),
+                job.groups().len()
+            )));
+        }
+        Ok(state)
+    }
+}
