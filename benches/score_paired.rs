@@ -44,8 +44,8 @@ use score_common::{
     pin_like_a_worker, rows, session_options, through_batcher, RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
+use weir_score::counters::ScoreCounters;
 use weir_score::inference_batch::InferenceBatch;
-use weir_score::models::ScoreCounters;
 use weir_score::ModelSession;
 
 const BATCHES: usize = 64;

@@ -24,9 +24,10 @@ use weir_score::budget::{
     available_cores, cpu_set, pin_current_thread, worker_core, InstanceCores,
 };
 use weir_score::config::InferenceSetup;
+use weir_score::counters::ScoreCounters;
 use weir_score::inference_batch::InferenceBatch;
 use weir_score::inference_thread::InferenceThread;
-use weir_score::models::{ModelSet, ScoreCounters};
+use weir_score::model_set::ModelSet;
 use weir_score::operator::ScoreConfig;
 use weir_score::records::{scored_batches, BatchOutcome, RecordContext};
 use weir_score::registry::ModelSource;

@@ -14,9 +14,9 @@ use serde::Deserialize;
 use weir_features::duration_ms;
 use weir_operators::Placement;
 use weir_score::budget::{cpu_set, plan_cores, InstanceCores};
-use weir_score::models::{SecondaryModel, SecondaryRole};
 use weir_score::registry::{ModelSource, Registry, Target};
 use weir_score::reload::start_primary;
+use weir_score::secondary::{SecondaryModel, SecondaryRole};
 use weir_score::SessionOptions;
 
 /// `[model]`.

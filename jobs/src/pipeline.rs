@@ -40,7 +40,7 @@ use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
 use weir_score::budget::{cpu_set, pin_current_thread, worker_core};
-use weir_score::models::ScoreCounters;
+use weir_score::counters::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
 
 use crate::checkpointing::{parallelism_by_operator, CheckpointPlan};

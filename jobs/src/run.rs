@@ -16,7 +16,7 @@ use weir_kafka::group_offsets::GroupOffsets;
 use weir_kafka::KafkaEdgeError;
 use weir_operators::committer::CommitHook;
 use weir_operators::metrics::JobMetrics;
-use weir_score::models::ScoreCounters;
+use weir_score::counters::ScoreCounters;
 use weir_score::reload::check_registry_tag;
 use weir_score::{ModelManifest, ModelSession, SessionOptions};
 

@@ -8,8 +8,8 @@ use anyhow::{bail, Result};
 use weir::config::JobFile;
 use weir_operators::Placement;
 use weir_score::budget::{available_cores, cpu_set};
-use weir_score::models::SecondaryRole;
 use weir_score::registry::{ModelSource, Target};
+use weir_score::secondary::SecondaryRole;
 use weir_score::ScoreError;
 
 /// A minimal valid job; each test edits its `[model]` section and `[runtime]`.

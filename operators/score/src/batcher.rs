@@ -20,10 +20,11 @@ use weir_features::row::FeatureRow;
 use weir_features::vocab::Tick;
 use weir_operators::metrics::JobMetrics;
 
+use crate::canary::{key_bucket, CanaryShare};
 use crate::config::ScoreConfig;
+use crate::counters::ScoreCounters;
 use crate::inference_batch::InferenceBatch;
 use crate::inference_thread::{Done, InferenceThread, Job, Refused};
-use crate::models::{key_bucket, CanaryShare, ScoreCounters};
 use crate::records::{scored_batches, unscorable, BatchOutcome, RecordContext};
 
 /// A batch being filled or waiting to be sent; `C` is what its results are emitted with.

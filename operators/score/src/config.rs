@@ -13,8 +13,9 @@ use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
 
 use crate::budget::InstanceCores;
-use crate::models::{ScoreCounters, SecondaryModel};
+use crate::counters::ScoreCounters;
 use crate::registry::ModelSource;
+use crate::secondary::SecondaryModel;
 use crate::session::SessionOptions;
 
 /// Configuration of the scoring stage.

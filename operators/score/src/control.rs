@@ -14,7 +14,8 @@
 //! and says what to write instead; the registry reports it as a registry error, and a running
 //! job keeps serving what it served.
 
-use crate::models::{SecondaryRole, CANARY_BUCKETS};
+use crate::canary::CANARY_BUCKETS;
+use crate::secondary::SecondaryRole;
 
 /// File name of the control file in a model's registry directory.
 pub const CONTROL_FILE: &str = "CONTROL";

@@ -26,11 +26,11 @@ pub struct InferenceBatch {
     pub values: Vec<f64>,
     /// Rows in the batch.
     pub rows: usize,
-    /// Input: per row, its key's canary bucket (`crate::models::key_bucket`), or
+    /// Input: per row, its key's canary bucket (`crate::canary::key_bucket`), or
     /// [`NO_BUCKET`]; one per row, or empty when no row was pushed with one (no canary ran
     /// while the batch filled).
     pub canary_buckets: Vec<u16>,
-    /// Output, written by the inference thread (`crate::models::ModelSet::score`): per row,
+    /// Output, written by the inference thread (`crate::model_set::ModelSet::score`): per row,
     /// whether the canary version scored it, decided from `canary_buckets` against the share
     /// serving when the batch was scored; empty when the canary scored no row.
     pub canary: Vec<bool>,

@@ -22,10 +22,11 @@ use std::time::{Duration, Instant};
 use weir_features::row::ModelTag;
 
 use crate::budget::pin_current_thread;
+use crate::canary::CanaryShare;
 use crate::config::InferenceSetup;
 use crate::error::{Result, ScoreError};
 use crate::inference_batch::InferenceBatch;
-use crate::models::{CanaryShare, ModelSet};
+use crate::model_set::ModelSet;
 use crate::reload::{start, Watcher};
 
 /// A batch to score; `id` comes back with its result.

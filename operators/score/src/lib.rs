@@ -9,18 +9,21 @@
 //! | 2 | [`manifest`] | parse and check `manifest.json` |
 //! | 3 | [`preprocess`] | defaults for missing values, scaling, into an `f32` buffer |
 //! | 4 | [`session`] | validate model vs manifest vs job, warm up, score batches |
-//! | 5 | [`control`] | the `CONTROL` file: pin/rollback, canary share, shadow |
-//! | 6 | [`registry`] | `models/<name>/<version>/` + `CONTROL`: which versions to serve |
-//! | 7 | [`inference_batch`] | a micro-batch's contiguous values and scores, to the thread and back |
-//! | 8 | [`models`] | primary + shadow/canary versions, stable canary split by key |
-//! | 9 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
-//! | 9a | [`config`] | the stage's settings, and each inference thread's (a leaf) |
-//! | 10 | [`reload`] | load at start, hot reload of both versions between batches |
-//! | 10a | `loader` | a new version loads and warms on its own thread, off the scoring path |
-//! | 11 | [`inference_thread`] | one pinned inference thread per score instance |
-//! | 12 | [`records`] | rows + scores → scored batches (columns) and dead letters |
-//! | 13 | [`batcher`] | micro-batches, in-flight bound, buffer reuse (no Timely) |
-//! | 14 | [`operator`] | the Timely operator: input, capabilities, wake-ups |
+//! | 5 | [`secondary`] | the second version's role (shadow, canary and its share) |
+//! | 6 | [`control`] | the `CONTROL` file: pin/rollback, canary share, shadow |
+//! | 7 | [`registry`] | `models/<name>/<version>/` + `CONTROL`: which versions to serve |
+//! | 8 | [`inference_batch`] | a micro-batch's values in and scores out, to the thread and back |
+//! | 9 | [`canary`] | the stable canary split by key, and the share a thread serves |
+//! | 10 | [`counters`] | the scoring stage's counters (reloads, canary rows, busy time) |
+//! | 11 | [`model_set`] | primary + shadow/canary versions, one batch split between them |
+//! | 12 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
+//! | 13 | [`config`] | the stage's settings, and each inference thread's (a leaf) |
+//! | 14 | [`reload`] | load at start, hot reload of both versions between batches |
+//! | 14a | `loader` | a new version loads and warms on its own thread, off the scoring path |
+//! | 15 | [`inference_thread`] | one pinned inference thread per score instance |
+//! | 16 | [`records`] | rows + scores → scored batches (columns) and dead letters |
+//! | 17 | [`batcher`] | micro-batches, in-flight bound, buffer reuse (no Timely) |
+//! | 18 | [`operator`] | the Timely operator: input, capabilities, wake-ups |
 //!
 //! Errors are one [`ScoreError`] enum; see `docs/MODEL_MANIFEST.md` for the model
 //! directory format.
@@ -29,20 +32,23 @@
 
 pub mod batcher;
 pub mod budget;
+pub mod canary;
 pub mod config;
 pub mod control;
+pub mod counters;
 pub mod error;
 pub mod inference_batch;
 pub mod inference_thread;
 mod loader;
 pub mod manifest;
-pub mod models;
+pub mod model_set;
 pub mod operator;
 pub mod preprocess;
 pub mod records;
 pub mod registry;
 pub mod reload;
 pub mod runtime;
+pub mod secondary;
 pub mod session;
 
 pub use error::{Result, ScoreError};

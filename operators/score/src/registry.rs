@@ -25,7 +25,7 @@ use std::time::Duration;
 use crate::control::{parse_control, Control, Primary, SecondVersion, CONTROL_FILE};
 use crate::error::{Result, ScoreError};
 use crate::manifest::MANIFEST_FILE;
-use crate::models::SecondaryRole;
+use crate::secondary::SecondaryRole;
 use crate::session::MODEL_FILE;
 
 /// Where the primary model comes from.

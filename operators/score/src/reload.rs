@@ -35,8 +35,9 @@ use std::time::{Duration, Instant};
 use crate::config::InferenceSetup;
 use crate::error::{Result, ScoreError};
 use crate::loader::Loading;
-use crate::models::{tag_of, ModelSet, SecondaryModel, SecondaryRole};
+use crate::model_set::{tag_of, ModelSet};
 use crate::registry::{ModelSource, Plan, Registry, Target};
+use crate::secondary::{SecondaryModel, SecondaryRole};
 use crate::session::{ModelSession, SessionOptions};
 
 /// Resolves, loads and warms the initial models; the watcher when the source is a registry.

@@ -12,7 +12,9 @@ use std::path::Path;
 
 use anyhow::bail;
 use weir_features::row::ScoredRow;
-use weir_score::models::{canary_bucket, ScoreCounters, SecondaryModel, SecondaryRole};
+use weir_score::canary::canary_bucket;
+use weir_score::counters::ScoreCounters;
+use weir_score::secondary::{SecondaryModel, SecondaryRole};
 
 use support::{
     assert_exactly_once, config, registry_source, step, temp_dir, with_score_dataflow,

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use common::fixture;
 use support::{config, registry_source, temp_dir, write_control, write_version};
 use weir_score::budget::{cpu_set, InstanceCores};
+use weir_score::counters::ScoreCounters;
 use weir_score::inference_batch::InferenceBatch;
 use weir_score::inference_thread::{Done, InferenceThread, Job};
-use weir_score::models::ScoreCounters;
 use weir_score::registry::ModelSource;
 
 /// A one-row batch of the fixtures' three features.

@@ -11,8 +11,11 @@ use std::sync::Arc;
 
 use common::{fixture, job_features, opts};
 use weir_operators::metrics::JobMetrics;
+use weir_score::canary::{canary_bucket, key_bucket};
+use weir_score::counters::ScoreCounters;
 use weir_score::inference_batch::InferenceBatch;
-use weir_score::models::{canary_bucket, key_bucket, ModelSet, ScoreCounters, SecondaryRole};
+use weir_score::model_set::ModelSet;
+use weir_score::secondary::SecondaryRole;
 use weir_score::ModelSession;
 
 /// `n` rows of keys `k0`.., as the operator pushes them: with their keys' canary buckets

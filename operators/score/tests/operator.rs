@@ -8,8 +8,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use weir_operators::metrics::JobMetrics;
 use weir_score::budget::{available_cores, cpu_set, InstanceCores};
-use weir_score::models::{canary_bucket, ScoreCounters, SecondaryModel, SecondaryRole};
+use weir_score::canary::canary_bucket;
+use weir_score::counters::ScoreCounters;
 use weir_score::registry::ModelSource;
+use weir_score::secondary::{SecondaryModel, SecondaryRole};
 
 use support::{
     assert_exactly_once, config, publish, registry_source, row, step, temp_dir,

@@ -12,8 +12,9 @@ use common::{fixture, job_features, opts};
 use support::row;
 use weir_features::dead_letter::DeadLetterReason;
 use weir_operators::metrics::JobMetrics;
+use weir_score::counters::ScoreCounters;
 use weir_score::inference_batch::InferenceBatch;
-use weir_score::models::{ModelSet, ScoreCounters};
+use weir_score::model_set::ModelSet;
 use weir_score::records::{scored_batches, RecordContext};
 use weir_score::{ModelSession, ScoreError};
 

@@ -19,9 +19,10 @@ use weir_features::row::{score_id, FeatureRow, ScoredRow};
 use weir_features::vocab::{Key, KeyGroup, SourcePosition, Tick};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
-use weir_score::models::{ScoreCounters, SecondaryModel};
+use weir_score::counters::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
 use weir_score::registry::ModelSource;
+use weir_score::secondary::SecondaryModel;
 use weir_score::SessionOptions;
 
 pub const KEY_GROUPS: u32 = 64;

@@ -1,156 +1,43 @@
 //! The model versions one score instance serves, and how a batch is split between them.
 //!
-//! Inside the scoring stage, between the inference thread (`crate::inference_thread`) and the sessions:
-//! a [`ModelSet`] holds the primary [`ModelSession`] and optionally a second version as a
-//! **shadow** (scores every row too; its scores travel in
-//! [`ScoredBatch::shadow`](weir_features::scored::ScoredBatch::shadow)) or a **canary**
-//! (scores the rows whose key falls in its share, by [`canary_bucket`], a stable xxh3 hash of
-//! the key, so a key always sees the same version). Hot reload (`crate::reload`) swaps either
-//! version, or the second version's role and share, between two batches; the set publishes
-//! whether a canary runs ([`CanaryShare`]) for the operator, which then gives each row its
-//! key's bucket ([`key_bucket`]) as it gathers the batch. The split itself is decided here,
-//! when the batch is scored, against the share serving at that moment ([`canary_cut`]), so
-//! rows queued before a share change follow the new share; a row without a bucket (pushed
-//! before the canary started) is scored by the primary, and so is every row once the canary
-//! stopped.
+//! Inside the scoring stage, between the inference thread (`crate::inference_thread`) and the
+//! sessions: a [`ModelSet`] holds the primary [`ModelSession`] and optionally a second version
+//! as a **shadow** (scores every row too; its scores travel in
+//! [`ScoredBatch::shadow`](weir_features::scored::ScoredBatch::shadow)) or a **canary** (scores
+//! the rows whose key falls in its share, by [`canary_bucket`](crate::canary::canary_bucket), a
+//! stable xxh3 hash of the key, so a key always sees the same version). Hot reload
+//! (`crate::reload`) swaps either version, or the second version's role and share, between two
+//! batches; the set publishes whether a canary runs ([`CanaryShare`]) for the operator, which
+//! then gives each row its key's bucket ([`key_bucket`](crate::canary::key_bucket)) as it
+//! gathers the batch. The split itself is decided here, when the batch is scored, against the
+//! share serving at that moment ([`canary_cut`]), so rows queued before a share change follow
+//! the new share; a row without a bucket (pushed before the canary started) is scored by the
+//! primary, and so is every row once the canary stopped.
+//!
 //! Runs on the inference thread, on a [`InferenceBatch`]'s contiguous values: every version that
 //! scores part of the batch leaves a [`Verdict`] naming itself (and its error when it failed),
 //! from which the operator builds the scored batches and dead letters (`crate::records`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use weir_features::row::ModelTag;
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 
+use crate::canary::{canary_cut, CanaryShare};
+use crate::counters::ScoreCounters;
 use crate::error::{Result, ScoreError};
 use crate::inference_batch::{InferenceBatch, Verdict};
+use crate::secondary::SecondaryRole;
 use crate::session::{BatchStats, ModelSession};
 
-/// Fixed seed of the canary split. Changing it moves keys between versions: never do.
-pub const CANARY_SEED: u64 = 0x5745_4952_4341_4e31; // "WEIRCAN1"
-/// Resolution of the canary share: buckets of 1/10 000.
-pub const CANARY_BUCKETS: u64 = 10_000;
-
-/// The canary bucket of `key`: `xxh3_64(key, CANARY_SEED) % 10 000`. Stable across runs,
-/// processes and restarts, and independent of any share.
-#[inline]
-pub fn key_bucket(key: &str) -> u16 {
-    // Below CANARY_BUCKETS (10 000), so it fits.
-    (xxhash_rust::xxh3::xxh3_64_with_seed(key.as_bytes(), CANARY_SEED) % CANARY_BUCKETS) as u16
-}
-
-/// The first bucket outside a canary of `share` (0..=1, clamped): `round(share × 10 000)`.
-/// Buckets below it are in the canary; a bucket of `u16::MAX` never is.
-#[inline]
-pub fn canary_cut(share: f64) -> u16 {
-    // At most CANARY_BUCKETS (10 000); NaN clamps to NaN and casts to 0 (no canary).
-    (share.clamp(0.0, 1.0) * CANARY_BUCKETS as f64).round() as u16
-}
-
-/// Whether `key` is in a canary of `share` (0..=1): `key_bucket(key) < canary_cut(share)`.
-pub fn canary_bucket(key: &str, share: f64) -> bool {
-    key_bucket(key) < canary_cut(share)
-}
-
-/// What the second model version does.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum SecondaryRole {
-    /// Scores every row beside the primary; its score goes in `ScoredBatch::shadow`.
-    Shadow,
-    /// Scores the keys in `share` (0 < share <= 1) instead of the primary.
-    Canary {
-        /// Share of keys, by [`canary_bucket`].
-        share: f64,
-    },
-}
-
-impl std::fmt::Display for SecondaryRole {
-    /// `shadow`, or `canary at 5%`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SecondaryRole::Shadow => f.write_str("shadow"),
-            SecondaryRole::Canary { share } => {
-                write!(f, "canary at {}%", (share * 10_000.0).round() / 100.0)
-            }
-        }
-    }
-}
-
-/// The canary share an inference thread serves now, published by its [`ModelSet`] for the
-/// operator (`crate::batcher`), which gives rows their key's bucket only while a canary runs:
-/// written on every change of the second version, read once per push of rows. The split is
-/// not decided with it: [`ModelSet::score`] applies the share serving when it scores the
-/// batch. `f64` bits in an atomic; 0 = no canary.
-#[derive(Debug, Default)]
-pub struct CanaryShare(AtomicU64);
-
-impl CanaryShare {
-    /// The share of keys the canary scores now; `None` when no canary runs.
-    #[inline]
-    pub fn get(&self) -> Option<f64> {
-        // Relaxed: the value is all that is shared; a stale read only decides whether rows
-        // get a bucket (a row without one is scored by the primary, see `ModelSet::score`).
-        let bits = self.0.load(Ordering::Relaxed);
-        (bits != 0).then(|| f64::from_bits(bits))
-    }
-
-    fn set(&self, share: Option<f64>) {
-        let bits = share.filter(|s| *s > 0.0).map_or(0, f64::to_bits);
-        self.0.store(bits, Ordering::Relaxed);
-    }
-}
-
-/// A second model version and its role.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SecondaryModel {
-    /// Shadow or canary.
-    pub role: SecondaryRole,
-    /// Its model directory.
-    pub dir: PathBuf,
-}
-
-/// Counters of the scoring stage beyond [`JobMetrics`]: reloads and the second version.
-/// Shared by the score instances of a process; each instance's thread watches the registry
-/// and swaps on its own, so a reload, a failure or a second-version change counts once per
-/// instance.
-#[derive(Debug, Default)]
-pub struct ScoreCounters {
-    /// Successful hot reloads (the primary version was swapped).
-    pub reloads: AtomicU64,
-    /// Failed reload attempts of either version, and unreadable or invalid `CONTROL` files
-    /// (what served kept serving); one per distinct failure and instance.
-    pub reload_failures: AtomicU64,
-    /// Changes of the second version that took effect: started, stopped, another version, or
-    /// another role or share (`CONTROL`'s `canary` / `shadow` line).
-    pub secondary_changes: AtomicU64,
-    /// Rows scored by a canary version.
-    pub canary_rows: AtomicU64,
-    /// Rows whose shadow score failed (the primary score is unaffected).
-    pub shadow_errors: AtomicU64,
-    /// Batches scored.
-    pub batches: AtomicU64,
-    /// Most batches ever queued or running at once on one instance (high-water mark; never
-    /// above `max_in_flight`).
-    pub in_flight_high_water: AtomicU64,
-    /// Time the inference threads spent on batches, from taking one to sending it back
-    /// (nanoseconds, summed over instances): divided by wall time and parallelism, how busy
-    /// the scoring stage is.
-    pub inference_busy_ns: AtomicU64,
-}
-
-impl ScoreCounters {
-    /// Reads a counter.
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-
-    fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
+/// The part of a canary batch a session run scores: the rows outside the canary (scored by
+/// the primary) or the rows in it (scored by the canary version).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Primary,
+    Canary,
 }
 
 /// A loaded model version with its tag.
@@ -321,13 +208,15 @@ impl ModelSet {
             ScoreCounters::add(&self.counters.canary_rows, canary_rows as u64);
             scores.values.clear();
             scores.values.resize(rows, 0.0);
-            let split = [(false, rows - canary_rows), (true, canary_rows)];
-            for (secondary, n) in split.into_iter().filter(|(_, n)| *n > 0) {
-                let verdict = self.run_part(secondary, values, canary, n, &mut scores.values);
-                if secondary {
-                    scores.canary = Some(verdict);
-                } else {
-                    scores.primary = Some(verdict);
+            let split = [
+                (Part::Primary, rows - canary_rows),
+                (Part::Canary, canary_rows),
+            ];
+            for (part, n) in split.into_iter().filter(|(_, n)| *n > 0) {
+                let verdict = self.run_part(part, values, canary, n, &mut scores.values);
+                match part {
+                    Part::Canary => scores.canary = Some(verdict),
+                    Part::Primary => scores.primary = Some(verdict),
                 }
             }
             if scores.primary.is_none() {
@@ -361,28 +250,29 @@ impl ModelSet {
         count(&self.metrics, &self.primary.tag, rows, result)
     }
 
-    /// Scores the rows whose canary flag (as decided by [`Self::score`]) is `secondary` (`n`
-    /// of them) with the canary (or the primary) version, writing their scores into their
-    /// slots of `out`.
+    /// Scores the rows of `part` (`n` of them, by their canary flags as decided by
+    /// [`Self::score`]) with the canary (or the primary) version, writing their scores into
+    /// their slots of `out`.
     fn run_part(
         &mut self,
-        secondary: bool,
+        part: Part,
         values: &[f64],
         canary: &[bool],
         n: usize,
         out: &mut [f32],
     ) -> Verdict {
-        let model = match (&mut self.secondary, secondary) {
-            (Some((_, loaded)), true) => loaded,
+        let model = match (&mut self.secondary, part) {
+            (Some((_, loaded)), Part::Canary) => loaded,
             _ => &mut self.primary,
         };
+        let in_part = part == Part::Canary;
         let width = model.session.features().len();
         let result = if values.len() == canary.len() * width {
             self.values.clear();
             for (row, _) in values
                 .chunks_exact(width.max(1))
                 .zip(canary)
-                .filter(|(_, c)| **c == secondary)
+                .filter(|(_, c)| **c == in_part)
             {
                 self.values.extend_from_slice(row);
             }
@@ -395,7 +285,7 @@ impl ModelSet {
         };
         let verdict = count(&self.metrics, &model.tag, n, result);
         if verdict.error.is_none() {
-            let slots = out.iter_mut().zip(canary).filter(|(_, c)| **c == secondary);
+            let slots = out.iter_mut().zip(canary).filter(|(_, c)| **c == in_part);
             for ((slot, _), score) in slots.zip(&self.out) {
                 *slot = *score;
             }
@@ -424,86 +314,5 @@ fn count(metrics: &JobMetrics, tag: &ModelTag, rows: usize, result: Result<Batch
         model: tag.clone(),
         error,
         inference_ts_ms,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn canary_split_is_stable_and_near_its_share() {
-        let keys: Vec<String> = (0..20_000).map(|i| format!("u{i:06}")).collect();
-        let first: Vec<bool> = keys.iter().map(|k| canary_bucket(k, 0.1)).collect();
-        let again: Vec<bool> = keys.iter().map(|k| canary_bucket(k, 0.1)).collect();
-        assert_eq!(first, again);
-        let share = first.iter().filter(|b| **b).count() as f64 / keys.len() as f64;
-        assert!((share - 0.1).abs() < 0.01, "canary share {share}");
-        // Growing the share only adds keys: a key in the 10 % canary stays in the 20 % one.
-        for (key, in_ten) in keys.iter().zip(&first) {
-            if *in_ten {
-                assert!(
-                    canary_bucket(key, 0.2),
-                    "{key} left the canary when it grew"
-                );
-            }
-        }
-        assert!(keys.iter().all(|k| !canary_bucket(k, 0.0)));
-        assert!(keys.iter().all(|k| canary_bucket(k, 1.0)));
-        assert!(keys.iter().all(|k| key_bucket(k) < CANARY_BUCKETS as u16));
-    }
-
-    /// Buckets decide which keys a canary scores, so they must not change between builds or
-    /// hosts: these were computed outside Weir (Python `xxhash` 4.1, `xxh3_64_intdigest(key,
-    /// seed=CANARY_SEED) % 10000`).
-    #[test]
-    fn key_buckets_are_the_published_xxh3_values() {
-        let golden = [
-            ("u000001", 39),
-            ("alice", 6681),
-            ("", 3659),
-            ("k-42", 3606),
-            ("carol-with-a-longer-id-that-goes-past-sixteen-bytes", 339),
-        ];
-        for (key, bucket) in golden {
-            assert_eq!(key_bucket(key), bucket, "{key:?}");
-        }
-    }
-
-    #[test]
-    fn canary_cut_rounds_and_clamps_the_share() {
-        assert_eq!(canary_cut(0.05), 500);
-        assert_eq!(canary_cut(0.000_05), 1); // rounds half up
-        assert_eq!(canary_cut(0.125), 1_250);
-        assert_eq!(canary_cut(1.0), 10_000);
-        assert_eq!(canary_cut(2.0), 10_000);
-        assert_eq!(canary_cut(-1.0), 0);
-        assert_eq!(canary_cut(f64::NAN), 0);
-    }
-
-    #[test]
-    fn canary_share_round_trips_and_zero_means_none() {
-        let share = CanaryShare::default();
-        assert_eq!(share.get(), None);
-        share.set(Some(0.05));
-        assert_eq!(share.get(), Some(0.05));
-        share.set(Some(0.0));
-        assert_eq!(share.get(), None);
-        share.set(Some(1.0));
-        share.set(None);
-        assert_eq!(share.get(), None);
-    }
-
-    #[test]
-    fn roles_read_as_in_the_control_file() {
-        assert_eq!(SecondaryRole::Shadow.to_string(), "shadow");
-        assert_eq!(
-            SecondaryRole::Canary { share: 0.05 }.to_string(),
-            "canary at 5%"
-        );
-        assert_eq!(
-            SecondaryRole::Canary { share: 0.125 }.to_string(),
-            "canary at 12.5%"
-        );
     }
 }
