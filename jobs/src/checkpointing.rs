@@ -1,45 +1,20 @@
-//! Checkpoint settings of a job (`[checkpoint]`, `--restore`, `--checkpoint-dir`) and the
-//! choice, before the workers start, of the checkpoint to restore (DESIGN.md §5): the newest
+//! Checkpointing of a run (`--restore`; the `[checkpoint]` section is in
+//! [`crate::sections`]) and the choice, before the workers start, of the checkpoint to restore (DESIGN.md §5): the newest
 //! valid one (a corrupt or partial epoch is skipped with a log line naming the reason), or a
 //! named epoch; a checkpoint of a job whose features or key groups changed is refused.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
 use xxhash_rust::xxh3::Xxh3;
 
 use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
-use weir_features::duration_ms;
 use weir_features::vocab::Epoch;
 use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
 
 use crate::config::{CompiledJob, JobFile};
-
-/// `[checkpoint]`: absent = no checkpoints.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckpointSection {
-    /// Checkpoint directory (local disk or a mount shared by every process), relative to
-    /// the job file.
-    pub dir: PathBuf,
-    /// Processing time between checkpoint epochs.
-    #[serde(with = "duration_ms", default = "ten_seconds")]
-    pub interval: i64,
-    /// Committed checkpoints to keep.
-    #[serde(default = "three")]
-    pub retain: usize,
-}
-
-fn ten_seconds() -> i64 {
-    10_000
-}
-fn three() -> usize {
-    3
-}
 
 /// What `--restore` asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,11 +1,11 @@
 //! # weir
 //!
-//! The `weir` binary's library: job files ([`config`]), the `[model]` section ([`model_config`]),
-//! checkpoint settings and restore selection ([`checkpointing`]), multi-process runs
-//! ([`cluster`]), the check that their processes start from one point
-//! ([`start_agreement`]) and their totals at the end ([`cluster_totals`]), both exchanged with
-//! [`gather`], the pipeline wiring ([`pipeline`]), running a job and its summary ([`run`]),
-//! batch feature computation over files
+//! The `weir` binary's library: job files ([`config`], their sections as serde reads them in
+//! [`sections`]), the `[model]` section ([`model_config`]), checkpointing and restore
+//! selection ([`checkpointing`]), multi-process runs ([`cluster`]), the check that their
+//! processes start from one point ([`start_agreement`]) and their totals at the end
+//! ([`cluster_totals`]), both exchanged with [`gather`], the pipeline wiring ([`pipeline`]),
+//! running a job and its summary ([`run`]), batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
 
 pub mod checkpointing;
@@ -18,6 +18,7 @@ pub mod gen;
 pub mod model_config;
 pub mod pipeline;
 pub mod run;
+pub mod sections;
 pub mod start_agreement;
 
 pub use config::{CompiledJob, JobFile};
