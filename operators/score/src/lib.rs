@@ -19,7 +19,8 @@
 //! | 12 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
 //! | 13 | [`config`] | the stage's settings, and each inference thread's (a leaf) |
 //! | 14 | [`reload`] | load at start, hot reload of both versions between batches |
-//! | 14a | `loader` | a new version loads and warms on its own thread, off the scoring path |
+//! | 14a | `follower` | one version the watcher keeps current: serving, failed, loading |
+//! | 14b | `loader` | a new version loads and warms on its own thread, off the scoring path |
 //! | 15 | [`inference_thread`] | one pinned inference thread per score instance |
 //! | 16 | [`records`] | rows + scores → scored batches (columns) and dead letters |
 //! | 17 | [`batcher`] | micro-batches, in-flight bound, buffer reuse (no Timely) |
@@ -37,6 +38,7 @@ pub mod config;
 pub mod control;
 pub mod counters;
 pub mod error;
+mod follower;
 pub mod inference_batch;
 pub mod inference_thread;
 mod loader;

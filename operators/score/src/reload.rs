@@ -21,12 +21,14 @@
 //! - a removed `canary` / `shadow` line stops the second version (or brings back the job
 //!   file's, which a `CONTROL` line overrides while present).
 //!
-//! On any failure (unreadable or invalid `CONTROL`, a version that does not load or check)
-//! what served keeps serving; the failure is logged and counted once
-//! (`ScoreCounters::reload_failures`) and not retried until its files or `CONTROL` change.
-//! Changes are logged with from/to and counted (`reloads`, `secondary_changes`). Should a check
-//! ever panic (no input known to do so), the thread (`crate::inference_thread`) keeps serving
-//! what it serves, logs and counts it as a failure, and stops watching for that instance.
+//! On any failure (unreadable or invalid `CONTROL`, a version that does not load or check) what
+//! served keeps serving; the failure is logged and counted once
+//! (`ScoreCounters::reload_failures`) and not retried until its files or `CONTROL` change. Both
+//! versions follow these rules through one piece of code (`crate::follower`); only what a swap
+//! does differs. Changes are logged with from/to and counted (`reloads`, `secondary_changes`).
+//! Should a check ever panic (no input known to do so), the thread (`crate::inference_thread`)
+//! keeps serving what it serves, logs and counts it as a failure, and stops watching for that
+//! instance.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::InferenceSetup;
 use crate::error::{Result, ScoreError};
-use crate::loader::Loading;
+use crate::follower::{fail, Follower, Step, Wanted};
 use crate::model_set::{tag_of, ModelSet};
 use crate::registry::{ModelSource, Plan, Registry, Target};
 use crate::secondary::{SecondaryModel, SecondaryRole};
@@ -79,10 +81,7 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
                 count(&setup.counters.reload_failures);
             }
             // The watcher would otherwise retry the newest every poll.
-            let failed = Failed {
-                primary: skipped.first().map(|(t, _)| t.fingerprint.clone()),
-                ..Failed::default()
-            };
+            let failed = skipped.first().map(|(t, _)| t.fingerprint.clone());
             let wanted = Second::wanted(plan.second, setup.secondary.as_ref());
             let secondary = match &wanted {
                 Some(w) => Some((w.role, w.load(setup, &registry)?)),
@@ -90,11 +89,9 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
             };
             let watcher = Watcher {
                 registry,
-                primary: serving.fingerprint,
-                second: wanted.map(|w| w.key()),
-                failed,
-                loading_primary: None,
-                loading_second: None,
+                primary: Follower::new(Some(serving.fingerprint), failed),
+                second: Follower::new(wanted.map(|w| w.key()), None),
+                failed_plan: None,
                 poll: *poll,
                 last_poll: Instant::now(),
                 last_look: Instant::now(),
@@ -230,8 +227,9 @@ impl Second {
             (None, None) => None,
         }
     }
+}
 
-    /// What identifies its files: another key needs another session.
+impl Wanted for Second {
     fn key(&self) -> String {
         match &self.from {
             SecondFrom::Version(target) => target.fingerprint.clone(),
@@ -247,27 +245,26 @@ impl Second {
     }
 }
 
-/// What failed last, per part of the plan (a fingerprint, or the error text); a failure is
-/// counted once and not retried until what it failed on changes.
-#[derive(Default)]
-struct Failed {
-    plan: Option<String>,
-    primary: Option<String>,
-    second: Option<String>,
+/// A primary version, by its fingerprint.
+impl Wanted for Target {
+    fn key(&self) -> String {
+        self.fingerprint.clone()
+    }
+
+    fn load(&self, setup: &InferenceSetup, registry: &Registry) -> Result<ModelSession> {
+        load_version(setup, registry, self)
+    }
 }
 
 /// Hot-reload state of one inference thread.
 pub(crate) struct Watcher {
     registry: Registry,
-    /// Fingerprint of the serving primary version.
-    primary: String,
-    /// Key of the serving second version ([`Second::key`]), when one serves.
-    second: Option<String>,
-    failed: Failed,
-    /// The primary version loading now.
-    loading_primary: Option<(Target, Loading)>,
-    /// The second version loading now.
-    loading_second: Option<(Second, Loading)>,
+    /// The primary version, by fingerprint.
+    primary: Follower<Target>,
+    /// The second version, by [`Second::key`].
+    second: Follower<Second>,
+    /// The last plan failure (the error text), counted once.
+    failed_plan: Option<String>,
     poll: Duration,
     /// The last full poll (the registry resolved again).
     last_poll: Instant,
@@ -285,7 +282,7 @@ impl Watcher {
     /// version loads.
     pub(crate) fn due(&self) -> Duration {
         let poll = self.poll.saturating_sub(self.last_poll.elapsed());
-        if self.loading_primary.is_some() || self.loading_second.is_some() {
+        if self.primary.is_loading() || self.second.is_loading() {
             poll.min(LOADING_POLL.saturating_sub(self.last_look.elapsed()))
         } else {
             poll
@@ -306,54 +303,20 @@ impl Watcher {
             Ok(plan) => plan,
             Err(e) => {
                 let what = "the serving versions keep serving as they are";
-                return fail(&mut self.failed.plan, e.to_string(), &e, what, setup);
+                return fail(&mut self.failed_plan, e.to_string(), &e, what, setup);
             }
         };
-        self.failed.plan = None;
-        self.check_primary(plan.primary, models, setup);
+        self.failed_plan = None;
+        if self.primary.follow(plan.primary, setup, &self.registry) == Step::Loading {
+            self.finish_primary(models, setup);
+        }
         let wanted = Second::wanted(plan.second, setup.secondary.as_ref());
         self.check_second(wanted, models, setup);
     }
 
-    fn check_primary(&mut self, target: Target, models: &mut ModelSet, setup: &InferenceSetup) {
-        // A load of a version the plan no longer names is dropped.
-        if self
-            .loading_primary
-            .as_ref()
-            .is_some_and(|(loading, _)| loading.fingerprint != target.fingerprint)
-        {
-            self.loading_primary = None;
-        }
-        if target.fingerprint == self.primary {
-            self.failed.primary = None;
-            self.loading_primary = None;
-            return;
-        }
-        if self.failed.primary.as_ref() == Some(&target.fingerprint) {
-            return;
-        }
-        // Keep waiting for this target's load; start one if none runs.
-        let loading = match self.loading_primary.take() {
-            Some((_, loading)) => loading,
-            None => {
-                let (setup, registry, wanted) =
-                    (setup.clone(), self.registry.clone(), target.clone());
-                Loading::start(format!("weir-load-{}", setup.instance), move || {
-                    load_version(&setup, &registry, &wanted)
-                })
-            }
-        };
-        self.loading_primary = Some((target, loading));
-        self.finish_primary(models, setup);
-    }
-
     /// Swaps in the primary version loading now, once its load is done.
     fn finish_primary(&mut self, models: &mut ModelSet, setup: &InferenceSetup) {
-        let Some((target, loading)) = self.loading_primary.take() else {
-            return;
-        };
-        let Some(result) = loading.outcome() else {
-            self.loading_primary = Some((target, loading));
+        let Some((target, result)) = self.primary.finished() else {
             return;
         };
         match result {
@@ -366,22 +329,17 @@ impl Watcher {
                     "hot reload: now serving a new model version"
                 );
                 count(&setup.counters.reloads);
-                self.primary = target.fingerprint;
-                self.failed.primary = None;
+                self.primary.served(target.fingerprint);
             }
             Err(e) => {
                 let what = "the current model version keeps serving";
-                fail(
-                    &mut self.failed.primary,
-                    target.fingerprint,
-                    &e,
-                    what,
-                    setup,
-                );
+                self.primary.fail(target.fingerprint, &e, what, setup);
             }
         }
     }
 
+    /// Follows the second version the plan wants: stops it, gives it another role or share
+    /// in place, or loads another one.
     fn check_second(
         &mut self,
         wanted: Option<Second>,
@@ -389,9 +347,7 @@ impl Watcher {
         setup: &InferenceSetup,
     ) {
         let Some(wanted) = wanted else {
-            self.failed.second = None;
-            self.loading_second = None;
-            if self.second.take().is_some() {
+            if self.second.stop() {
                 if let Some((role, old)) = models.replace_secondary(None) {
                     tracing::info!(
                         from = %describe(role, &old),
@@ -403,61 +359,33 @@ impl Watcher {
             }
             return;
         };
-        let key = wanted.key();
-        // A load of a version the plan no longer names is dropped.
-        if self
-            .loading_second
-            .as_ref()
-            .is_some_and(|(loading, _)| loading.key() != key)
-        {
-            self.loading_second = None;
-        }
-        if self.second.as_ref() == Some(&key) {
-            self.failed.second = None;
-            self.loading_second = None;
-            let change = models
-                .secondary()
-                .filter(|(role, _)| *role != wanted.role)
-                .map(|(role, tag)| (role, tag.clone()));
-            if let Some((old, tag)) = change {
-                models.set_secondary_role(wanted.role);
-                tracing::info!(
-                    model = %tag.name,
-                    version = %tag.version,
-                    from = %old,
-                    to = %wanted.role,
-                    "second model version: new role or share"
-                );
-                count(&setup.counters.secondary_changes);
+        let role = wanted.role;
+        match self.second.follow(wanted, setup, &self.registry) {
+            Step::Serving => {
+                let change = models
+                    .secondary()
+                    .filter(|(serving, _)| *serving != role)
+                    .map(|(serving, tag)| (serving, tag.clone()));
+                if let Some((old, tag)) = change {
+                    models.set_secondary_role(role);
+                    tracing::info!(
+                        model = %tag.name,
+                        version = %tag.version,
+                        from = %old,
+                        to = %role,
+                        "second model version: new role or share"
+                    );
+                    count(&setup.counters.secondary_changes);
+                }
             }
-            return;
+            Step::Failed => {}
+            Step::Loading => self.finish_second(models, setup),
         }
-        if self.failed.second.as_ref() == Some(&key) {
-            return;
-        }
-        // Keep waiting for this version's load (its role may have changed meanwhile: the
-        // newest one applies); start one if none runs.
-        let loading = match self.loading_second.take() {
-            Some((_, loading)) => loading,
-            None => {
-                let (setup, registry, second) =
-                    (setup.clone(), self.registry.clone(), wanted.clone());
-                Loading::start(format!("weir-load-{}", setup.instance), move || {
-                    second.load(&setup, &registry)
-                })
-            }
-        };
-        self.loading_second = Some((wanted, loading));
-        self.finish_second(models, setup);
     }
 
     /// Serves the second version loading now, once its load is done.
     fn finish_second(&mut self, models: &mut ModelSet, setup: &InferenceSetup) {
-        let Some((wanted, loading)) = self.loading_second.take() else {
-            return;
-        };
-        let Some(result) = loading.outcome() else {
-            self.loading_second = Some((wanted, loading));
+        let Some((wanted, result)) = self.second.finished() else {
             return;
         };
         let key = wanted.key();
@@ -468,15 +396,14 @@ impl Watcher {
                 let from = old.map_or("none".to_owned(), |(role, old)| describe(role, &old));
                 tracing::info!(%from, %to, "hot reload: new second model version");
                 count(&setup.counters.secondary_changes);
-                self.second = Some(key);
-                self.failed.second = None;
+                self.second.served(key);
             }
             Err(e) => {
                 let what = match models.secondary() {
                     Some(_) => "the current second version keeps serving",
                     None => "the primary keeps scoring every row",
                 };
-                fail(&mut self.failed.second, key, &e, what, setup);
+                self.second.fail(key, &e, what, setup);
             }
         }
     }
@@ -484,20 +411,4 @@ impl Watcher {
 
 fn count(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Logs and counts a failure, unless it is the one already in `slot`.
-fn fail(
-    slot: &mut Option<String>,
-    key: String,
-    error: &ScoreError,
-    what: &str,
-    setup: &InferenceSetup,
-) {
-    if slot.as_ref() == Some(&key) {
-        return;
-    }
-    tracing::error!(%error, "hot reload failed; {what}");
-    count(&setup.counters.reload_failures);
-    *slot = Some(key);
 }
