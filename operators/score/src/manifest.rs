@@ -191,14 +191,19 @@ impl ModelManifest {
             ));
         }
         let manifest: Self = serde_json::from_str(json).map_err(parse_err)?;
-        manifest
-            .validate()
-            .map_err(|problem| invalid(path, problem))?;
+        manifest.validate(path)?;
         Ok(manifest)
     }
 
-    /// Checks the manifest on its own; returns the first problem found.
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    /// Checks the manifest on its own; the error names the first problem found, in `path`
+    /// (only used in the message).
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        self.first_problem()
+            .map_err(|problem| invalid(path, problem))
+    }
+
+    /// The first problem of the manifest on its own, as [`Self::validate`] reports it.
+    fn first_problem(&self) -> std::result::Result<(), String> {
         for (field, value) in [
             ("name", &self.name),
             ("version", &self.version),
@@ -279,8 +284,18 @@ impl ModelManifest {
 
     /// Checks that the job computes exactly the manifest's features, in input order.
     ///
-    /// Returns every problem found, separated by "; ", each naming the feature.
-    pub fn check_job_features(&self, job: &[String]) -> std::result::Result<(), String> {
+    /// The error ([`ScoreError::FeatureMismatch`], naming `manifest`, the path this manifest
+    /// was read from) lists every problem found, separated by "; ", each naming the feature.
+    pub fn check_job_features(&self, manifest: &Path, job: &[String]) -> Result<()> {
+        self.job_feature_problems(job)
+            .map_err(|problem| ScoreError::FeatureMismatch {
+                manifest: manifest.to_path_buf(),
+                problem,
+            })
+    }
+
+    /// Every problem of [`Self::check_job_features`], separated by "; ".
+    fn job_feature_problems(&self, job: &[String]) -> std::result::Result<(), String> {
         let mut problems = Vec::new();
         let mut job_index: HashMap<&str, usize> = HashMap::new();
         for (j, name) in job.iter().enumerate() {

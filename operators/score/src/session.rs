@@ -86,12 +86,7 @@ impl ModelSession {
     /// job has not done so already.
     pub fn load(model_dir: &Path, job_features: &[String], opts: &SessionOptions) -> Result<Self> {
         let manifest = ModelManifest::load(model_dir)?;
-        manifest
-            .check_job_features(job_features)
-            .map_err(|problem| ScoreError::FeatureMismatch {
-                manifest: model_dir.join(MANIFEST_FILE),
-                problem,
-            })?;
+        manifest.check_job_features(&model_dir.join(MANIFEST_FILE), job_features)?;
         let model_path = model_dir.join(MODEL_FILE);
         if !model_path.is_file() {
             return Err(ScoreError::ModelMissing { path: model_path });

@@ -100,10 +100,14 @@ fn unknown_element_type_is_rejected() {
 #[test]
 fn job_feature_check_reports_every_problem() -> Result<(), String> {
     let m = parse(GOOD)?;
-    assert!(m.check_job_features(&["a".into(), "b".into()]).is_ok());
+    let path = Path::new("m/manifest.json");
+    assert!(m
+        .check_job_features(path, &["a".into(), "b".into()])
+        .is_ok());
     let msg = m
-        .check_job_features(&["b".into(), "a".into()])
+        .check_job_features(path, &["b".into(), "a".into()])
         .err()
+        .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(
         msg.contains(
