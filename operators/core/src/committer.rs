@@ -19,7 +19,6 @@ use weir_features::vocab::{Epoch, Tick};
 
 use crate::epochs::{CheckpointPart, CheckpointStream, EpochClock};
 use crate::metrics::JobMetrics;
-use crate::window_features::WINDOW_OPERATOR;
 
 /// Called after each commit (e.g. to commit Kafka consumer-group offsets).
 pub type CommitHook = Arc<dyn Fn(&Manifest) + Send + Sync>;
@@ -35,6 +34,9 @@ pub struct CommitterConfig {
     pub key_groups: u32,
     /// Parallelism of every operator, by name.
     pub parallelism: BTreeMap<String, usize>,
+    /// The operators that snapshot their state at every epoch (e.g. the window operator's
+    /// `WINDOW_OPERATOR`): an epoch without a snapshot of each is not committed.
+    pub stateful_operators: Vec<String>,
     /// Model versions loaded at start, by model name: recorded while no score instance of
     /// this process reports what it serves (`JobMetrics::serving`, which follows hot reloads).
     pub model_versions: BTreeMap<String, String>,
@@ -135,10 +137,11 @@ fn commit(
     manifest.tick_ms = config.tick_ms;
     manifest.window_watermark = window_watermark;
     manifest.files = files;
-    if !manifest.files.iter().any(|f| f.operator == WINDOW_OPERATOR) {
+    let has_snapshot = |operator: &String| manifest.files.iter().any(|f| &f.operator == operator);
+    if let Some(missing) = config.stateful_operators.iter().find(|o| !has_snapshot(o)) {
         tracing::warn!(
             epoch = tick,
-            "no window snapshot for this epoch; not committed"
+            "no {missing} snapshot for this epoch; not committed"
         );
         return;
     }

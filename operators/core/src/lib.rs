@@ -15,11 +15,13 @@ pub mod file_source;
 pub mod metrics;
 pub mod placement;
 pub mod serving;
-mod snapshot_writer;
+pub mod snapshot_restore;
+pub mod snapshot_writer;
 pub mod source;
 pub mod source_operator;
 mod source_pace;
 pub mod window_features;
+pub mod window_instance;
 
 pub use placement::{Placement, StageParallelism};
 pub use window_features::{WindowConfig, WindowFeatures, WindowStreams};

@@ -1,12 +1,12 @@
-//! Background snapshot writes of one window instance (DESIGN.md §5, "a writer holds its
-//! capability for E until its files are durable"). At an epoch the window operator encodes the
-//! state shards that changed since their last snapshot ([`StateShards::changed_snapshots`]) on
-//! the worker — the only pause the dataflow sees, proportional to the changed state — and hands
-//! the bytes to this instance's writer thread. The thread writes and fsyncs the changed shards
-//! as one bundle file `window/kg-<lo>-<hi>` (the instance's range), lists the older bundles'
-//! sections for the unchanged shards, and wakes the operator, which keeps the epoch's
-//! capability on its checkpoint stream until then, sends the entries to the committer and lets
-//! the capability go.
+//! Background snapshot writes of one instance of a key-grouped stateful operator (DESIGN.md §5,
+//! "a writer holds its capability for E until its files are durable"); the window operator is
+//! one, under its operator name. At an epoch the operator encodes the state shards that changed
+//! since their last snapshot (e.g. [`StateShards::changed_snapshots`]) on the worker — the only
+//! pause the dataflow sees, proportional to the changed state — and hands the bytes to this
+//! instance's writer thread. The thread writes and fsyncs the changed shards as one bundle file
+//! `<operator>/kg-<lo>-<hi>` (the instance's range), lists the older bundles' sections for the
+//! unchanged shards, and wakes the operator, which keeps the epoch's capability on its
+//! checkpoint stream until then, sends the entries to the committer and lets the capability go.
 //!
 //! A failed write fails its epoch (the manifest is not committed) and forgets the shards' files;
 //! the operator then marks every shard changed so the next epoch is complete again. The same
@@ -30,7 +30,6 @@ use weir_features::vocab::{Epoch, Tick};
 
 use crate::epochs::CheckpointPart;
 use crate::metrics::JobMetrics;
-use crate::window_features::WINDOW_OPERATOR;
 
 /// A snapshot to write: the epoch and the encoded changed shards.
 struct Job {
@@ -51,17 +50,19 @@ struct Done {
 /// Listed files may hold this many times the live state before a complete snapshot.
 const MAX_SPACE_AMPLIFICATION: u64 = 2;
 
-/// One window instance's writer thread and the epochs it has not finished.
-pub(crate) struct SnapshotWriter {
+/// One operator instance's writer thread and the epochs it has not finished.
+pub struct SnapshotWriter {
     jobs: Sender<Job>,
     done: Receiver<Done>,
     pending: BTreeMap<Tick, Capability<Tick>>,
 }
 
 impl SnapshotWriter {
-    /// Starts the writer thread of the instance owning `range`, with `shards` state shards.
+    /// Starts the writer thread of the instance of `operator` owning `range`, with `shards`
+    /// state shards.
     pub fn start(
         store: Arc<dyn SnapshotStore>,
+        operator: &str,
         range: KeyGroupRange,
         shards: usize,
         metrics: Arc<JobMetrics>,
@@ -69,12 +70,15 @@ impl SnapshotWriter {
     ) -> std::io::Result<SnapshotWriter> {
         let (jobs, inbox) = channel::<Job>();
         let (outbox, done) = channel();
+        let operator = operator.to_owned();
         std::thread::Builder::new()
             .name(format!("weir-snapshot-{}-{}", range.lo, range.hi))
             .spawn(move || {
                 let mut latest: Vec<Option<SnapshotEntry>> = vec![None; shards];
                 for job in inbox {
-                    let entries = write_changed(store.as_ref(), range, &mut latest, &job, &metrics);
+                    let target = (operator.as_str(), range);
+                    let entries =
+                        write_changed(store.as_ref(), target, &mut latest, &job, &metrics);
                     let compact = entries.as_deref().is_some_and(amplified);
                     let done = Done {
                         tick: job.tick,
@@ -140,12 +144,12 @@ impl SnapshotWriter {
     }
 }
 
-/// Writes the changed shards of `job` as one bundle of `range` and returns the entries of
-/// every shard (the new sections and `latest`'s for the others), or `None` when the write
-/// failed or a shard has no file yet.
+/// Writes the changed shards of `job` as one bundle of `operator`'s `range` and returns the
+/// entries of every shard (the new sections and `latest`'s for the others), or `None` when the
+/// write failed or a shard has no file yet.
 fn write_changed(
     store: &dyn SnapshotStore,
-    range: KeyGroupRange,
+    (operator, range): (&str, KeyGroupRange),
     latest: &mut [Option<SnapshotEntry>],
     job: &Job,
     metrics: &JobMetrics,
@@ -158,7 +162,7 @@ fn write_changed(
         .collect();
     let mut bytes = 0;
     if !sections.is_empty() {
-        match store.write_bundle(Epoch(job.tick), WINDOW_OPERATOR, range, &sections) {
+        match store.write_bundle(Epoch(job.tick), operator, range, &sections) {
             Ok(entries) => {
                 bytes = entries.first().map_or(0, SnapshotEntry::file_size);
                 for (shard, entry) in job.changed.iter().zip(entries) {
@@ -166,7 +170,7 @@ fn write_changed(
                 }
             }
             Err(error) => {
-                tracing::error!(epoch = job.tick, %range, %error, "window snapshot failed; the epoch will not be committed");
+                tracing::error!(epoch = job.tick, operator, %range, %error, "snapshot failed; the epoch will not be committed");
                 for shard in &job.changed {
                     *latest.get_mut(shard.index)? = None;
                 }
@@ -201,7 +205,7 @@ mod tests {
 
     fn entry(file_epoch: u64, lo: u32, size: u64, file_size: u64) -> SnapshotEntry {
         SnapshotEntry {
-            operator: WINDOW_OPERATOR.to_owned(),
+            operator: "window".to_owned(),
             range: KeyGroupRange { lo, hi: lo + 1 },
             size,
             xxh3: 0,

@@ -3,6 +3,8 @@
 //! is complete on both inputs, its records are applied in order, its reports folded into the
 //! combined watermark, and every window the watermark passed fires one feature row per key.
 //! Records behind the watermark by more than the allowed lateness become `late` dead letters.
+//! This file is the Timely shell: stashing ticks, capabilities and outputs; what a tick does
+//! to the state is [`WindowInstance`]'s, which has no Timely in it.
 //!
 //! State is kept in key-group shards ([`StateShards`]). Checkpoints (DESIGN.md §5, incremental):
 //! after the last record of an epoch tick `E` is applied (and before any record of a later
@@ -10,8 +12,9 @@
 //! thread ([`crate::snapshot_writer`]) writes them as one bundle `window/kg-<lo>-<hi>` while the
 //! dataflow goes on, and the entries of all its shards (new sections, and older bundles'
 //! sections for unchanged shards) go to the committer at `E`. On restore an instance reads
-//! every snapshot of the manifest that overlaps its (possibly different) range and keeps its
-//! own keys, so a rescale is a restore; its first snapshot after a restore writes every shard.
+//! every snapshot of the manifest that overlaps its (possibly different) range
+//! ([`crate::snapshot_restore`]) and keeps its own keys, so a rescale is a restore; its first
+//! snapshot after a restore writes every shard.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,35 +26,27 @@ use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
-use weir_checkpoint::range::overlapping;
 use weir_checkpoint::KeyGroupRange;
-use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
-use weir_features::encode::event_json;
-use weir_features::job_features::JobFeatures;
+use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
-use weir_features::schema::RecordSchema;
-use weir_features::state_shards::StateShards;
 use weir_features::vocab::{Tick, Watermark};
-use weir_features::watermark::{WatermarkCombiner, WatermarkReport};
-use weir_features::window_state::Applied;
+use weir_features::watermark::WatermarkReport;
 
 use crate::clock::unix_nanos;
 use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::{OperatorError, Result};
 use crate::metrics::JobMetrics;
 use crate::placement::{instance_for_key_group, Placement};
+use crate::snapshot_restore::restore_key_groups;
 use crate::snapshot_writer::SnapshotWriter;
+use crate::window_instance::{WindowInstance, WindowLogic};
 
 /// Everything a window instance needs to know.
 #[derive(Clone, Debug)]
 pub struct WindowConfig {
-    /// The job's features grouped by window (primary window first), in model input order.
-    pub features: JobFeatures,
-    /// Input schema (to re-encode late records for the dead-letter topic).
-    pub schema: RecordSchema,
-    /// How far behind the watermark a record may be and still update its window.
-    pub allowed_lateness_ms: i64,
+    /// The features, lateness and TTL rules every instance computes with.
+    pub logic: WindowLogic,
     /// Number of key groups of the job.
     pub key_groups: u32,
     /// Number of window instances.
@@ -60,10 +55,6 @@ pub struct WindowConfig {
     pub sources: usize,
     /// Worker layout.
     pub placement: Placement,
-    /// Name of the source (topic or file), for dead letters.
-    pub source_name: String,
-    /// Close windows of keys quiet for this long (processing time) and drop their state.
-    pub state_ttl_ms: Option<i64>,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
     /// Checkpoint epochs, store and the checkpoint to restore.
@@ -72,9 +63,6 @@ pub struct WindowConfig {
 
 /// Operator name of the window state in checkpoints.
 pub const WINDOW_OPERATOR: &str = "window";
-
-/// How often keys are checked against the state TTL (the check is linear in the keys).
-const EXPIRY_INTERVAL_MS: i64 = 1_000;
 
 /// The output streams of the window stage.
 pub struct WindowStreams<'scope> {
@@ -99,11 +87,17 @@ pub trait WindowFeatures<'scope> {
 
 /// Records and reports of one tick, with the capabilities to emit at it.
 struct TickStash {
-    rows_cap: Capability<Tick>,
-    late_cap: Capability<Tick>,
-    parts_cap: Capability<Tick>,
+    caps: TickCapabilities,
     events: Vec<Vec<Event>>,
     reports: Vec<WatermarkReport>,
+}
+
+/// The capabilities of one tick on each output.
+struct TickCapabilities {
+    rows: Capability<Tick>,
+    late: Capability<Tick>,
+    /// Held by the snapshot writer until the epoch's files are durable.
+    parts: Capability<Tick>,
 }
 
 impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
@@ -118,15 +112,17 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let range = instance
             .map(|i| KeyGroupRange::of_instance(i, config.parallelism, config.key_groups))
             .unwrap_or(KeyGroupRange { lo: 0, hi: 0 });
-        let mut state = StateShards::new(
-            &config.features,
-            config.allowed_lateness_ms,
-            range.lo,
-            range.hi,
+        let resumed = config.checkpoints.restore.as_ref();
+        let mut window = WindowInstance::new(
+            config.logic.clone(),
+            range,
             config.key_groups,
+            config.sources,
+            resumed.and_then(|m| m.window_watermark).map(Watermark),
+            config.metrics.clone(),
         );
         if let Some(instance) = instance {
-            restore_state(&config, instance, &mut state)?;
+            restore_state(&config, instance, &mut window)?;
         }
         let worker = self.scope().worker();
         let mut builder = OperatorBuilder::new("WindowFeatures".to_owned(), self.scope());
@@ -160,11 +156,12 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let activator = worker.sync_activator_for(builder.operator_info().address.to_vec());
         let clock = config.checkpoints.clock;
         let mut writer = match &config.checkpoints.store {
-            Some(store) if clock.enabled() && !state.is_empty() => Some(
+            Some(store) if clock.enabled() && !window.is_empty() => Some(
                 SnapshotWriter::start(
                     store.clone(),
+                    WINDOW_OPERATOR,
                     range,
-                    state.len(),
+                    window.shards(),
                     config.metrics.clone(),
                     activator,
                 )
@@ -175,18 +172,6 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         builder.build(move |initial_capabilities| {
             drop(initial_capabilities);
             let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
-            // Restored: where event time stood at the checkpoint, so that the replayed records
-            // of the first ticks are judged late as they were in the uninterrupted run.
-            let mut combiner = match config
-                .checkpoints
-                .restore
-                .as_ref()
-                .and_then(|m| m.window_watermark)
-            {
-                Some(w) => WatermarkCombiner::resumed(config.sources, Watermark(w)),
-                None => WatermarkCombiner::new(config.sources),
-            };
-            let mut last_expiry_ms = 0i64;
             move |frontiers| {
                 events_in.for_each(|cap, data| {
                     if let Some(entry) = stash_entry(&mut stash, &cap) {
@@ -204,71 +189,35 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     if frontiers.iter().any(|f| f.less_equal(&tick)) {
                         break;
                     }
-                    let Some(mut ready) = stash.remove(&tick) else {
+                    let Some(ready) = stash.remove(&tick) else {
                         break;
                     };
-                    let mut late = Vec::new();
-                    let watermark = combiner.watermark();
                     let now_ms = (unix_nanos() / 1_000_000) as i64;
-                    if config.state_ttl_ms.is_some() {
-                        state.set_processing_time(now_ms);
-                    }
-                    for batch in ready.events.drain(..) {
-                        for event in &batch {
-                            if let Applied::Late { watermark } =
-                                state.apply(&config.features, event, watermark)
-                            {
-                                config.metrics.dead_letter(DeadLetterReason::Late);
-                                config.metrics.late(event.position.partition);
-                                late.push(late_letter(&config, event, watermark.0));
-                            }
-                        }
-                    }
-                    for report in &ready.reports {
-                        combiner.observe(report);
-                    }
-                    let fired_at_ns = unix_nanos();
-                    let mut fired = Vec::new();
-                    state.fire(&config.features, combiner.watermark(), |mut row| {
-                        row.fired_at_ns = fired_at_ns;
-                        fired.push(row);
-                    });
-                    if let Some(ttl) = config.state_ttl_ms {
-                        if now_ms - last_expiry_ms >= EXPIRY_INTERVAL_MS {
-                            last_expiry_ms = now_ms;
-                            state.expire(&config.features, now_ms, ttl, |mut row| {
-                                row.fired_at_ns = fired_at_ns;
-                                fired.push(row);
-                            });
-                        }
-                    }
-                    JobMetrics::add(&config.metrics.windows_fired, fired.len() as u64);
+                    let batches = ready.events.iter().map(Vec::as_slice);
+                    let mut late = window.apply_tick(batches, &ready.reports, now_ms);
+                    let mut fired = window.fire(now_ms, unix_nanos());
                     if !fired.is_empty() {
                         rows_handle
-                            .session(&ready.rows_cap)
+                            .session(&ready.caps.rows)
                             .give_container(&mut fired);
                     }
                     if !late.is_empty() {
                         late_handle
-                            .session(&ready.late_cap)
+                            .session(&ready.caps.late)
                             .give_container(&mut late);
                     }
                     if let Some(writer) = writer.as_mut().filter(|_| clock.is_epoch(tick)) {
-                        // Not the end of a bounded input's `MAX`: that is no point in event time,
-                        // and a run restored from it (going on live) would find every record late.
-                        let watermark = combiner.watermark();
-                        if watermark < Watermark::MAX {
-                            let part = CheckpointPart::Watermark(watermark.0);
-                            parts_out.activate().session(&ready.parts_cap).give(part);
+                        if let Some(watermark) = window.checkpoint_watermark() {
+                            let part = CheckpointPart::Watermark(watermark);
+                            parts_out.activate().session(&ready.caps.parts).give(part);
                         }
                         let started = std::time::Instant::now();
-                        match state.changed_snapshots() {
+                        match window.snapshot() {
                             Ok(changed) => {
-                                writer.submit(tick, ready.parts_cap, changed, started.elapsed());
+                                writer.submit(tick, ready.caps.parts, changed, started.elapsed());
                             }
                             Err(error) => {
                                 tracing::error!(epoch = tick, %error, "cannot encode the window state; the epoch will not be committed");
-                                state.mark_all_changed();
                             }
                         }
                     }
@@ -278,7 +227,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                         parts_out.activate().session(capability).give(part);
                     });
                     if !incremental {
-                        state.mark_all_changed();
+                        window.mark_all_changed();
                     }
                 }
             }
@@ -299,13 +248,13 @@ fn stash_entry<'a>(
     match stash.entry(tick) {
         std::collections::btree_map::Entry::Occupied(entry) => Some(entry.into_mut()),
         std::collections::btree_map::Entry::Vacant(entry) => {
-            let rows_cap = cap.retain_least(0)?;
-            let late_cap = cap.retain_least(1)?;
-            let parts_cap = cap.retain_least(2)?;
+            let caps = TickCapabilities {
+                rows: cap.retain_least(0)?,
+                late: cap.retain_least(1)?,
+                parts: cap.retain_least(2)?,
+            };
             Some(entry.insert(TickStash {
-                rows_cap,
-                late_cap,
-                parts_cap,
+                caps,
                 events: Vec::new(),
                 reports: Vec::new(),
             }))
@@ -313,65 +262,33 @@ fn stash_entry<'a>(
     }
 }
 
-fn late_letter(config: &WindowConfig, event: &Event, watermark: i64) -> DeadLetter {
-    DeadLetter {
-        reason: DeadLetterReason::Late,
-        error: format!(
-            "event time {} is behind the watermark {} by more than the allowed lateness of {} ms",
-            event.ts, watermark, config.allowed_lateness_ms
-        ),
-        topic: config.source_name.clone(),
-        position: event.position,
-        timestamp: Some(event.ts),
-        key: Some(event.key.as_bytes().to_vec()),
-        raw: event_json(&config.schema, event),
-    }
-}
-
 /// Loads this instance's keys from every snapshot file of the checkpoint to restore that
 /// overlaps its key-group range.
-fn restore_state(config: &WindowConfig, instance: usize, state: &mut StateShards) -> Result<()> {
-    let (Some(manifest), Some(store)) = (&config.checkpoints.restore, &config.checkpoints.store)
-    else {
-        return Ok(());
-    };
-    let (groups, parallelism) = (config.key_groups, config.parallelism);
-    let range = KeyGroupRange::of_instance(instance, parallelism, groups);
-    let files = overlapping(
-        &manifest.files,
-        WINDOW_OPERATOR,
-        instance,
-        parallelism,
-        groups,
-    );
-    let mut unfit = None;
+fn restore_state(
+    config: &WindowConfig,
+    instance: usize,
+    window: &mut WindowInstance,
+) -> Result<()> {
+    let checkpoints = &config.checkpoints;
+    let watermark = checkpoints
+        .restore
+        .as_ref()
+        .and_then(|m| m.window_watermark);
     // Every restored file joins the run at the same instant (key TTLs skip the downtime).
-    let at = ((unix_nanos() / 1_000_000) as i64, manifest.window_watermark);
-    store.for_each_snapshot(
-        manifest.epoch,
-        &mut files.iter().map(|(file, _)| *file),
-        &mut |file, bytes| {
-            let range = (file.range.lo, file.range.hi);
-            if let Err(e) = state.restore(&config.features, range, bytes, at) {
-                let stored = file.file_epoch(manifest.epoch);
-                let path = store.snapshot_location(stored, &file.operator, file.file_range());
-                unfit.get_or_insert(OperatorError::Restore {
-                    path,
-                    detail: format!("key groups {}: {e}", file.range),
-                });
-            }
-            Ok(())
-        },
-    )?;
-    if let Some(error) = unfit {
-        return Err(error);
+    let now_ms = (unix_nanos() / 1_000_000) as i64;
+    let placed = (instance, config.parallelism, config.key_groups);
+    let restored = restore_key_groups(checkpoints, WINDOW_OPERATOR, placed, |range, bytes| {
+        window.restore(range, bytes, now_ms, watermark)
+    })?;
+    if let Some(manifest) = checkpoints.restore.as_ref().filter(|_| restored) {
+        let range = KeyGroupRange::of_instance(instance, config.parallelism, config.key_groups);
+        tracing::info!(
+            epoch = manifest.epoch.0,
+            lo = range.lo,
+            hi = range.hi,
+            open_slots = window.open_slots(),
+            "window state restored"
+        );
     }
-    tracing::info!(
-        epoch = manifest.epoch.0,
-        lo = range.lo,
-        hi = range.hi,
-        open_slots = state.open_slots(),
-        "window state restored"
-    );
     Ok(())
 }

@@ -56,6 +56,7 @@ fn committed_epochs(lost_at: Option<Tick>) -> Vec<u64> {
         epochs: EpochClock::every(2, 1),
         key_groups: KEY_GROUPS,
         parallelism: BTreeMap::from([(WINDOW_OPERATOR.to_owned(), 1)]),
+        stateful_operators: vec![WINDOW_OPERATOR.to_owned()],
         model_versions: BTreeMap::new(),
         topology_hash: 7,
         tick_ms: 1,

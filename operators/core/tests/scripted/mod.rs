@@ -33,6 +33,7 @@ use weir_features::window::WindowSpec;
 use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source_operator::{build_source, Pacing, SourceReader};
+use weir_operators::window_instance::WindowLogic;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
 
 /// Wall-clock tick length of the test dataflows.
@@ -360,16 +361,21 @@ pub fn run(scenario: Scenario) -> Result<Outcome, String> {
     let schema = schema()?;
     let metrics = Arc::new(JobMetrics::default());
     let config = WindowConfig {
-        features: JobFeatures::single(WindowSpec::Tumbling { size: WINDOW_MS }, features(&schema)?),
-        schema: schema.clone(),
-        allowed_lateness_ms: scenario.allowed_lateness_ms,
+        logic: WindowLogic {
+            features: JobFeatures::single(
+                WindowSpec::Tumbling { size: WINDOW_MS },
+                features(&schema)?,
+            ),
+            schema: schema.clone(),
+            allowed_lateness_ms: scenario.allowed_lateness_ms,
+            source_name: "scripted".to_owned(),
+            state_ttl_ms: None,
+        },
         key_groups: KEY_GROUPS,
         parallelism: workers,
         sources: workers,
         placement: Placement::new(workers, 1),
-        source_name: "scripted".to_owned(),
         checkpoints: OperatorCheckpoints::off(),
-        state_ttl_ms: None,
         metrics: metrics.clone(),
     };
     let script = Arc::new(Mutex::new(Shared {

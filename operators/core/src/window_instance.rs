@@ -1,0 +1,212 @@
+//! One window instance's logic, without Timely: the operator shell
+//! ([`crate::window_features`]) stashes each tick's records and watermark reports, and once the
+//! tick is complete hands them here. [`WindowInstance::apply_tick`] applies the records in order
+//! (late ones become `late` dead letters) and folds the reports into the combined watermark;
+//! [`WindowInstance::fire`] fires every window the watermark passed and, every
+//! [`EXPIRY_INTERVAL_MS`], force-closes the windows of keys quiet past the state TTL; at a
+//! checkpoint epoch [`WindowInstance::snapshot`] encodes the state shards that changed.
+//!
+//! Time comes in as arguments (`now_ms`, `fired_at_ns`), so the same ticks give the same rows
+//! whatever the wall clock does.
+
+use std::sync::Arc;
+
+use weir_checkpoint::KeyGroupRange;
+use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
+use weir_features::encode::event_json;
+use weir_features::job_features::JobFeatures;
+use weir_features::record::Event;
+use weir_features::row::FeatureRow;
+use weir_features::schema::RecordSchema;
+use weir_features::state_shards::{ShardSnapshot, StateShards};
+use weir_features::vocab::Watermark;
+use weir_features::watermark::{WatermarkCombiner, WatermarkReport};
+use weir_features::window_state::Applied;
+
+use crate::metrics::JobMetrics;
+
+/// How often keys are checked against the state TTL (the check is linear in the keys).
+pub const EXPIRY_INTERVAL_MS: i64 = 1_000;
+
+/// What a window instance computes with: the job's features and lateness rules.
+#[derive(Clone, Debug)]
+pub struct WindowLogic {
+    /// The job's features grouped by window (primary window first), in model input order.
+    pub features: JobFeatures,
+    /// Input schema (to re-encode late records for the dead-letter topic).
+    pub schema: RecordSchema,
+    /// How far behind the watermark a record may be and still update its window.
+    pub allowed_lateness_ms: i64,
+    /// Name of the source (topic or file), for dead letters.
+    pub source_name: String,
+    /// Close windows of keys quiet for this long (processing time) and drop their state.
+    pub state_ttl_ms: Option<i64>,
+}
+
+/// The state and event time of one window instance.
+pub struct WindowInstance {
+    logic: WindowLogic,
+    state: StateShards,
+    combiner: WatermarkCombiner,
+    metrics: Arc<JobMetrics>,
+    last_expiry_ms: i64,
+}
+
+impl WindowInstance {
+    /// An instance owning `range` of `key_groups`, combining the reports of `sources` source
+    /// instances. `resumed`: the window watermark of the checkpoint this run restores, so the
+    /// replayed records of the first ticks are judged late as they were in the uninterrupted
+    /// run.
+    pub fn new(
+        logic: WindowLogic,
+        range: KeyGroupRange,
+        key_groups: u32,
+        sources: usize,
+        resumed: Option<Watermark>,
+        metrics: Arc<JobMetrics>,
+    ) -> WindowInstance {
+        let state = StateShards::new(
+            &logic.features,
+            logic.allowed_lateness_ms,
+            range.lo,
+            range.hi,
+            key_groups,
+        );
+        let combiner = match resumed {
+            Some(watermark) => WatermarkCombiner::resumed(sources, watermark),
+            None => WatermarkCombiner::new(sources),
+        };
+        WindowInstance {
+            logic,
+            state,
+            combiner,
+            metrics,
+            last_expiry_ms: 0,
+        }
+    }
+
+    /// Whether the instance owns no key group (it then has no state to snapshot).
+    pub fn is_empty(&self) -> bool {
+        self.state.is_empty()
+    }
+
+    /// Number of state shards.
+    pub fn shards(&self) -> usize {
+        self.state.len()
+    }
+
+    /// Open (key, window) slots.
+    pub fn open_slots(&self) -> usize {
+        self.state.open_slots()
+    }
+
+    /// The combined watermark of the reports folded so far.
+    pub fn watermark(&mut self) -> Watermark {
+        self.combiner.watermark()
+    }
+
+    /// Loads a stored snapshot of the key groups `range` (see [`StateShards::restore`]); every
+    /// restored snapshot joins the run at processing time `now_ms`, from a checkpoint whose
+    /// window watermark was `watermark`.
+    pub fn restore(
+        &mut self,
+        range: KeyGroupRange,
+        bytes: &[u8],
+        now_ms: i64,
+        watermark: Option<i64>,
+    ) -> weir_features::Result<()> {
+        self.state.restore(
+            &self.logic.features,
+            (range.lo, range.hi),
+            bytes,
+            (now_ms, watermark),
+        )
+    }
+
+    /// Applies one complete tick: its records, in order, against the watermark before the
+    /// tick, then its reports. Returns the late records' dead letters (counted).
+    pub fn apply_tick<'a>(
+        &mut self,
+        batches: impl IntoIterator<Item = &'a [Event]>,
+        reports: &[WatermarkReport],
+        now_ms: i64,
+    ) -> Vec<DeadLetter> {
+        let mut late = Vec::new();
+        let watermark = self.combiner.watermark();
+        if self.logic.state_ttl_ms.is_some() {
+            self.state.set_processing_time(now_ms);
+        }
+        for event in batches.into_iter().flatten() {
+            if let Applied::Late { watermark } =
+                self.state.apply(&self.logic.features, event, watermark)
+            {
+                self.metrics.dead_letter(DeadLetterReason::Late);
+                self.metrics.late(event.position.partition);
+                late.push(self.late_letter(event, watermark.0));
+            }
+        }
+        for report in reports {
+            self.combiner.observe(report);
+        }
+        late
+    }
+
+    /// Fires every window the combined watermark passed, then (at most every
+    /// [`EXPIRY_INTERVAL_MS`] of `now_ms`) force-closes the windows of keys quiet past the
+    /// state TTL. Every row carries `fired_at_ns`; they are counted as fired.
+    pub fn fire(&mut self, now_ms: i64, fired_at_ns: u64) -> Vec<FeatureRow> {
+        let mut fired = Vec::new();
+        let mut stamp = |mut row: FeatureRow| {
+            row.fired_at_ns = fired_at_ns;
+            fired.push(row);
+        };
+        let watermark = self.combiner.watermark();
+        self.state.fire(&self.logic.features, watermark, &mut stamp);
+        if let Some(ttl) = self.logic.state_ttl_ms {
+            if now_ms - self.last_expiry_ms >= EXPIRY_INTERVAL_MS {
+                self.last_expiry_ms = now_ms;
+                self.state
+                    .expire(&self.logic.features, now_ms, ttl, &mut stamp);
+            }
+        }
+        JobMetrics::add(&self.metrics.windows_fired, fired.len() as u64);
+        fired
+    }
+
+    /// The watermark a checkpoint of this instance records: `None` at the end of a bounded
+    /// input (`MAX` is no point in event time, and a run restored from it, going on live,
+    /// would find every record late).
+    pub fn checkpoint_watermark(&mut self) -> Option<i64> {
+        let watermark = self.combiner.watermark();
+        (watermark < Watermark::MAX).then_some(watermark.0)
+    }
+
+    /// Encodes the shards that changed since their last snapshot. On failure every shard is
+    /// marked changed, so the next snapshot is complete again.
+    pub fn snapshot(&mut self) -> weir_features::Result<Vec<ShardSnapshot>> {
+        self.state.changed_snapshots().inspect_err(|_| {
+            self.state.mark_all_changed();
+        })
+    }
+
+    /// Makes the next snapshot encode every shard (an earlier one was not written, or its
+    /// files should be compacted).
+    pub fn mark_all_changed(&mut self) {
+        self.state.mark_all_changed();
+    }
+
+    fn late_letter(&self, event: &Event, watermark: i64) -> DeadLetter {
+        DeadLetter {
+            reason: DeadLetterReason::Late,
+            error: format!(
+                "event time {} is behind the watermark {} by more than the allowed lateness of {} ms",
+                event.ts, watermark, self.logic.allowed_lateness_ms
+            ),
+            topic: self.logic.source_name.clone(),
+            position: event.position,
+            timestamp: Some(event.ts),
+            key: Some(event.key.as_bytes().to_vec()),
+            raw: event_json(&self.logic.schema, event),
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! [`WindowInstance`] without Timely: ticks of records and watermark reports in, rows and late
+//! dead letters out, state TTL expiry on its interval, and snapshots that restore into an
+//! instance that goes on as the original would.
+
+// Only the harness's schema and features are used here, not its Timely runner.
+#[allow(dead_code)]
+mod scripted;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use weir_checkpoint::KeyGroupRange;
+use weir_features::dead_letter::DeadLetterReason;
+use weir_features::job_features::JobFeatures;
+use weir_features::record::{Event, Value};
+use weir_features::row::FeatureRow;
+use weir_features::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::watermark::{SourceProgress, WatermarkReport};
+use weir_features::window::WindowSpec;
+use weir_operators::metrics::JobMetrics;
+use weir_operators::window_instance::{WindowInstance, WindowLogic, EXPIRY_INTERVAL_MS};
+
+use scripted::{features, schema, KEY_GROUPS, WINDOW_MS};
+
+type TestResult = Result<(), String>;
+
+fn logic(allowed_lateness_ms: i64, state_ttl_ms: Option<i64>) -> Result<WindowLogic, String> {
+    let schema = schema()?;
+    Ok(WindowLogic {
+        features: JobFeatures::single(WindowSpec::Tumbling { size: WINDOW_MS }, features(&schema)?),
+        schema,
+        allowed_lateness_ms,
+        source_name: "clicks".to_owned(),
+        state_ttl_ms,
+    })
+}
+
+/// An instance owning every key group, fed by `sources` source instances.
+fn instance(logic: WindowLogic, sources: usize) -> (WindowInstance, Arc<JobMetrics>) {
+    let metrics = Arc::new(JobMetrics::default());
+    let all = KeyGroupRange {
+        lo: 0,
+        hi: KEY_GROUPS,
+    };
+    let window = WindowInstance::new(logic, all, KEY_GROUPS, sources, None, metrics.clone());
+    (window, metrics)
+}
+
+fn event(key: &str, ts: i64, x: f64, offset: i64) -> Event {
+    Event {
+        key: Key::from(key),
+        key_group: KeyGroup::of(key.as_bytes(), KEY_GROUPS),
+        ts,
+        values: [
+            Value::Str(Key::from(key)),
+            Value::Num(ts as f64),
+            Value::Num(x),
+        ]
+        .into_iter()
+        .collect(),
+        position: SourcePosition {
+            partition: 0,
+            offset,
+        },
+    }
+}
+
+fn report(source: u32, watermark: i64) -> WatermarkReport {
+    WatermarkReport {
+        source,
+        progress: SourceProgress::Active(Watermark(watermark)),
+    }
+}
+
+/// `(key, window_start, revision, [count, sum])` of each row.
+fn summary(rows: &[FeatureRow]) -> Vec<(String, i64, u32, Vec<f64>)> {
+    rows.iter()
+        .map(|r| {
+            let key = r.key.as_str().to_owned();
+            (key, r.window_start, r.revision, r.values.to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn a_tick_applies_its_records_before_its_reports_fire_windows() -> TestResult {
+    let (mut window, metrics) = instance(logic(0, None)?, 1);
+    let batch = [
+        event("a", 100, 1.0, 0),
+        event("a", 900, 2.0, 1),
+        event("b", 1_500, 5.0, 2),
+    ];
+    let late = window.apply_tick([&batch[..]], &[report(0, 1_000)], 0);
+    assert!(late.is_empty());
+    let rows = window.fire(0, 42);
+    assert_eq!(summary(&rows), vec![("a".to_owned(), 0, 0, vec![2.0, 3.0])]);
+    assert!(rows.iter().all(|r| r.fired_at_ns == 42));
+    assert_eq!(metrics.windows_fired.load(Ordering::Relaxed), 1);
+    // The next tick's report closes b's window; nothing fires twice.
+    window.apply_tick([], &[report(0, 2_000)], 0);
+    let rows = window.fire(0, 43);
+    assert_eq!(
+        summary(&rows),
+        vec![("b".to_owned(), 1_000, 0, vec![1.0, 5.0])]
+    );
+    assert!(window.fire(0, 44).is_empty());
+    Ok(())
+}
+
+#[test]
+fn the_watermark_is_the_minimum_over_every_source() -> TestResult {
+    let (mut window, _) = instance(logic(0, None)?, 2);
+    window.apply_tick([&[event("a", 100, 1.0, 0)][..]], &[report(0, 5_000)], 0);
+    assert!(
+        window.fire(0, 0).is_empty(),
+        "source 1 has not reported yet"
+    );
+    window.apply_tick([], &[report(1, 1_000)], 0);
+    assert_eq!(window.watermark(), Watermark(1_000));
+    assert_eq!(window.fire(0, 0).len(), 1);
+    Ok(())
+}
+
+#[test]
+fn records_behind_the_allowed_lateness_become_counted_dead_letters() -> TestResult {
+    let (mut window, metrics) = instance(logic(500, None)?, 1);
+    window.apply_tick([&[event("a", 1_200, 1.0, 0)][..]], &[report(0, 2_000)], 0);
+    window.fire(0, 0);
+    // 1_600 >= 2_000 - 500: inside the allowed lateness, it revises its window.
+    let batch = [event("a", 1_600, 4.0, 1), event("a", 1_400, 9.0, 2)];
+    let late = window.apply_tick([&batch[..]], &[], 0);
+    assert_eq!(late.len(), 1);
+    let letter = &late[0];
+    assert_eq!(letter.reason, DeadLetterReason::Late);
+    assert_eq!(letter.topic, "clicks");
+    assert_eq!(letter.position.offset, 2);
+    assert_eq!(letter.timestamp, Some(1_400));
+    assert_eq!(letter.key.as_deref(), Some(&b"a"[..]));
+    assert!(
+        letter.error.contains("behind the watermark 2000")
+            && letter.error.contains("allowed lateness of 500 ms"),
+        "{}",
+        letter.error
+    );
+    assert_eq!(metrics.late_by_partition(), vec![(0, 1)]);
+    assert_eq!(metrics.dead_letters_total(), 1);
+    let rows = window.fire(0, 0);
+    assert_eq!(
+        summary(&rows),
+        vec![("a".to_owned(), 1_000, 1, vec![2.0, 5.0])]
+    );
+    Ok(())
+}
+
+#[test]
+fn quiet_keys_expire_on_the_expiry_interval_only() -> TestResult {
+    let ttl = 5_000;
+    let (mut window, _) = instance(logic(0, Some(ttl))?, 1);
+    let start = 1_000_000;
+    window.apply_tick([&[event("a", 100, 1.0, 0)][..]], &[report(0, 0)], start);
+    assert!(
+        window.fire(start, 0).is_empty(),
+        "the first check finds nothing quiet"
+    );
+    // Quiet long enough, but the last check was less than the interval ago.
+    let soon = start + EXPIRY_INTERVAL_MS - 1;
+    window.apply_tick([&[event("b", 100, 1.0, 1)][..]], &[], soon);
+    assert!(window.fire(soon, 0).is_empty());
+    let later = start + ttl;
+    let rows = window.fire(later, 0);
+    assert_eq!(summary(&rows), vec![("a".to_owned(), 0, 0, vec![1.0, 1.0])]);
+    assert!(rows.iter().all(|r| r.closed_by_timeout));
+    assert_eq!(window.open_slots(), 1, "b is still open");
+    Ok(())
+}
+
+#[test]
+fn a_snapshot_restores_into_an_instance_that_goes_on_the_same() -> TestResult {
+    let (mut original, _) = instance(logic(0, None)?, 1);
+    let batch = [event("a", 100, 1.0, 0), event("b", 1_300, 2.0, 1)];
+    original.apply_tick([&batch[..]], &[report(0, 1_000)], 0);
+    original.fire(0, 0);
+    assert_eq!(original.checkpoint_watermark(), Some(1_000));
+    let shards = original.snapshot().map_err(|e| e.to_string())?;
+    assert!(!shards.is_empty());
+    assert!(
+        original.snapshot().map_err(|e| e.to_string())?.is_empty(),
+        "nothing changed since the last snapshot"
+    );
+    original.mark_all_changed();
+    assert_eq!(
+        original.snapshot().map_err(|e| e.to_string())?.len(),
+        shards.len()
+    );
+
+    let (mut restored, _) = instance(logic(0, None)?, 1);
+    for shard in &shards {
+        let range = KeyGroupRange {
+            lo: shard.lo,
+            hi: shard.hi,
+        };
+        restored
+            .restore(range, &shard.bytes, 0, Some(1_000))
+            .map_err(|e| e.to_string())?;
+    }
+    assert_eq!(restored.open_slots(), original.open_slots());
+    let next = [event("b", 1_700, 3.0, 2)];
+    let mut outputs = Vec::new();
+    for window in [&mut original, &mut restored] {
+        window.apply_tick([&next[..]], &[report(0, 2_000)], 0);
+        outputs.push(summary(&window.fire(0, 0)));
+    }
+    assert_eq!(outputs[0], vec![("b".to_owned(), 1_000, 0, vec![2.0, 5.0])]);
+    assert_eq!(outputs[0], outputs[1]);
+    Ok(())
+}
+
+#[test]
+fn the_end_of_a_bounded_input_is_no_checkpoint_watermark() -> TestResult {
+    let (mut window, _) = instance(logic(0, None)?, 1);
+    window.apply_tick([&[event("a", 100, 1.0, 0)][..]], &[report(0, i64::MAX)], 0);
+    assert_eq!(window.fire(0, 0).len(), 1);
+    assert_eq!(window.checkpoint_watermark(), None);
+    Ok(())
+}
