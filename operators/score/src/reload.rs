@@ -2,14 +2,14 @@
 //! changes them while the job runs.
 //!
 //! On each inference thread (`crate::inference_thread`), between two batches. At start,
-//! [`start`] loads what the model source names: a fixed directory, or the registry's [`Plan`]
+//! `start` loads what the model source names: a fixed directory, or the registry's [`Plan`]
 //! (`crate::registry`: the primary version, and a second version from a `canary` / `shadow`
 //! line of `CONTROL`), and the job file's fixed second version when `CONTROL` names none. When
 //! the primary follows `latest` and the newest version does not load, the start serves the
 //! newest older version that does ([`start_primary`]; logged, counted as a reload failure, and
 //! the newest is retried only once its files change), so a bad publish cannot keep a restarting
 //! job down; a pinned version, a second version, or a registry where no version loads stops the
-//! start. Then, every `poll`, the [`Watcher`] resolves the plan again and applies what changed,
+//! start. Then, every `poll`, the `Watcher` resolves the plan again and applies what changed,
 //! the primary first:
 //!
 //! - a new version (another version directory, or its files changed) is loaded, checked
