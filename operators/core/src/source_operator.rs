@@ -126,17 +126,25 @@ pub fn build_source<'scope, R: SourceReader>(
 
     builder.build(move |capabilities| {
         let tick = unix_ms() / tick_ms;
-        let mut running = reader.map(|reader| {
-            let caps: Vec<Capability<Tick>> =
-                capabilities.iter().map(|c| c.delayed(&tick)).collect();
-            (reader, caps, false, None)
+        let mut running = reader.and_then(|reader| {
+            let caps = SourceCapabilities::at(&capabilities, tick)?;
+            Some(RunningSource {
+                reader,
+                caps,
+                held_back: false,
+                paused_at: None,
+            })
         });
         drop(capabilities);
         activator.activate();
         move |_frontiers| {
-            // `held_back`: whether the source is holding back for lagging progress;
-            // `paused_at`: when the last activation read nothing because of a pause.
-            let Some((reader, caps, held_back, paused_at)) = running.as_mut() else {
+            let Some(RunningSource {
+                reader,
+                caps,
+                held_back,
+                paused_at,
+            }) = running.as_mut()
+            else {
                 return;
             };
             if stop.load(Ordering::Relaxed) {
@@ -151,25 +159,25 @@ pub fn build_source<'scope, R: SourceReader>(
                 reader.exclude_paused(now.saturating_sub(since), now);
             }
             let tick = now / tick_ms;
-            let current = *caps[0].time();
+            let current = caps.tick();
             if tick > current {
                 // Close the current tick: all its records are out, so report its progress.
                 let report = WatermarkReport {
                     source: reader.instance(),
                     progress: reader.progress(now),
                 };
-                reports_out.activate().session(&caps[2]).give(report);
+                reports_out.activate().session(&caps.reports).give(report);
                 for epoch in epochs.epochs_in(current, tick) {
-                    caps.iter_mut().for_each(|c| c.downgrade(&epoch));
+                    caps.downgrade(epoch);
                     if epoch > current {
-                        reports_out.activate().session(&caps[2]).give(report);
+                        reports_out.activate().session(&caps.reports).give(report);
                     }
                     parts_out
                         .activate()
-                        .session(&caps[3])
+                        .session(&caps.parts)
                         .give(offsets_part(reader));
                 }
-                caps.iter_mut().for_each(|c| c.downgrade(&tick));
+                caps.downgrade(tick);
             }
             if metrics.score_backlog.load(Ordering::Relaxed) > 0 {
                 // Scoring is behind: keep closing ticks, but read nothing until it catches up.
@@ -199,13 +207,13 @@ pub fn build_source<'scope, R: SourceReader>(
             if !events.is_empty() {
                 events_out
                     .activate()
-                    .session(&caps[0])
+                    .session(&caps.events)
                     .give_container(&mut events);
             }
             if !dead.is_empty() {
                 dead_out
                     .activate()
-                    .session(&caps[1])
+                    .session(&caps.dead_letters)
                     .give_container(&mut dead);
             }
             if reader.finished() {
@@ -213,11 +221,11 @@ pub fn build_source<'scope, R: SourceReader>(
                     source: reader.instance(),
                     progress: reader.progress(now),
                 };
-                reports_out.activate().session(&caps[2]).give(report);
+                reports_out.activate().session(&caps.reports).give(report);
                 if epochs.enabled() {
                     parts_out
                         .activate()
-                        .session(&caps[3])
+                        .session(&caps.parts)
                         .give(offsets_part(reader));
                 }
                 tracing::info!(
@@ -241,6 +249,57 @@ pub fn build_source<'scope, R: SourceReader>(
         reports: reports.probe_with(&sources),
         checkpoint,
         progress,
+    }
+}
+
+/// A source instance that has neither stopped nor finished.
+struct RunningSource<R> {
+    reader: R,
+    caps: SourceCapabilities,
+    /// Whether the source is holding back for lagging progress.
+    held_back: bool,
+    /// When the last activation read nothing because of a pause.
+    paused_at: Option<u64>,
+}
+
+/// A running source's capabilities, one per output, all at its current tick.
+struct SourceCapabilities {
+    events: Capability<Tick>,
+    dead_letters: Capability<Tick>,
+    reports: Capability<Tick>,
+    parts: Capability<Tick>,
+}
+
+impl SourceCapabilities {
+    /// The operator's initial capabilities (one per output, in the order the outputs were
+    /// made) delayed to `tick`.
+    fn at(initial: &[Capability<Tick>], tick: Tick) -> Option<SourceCapabilities> {
+        let [events, dead_letters, reports, parts] = initial else {
+            return None;
+        };
+        Some(SourceCapabilities {
+            events: events.delayed(&tick),
+            dead_letters: dead_letters.delayed(&tick),
+            reports: reports.delayed(&tick),
+            parts: parts.delayed(&tick),
+        })
+    }
+
+    /// The tick every capability is at.
+    fn tick(&self) -> Tick {
+        *self.events.time()
+    }
+
+    /// Moves every capability to `tick`.
+    fn downgrade(&mut self, tick: Tick) {
+        for cap in [
+            &mut self.events,
+            &mut self.dead_letters,
+            &mut self.reports,
+            &mut self.parts,
+        ] {
+            cap.downgrade(&tick);
+        }
     }
 }
 
