@@ -60,19 +60,20 @@ impl KeyActivity {
         }
     }
 
-    /// The keys with no record for `ttl_ms` (`last record + ttl_ms <= now_ms`).
-    pub fn quiet(&self, now_ms: i64, ttl_ms: i64) -> QuietKeys {
+    /// Takes the keys with no record for `ttl_ms` (`last record + ttl_ms <= now_ms`) out of
+    /// the table: they are about to expire.
+    pub fn take_quiet(&mut self, now_ms: i64, ttl_ms: i64) -> QuietKeys {
         let cutoff = now_ms.saturating_sub(ttl_ms.max(0));
-        self.last_seen
+        let quiet: QuietKeys = self
+            .last_seen
             .iter()
             .filter(|(_, &seen)| seen <= cutoff)
             .map(|(k, _)| k.clone())
-            .collect()
-    }
-
-    /// Stops tracking the keys in `expired`.
-    pub fn forget(&mut self, expired: &QuietKeys) {
-        self.last_seen.retain(|k, _| !expired.contains(k));
+            .collect();
+        if !quiet.is_empty() {
+            self.last_seen.retain(|k, _| !quiet.contains(k));
+        }
+        quiet
     }
 
     /// Keeps only the keys `keep` accepts.

@@ -169,12 +169,11 @@ impl KeyedWindows {
         ttl_ms: i64,
         emit: impl FnMut(FeatureRow),
     ) -> usize {
-        let quiet = self.activity.quiet(now_ms, ttl_ms);
+        let quiet = self.activity.take_quiet(now_ms, ttl_ms);
         if quiet.is_empty() {
             return 0;
         }
         self.expire_keys(features, &quiet, emit);
-        self.activity.forget(&quiet);
         quiet.len()
     }
 

@@ -180,14 +180,13 @@ impl KeyedFeatures {
         ttl_ms: i64,
         emit: impl FnMut(FeatureRow),
     ) -> usize {
-        let quiet = self.activity.quiet(now_ms, ttl_ms);
+        let quiet = self.activity.take_quiet(now_ms, ttl_ms);
         if quiet.is_empty() {
             return 0;
         }
         let primary_rows = self.close_windows(job, |state, features, closed| {
             state.expire_keys(features, &quiet, |row| closed.take(row));
         });
-        self.activity.forget(&quiet);
         for row in &primary_rows {
             self.closed.iter_mut().for_each(|c| c.remove_key(&row.key));
         }
