@@ -22,6 +22,7 @@ pub mod job_features;
 pub mod key_activity;
 pub mod keyed_features;
 pub mod over_range;
+pub mod ownership;
 mod panes;
 pub mod predicate;
 pub mod ratio;
