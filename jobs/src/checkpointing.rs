@@ -8,13 +8,13 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use xxhash_rust::xxh3::Xxh3;
 
 use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
 use weir_features::vocab::Epoch;
 use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
 
 use crate::config::{CompiledJob, JobFile};
+use crate::plan::millis::millis;
 
 /// What `--restore` asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,31 +82,16 @@ impl CheckpointPlan {
     }
 }
 
-/// Hash of everything a snapshot's meaning depends on: the schema, the features, the windows,
-/// the trigger and the lateness. Parallelism and worker counts are not in it (a rescale is a
-/// restore).
+/// Hash of everything a snapshot's meaning depends on ([`JobFile::topology_hash`]; a
+/// compiled job carries it as `CompiledJob::topology_hash`).
 pub fn topology_hash(job: &JobFile) -> u64 {
-    let mut hasher = Xxh3::with_seed(0x5745_4952_544f_5031); // "WEIRTOP1"
-    let described = format!(
-        "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{}|{}",
-        job.source.fields,
-        job.features,
-        job.window,
-        job.windows,
-        job.trigger,
-        job.source.key,
-        job.source.event_time,
-        job.watermark.allowed_lateness,
-    );
-    hasher.update(described.as_bytes());
-    hasher.digest()
+    job.topology_hash()
 }
 
 /// Opens the job's checkpoint store and picks the checkpoint to restore; `None` when the job
 /// has no `[checkpoint]` section.
 pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<CheckpointPlan>> {
-    let file = &job.file;
-    let Some(section) = &file.checkpoint else {
+    let Some(settings) = &job.checkpoints else {
         if matches!(choice, RestoreChoice::Latest | RestoreChoice::Epoch(_)) {
             bail!(
                 "--restore needs a [checkpoint] section with dir = \"...\" (or --checkpoint-dir)"
@@ -114,17 +99,15 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
         }
         return Ok(None);
     };
-    if section.interval <= 0 {
-        bail!("[checkpoint] interval must be positive, e.g. \"10s\"");
-    }
-    let dir = file.base_dir.join(&section.dir);
-    let store = LocalDirStore::open(&dir)
+    let dir = &settings.dir;
+    let tick_ms = millis(job.runtime.tick);
+    let store = LocalDirStore::open(dir)
         .with_context(|| format!("cannot open the checkpoint directory {}", dir.display()))?;
     let manifest = match choice {
         RestoreChoice::Fresh => {
             // New epochs share the directory with these: they must be numbered alike.
             if let Some(newest) = store.latest_valid()? {
-                check_same_tick(&newest, file.runtime.tick)?;
+                check_same_tick(&newest, tick_ms)?;
             }
             None
         }
@@ -144,7 +127,7 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
             })?)
         }
     };
-    let hash = topology_hash(file);
+    let hash = job.topology_hash;
     if let Some(manifest) = &manifest {
         check_compatible(job, manifest, hash)?;
         tracing::info!(
@@ -159,8 +142,8 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
     }
     Ok(Some(CheckpointPlan {
         store: Arc::new(store),
-        clock: EpochClock::every(section.interval as u64, file.runtime.tick as u64),
-        retain: section.retain.max(1),
+        clock: EpochClock::every(millis(settings.interval), tick_ms),
+        retain: settings.retain,
         restore: manifest.map(Arc::new),
         topology_hash: hash,
     }))
@@ -169,9 +152,9 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
 /// Epochs are numbered in ticks (`unix_ms / tick`): checkpoints taken with another tick
 /// cannot be ordered with this job's, so a restore would pick a stale one and retention would
 /// delete the new ones as old.
-fn check_same_tick(manifest: &Manifest, tick_ms: i64) -> Result<()> {
+fn check_same_tick(manifest: &Manifest, tick_ms: u64) -> Result<()> {
     let (epoch, recorded) = (manifest.epoch.0, manifest.tick_ms);
-    if recorded != 0 && recorded != tick_ms as u64 {
+    if recorded != 0 && recorded != tick_ms {
         bail!(
             "checkpoint {epoch} was taken with [runtime] tick = {recorded} ms but the job has {tick_ms} ms; epochs are numbered in ticks, so the two cannot share a checkpoint directory — run with the original tick, or use another checkpoint directory"
         );
@@ -180,17 +163,17 @@ fn check_same_tick(manifest: &Manifest, tick_ms: i64) -> Result<()> {
 }
 
 fn check_compatible(job: &CompiledJob, manifest: &Manifest, hash: u64) -> Result<()> {
-    check_same_tick(manifest, job.file.runtime.tick)?;
+    check_same_tick(manifest, millis(job.runtime.tick))?;
     let epoch = manifest.epoch.0;
-    let groups = job.file.runtime.key_groups;
+    let groups = job.runtime.key_groups;
     if manifest.key_groups != groups {
         bail!(
             "checkpoint {epoch} was written with {} key groups but the job has [runtime] key_groups = {groups}; key groups are fixed for the life of a job (restore with --restore none to start over)",
             manifest.key_groups
         );
     }
-    let source = job.file.source_name();
-    if !manifest.sources.is_empty() && !manifest.sources.contains_key(&source) {
+    let source = &job.source.name;
+    if !manifest.sources.is_empty() && !manifest.sources.contains_key(source) {
         let read: Vec<&str> = manifest.sources.keys().map(String::as_str).collect();
         bail!(
             "checkpoint {epoch} was written by a job reading {} but this job reads {source}; its window state and offsets belong to that input (a replay over files, or another job sharing the directory?) — use another checkpoint directory ([checkpoint] dir or --checkpoint-dir), or start over with --restore none",

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -17,6 +18,13 @@ use weir_features::schema::RecordSchema;
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
 use weir_features::window::WindowSpec;
 use weir_operators::{Placement, StageParallelism};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::plan::millis::positive;
+use crate::plan::{
+    CheckpointSettings, KafkaInput, RuntimePlan, ScorePlan, SinkPlan, SourceInput, SourcePlan,
+    TopicCheck, WindowPlan,
+};
 
 pub use crate::model_config::ModelSection;
 pub use crate::sections::{
@@ -70,17 +78,34 @@ pub struct JobFile {
     pub base_dir: PathBuf,
 }
 
-/// A job file checked and compiled into what the pipeline runs.
+/// A job file checked and compiled into what the pipeline runs: one plan per stage
+/// ([`crate::plan`]); nothing downstream reads the job file again.
 #[derive(Clone, Debug)]
 pub struct CompiledJob {
-    /// The job file.
-    pub file: JobFile,
+    /// Job name (logs, the default consumer group).
+    pub name: String,
+    /// Process shape and timing.
+    pub runtime: RuntimePlan,
+    /// Per-stage parallelism.
+    pub parallelism: StageParallelism,
     /// Input schema.
     pub schema: RecordSchema,
     /// Features.
     pub features: JobFeatures,
-    /// Per-stage parallelism.
-    pub parallelism: StageParallelism,
+    /// The source stage.
+    pub source: SourcePlan,
+    /// The window stage (beside `features`).
+    pub windows: WindowPlan,
+    /// The score stage.
+    pub score: ScorePlan,
+    /// The sinks.
+    pub sinks: SinkPlan,
+    /// Checkpoints (`None`: none).
+    pub checkpoints: Option<CheckpointSettings>,
+    /// The Kafka topics to check before the run (`None`: the job uses no Kafka).
+    pub topic_check: Option<TopicCheck>,
+    /// Hash of what a snapshot's meaning depends on ([`JobFile::topology_hash`]).
+    pub topology_hash: u64,
 }
 
 impl JobFile {
@@ -257,7 +282,9 @@ impl JobFile {
         // The CPU budget is per process: each has `runtime.workers` threads and its share of
         // the score instances.
         let placement = Placement::new(workers, runtime.processes);
-        self.model.validate(placement, parallelism.score)?;
+        let score = self
+            .model
+            .plan(&self.base_dir, placement, parallelism.score)?;
         if self.uses_kafka()
             && !self.kafka.contains_key("bootstrap.servers")
             && !self.source.kafka.contains_key("bootstrap.servers")
@@ -287,7 +314,8 @@ impl JobFile {
             _ => {}
         }
         self.window.validate().context("[window]")?;
-        if self.state.ttl_ms()?.is_some_and(|ttl| ttl <= 0) {
+        let state_ttl = self.state.ttl_ms()?;
+        if state_ttl.is_some_and(|ttl| ttl <= 0) {
             bail!("[state] ttl must be positive, e.g. \"30m\"");
         }
         let schema = RecordSchema::new(
@@ -300,12 +328,132 @@ impl JobFile {
             .context("[[features]]")?
             .with_trigger(self.trigger)
             .context("[trigger]")?;
+        let checkpoints = self.checkpoint_settings()?;
+        let runtime = RuntimePlan {
+            workers: runtime.workers,
+            processes: runtime.processes,
+            placement,
+            tick: Duration::from_millis(runtime.tick.unsigned_abs()),
+            key_groups: runtime.key_groups,
+            max_lag: positive(runtime.max_lag),
+            connect_timeout: positive(runtime.connect_timeout),
+        };
         Ok(CompiledJob {
-            file: self,
+            name: self.name.clone(),
+            runtime,
+            parallelism,
             schema,
             features,
-            parallelism,
+            source: self.source_plan(),
+            windows: WindowPlan {
+                allowed_lateness: self.watermark.allowed_lateness,
+                state_ttl: state_ttl.and_then(positive),
+            },
+            score,
+            sinks: self.sink_plan(),
+            checkpoints,
+            topic_check: self.topic_check(),
+            topology_hash: self.topology_hash(),
         })
+    }
+
+    /// Hash of everything a snapshot's meaning depends on: the schema, the features, the
+    /// windows, the trigger and the lateness. Parallelism and worker counts are not in it (a
+    /// rescale is a restore).
+    pub fn topology_hash(&self) -> u64 {
+        let mut hasher = Xxh3::with_seed(0x5745_4952_544f_5031); // "WEIRTOP1"
+        let described = format!(
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{}|{}",
+            self.source.fields,
+            self.features,
+            self.window,
+            self.windows,
+            self.trigger,
+            self.source.key,
+            self.source.event_time,
+            self.watermark.allowed_lateness,
+        );
+        hasher.update(described.as_bytes());
+        hasher.digest()
+    }
+
+    /// Consumer properties: `[kafka]`, the default `group.id`, then `[source.kafka]`.
+    fn consumer_properties(&self) -> BTreeMap<String, String> {
+        let mut properties = self.kafka.clone();
+        properties
+            .entry("group.id".to_owned())
+            .or_insert_with(|| format!("weir-{}", self.name));
+        properties.extend(self.source.kafka.clone());
+        properties
+    }
+
+    fn source_plan(&self) -> SourcePlan {
+        let source = &self.source;
+        let input = match source.kind {
+            EdgeKind::Kafka => SourceInput::Kafka(KafkaInput {
+                topic: source.topic.clone(),
+                properties: self.consumer_properties(),
+                start: source.start,
+                partition_discovery: positive(source.partition_discovery),
+            }),
+            EdgeKind::File => SourceInput::Files(self.source_paths()),
+        };
+        SourcePlan {
+            name: self.source_name(),
+            input,
+            bounded: self.is_bounded(),
+            max_batch: source.max_batch,
+            max_out_of_orderness: self.watermark.max_out_of_orderness,
+            idle_timeout: Duration::from_millis(self.watermark.idle_timeout.unsigned_abs()),
+        }
+    }
+
+    fn sink_plan(&self) -> SinkPlan {
+        match (self.sink.kind, self.sink_paths()) {
+            (EdgeKind::File, Some((scores, dead_letters))) => SinkPlan::File {
+                scores,
+                dead_letters,
+            },
+            _ => {
+                let mut properties = self.kafka.clone();
+                properties.extend(self.sink.kafka.clone());
+                SinkPlan::Kafka {
+                    scores_topic: self.sink.topic.clone(),
+                    dead_letter_topic: self.sink.dead_letter_topic.clone(),
+                    properties,
+                }
+            }
+        }
+    }
+
+    fn topic_check(&self) -> Option<TopicCheck> {
+        if !self.uses_kafka() {
+            return None;
+        }
+        let mut properties = self.kafka.clone();
+        properties.extend(self.source.kafka.clone());
+        let mut topics = Vec::new();
+        if self.source.kind == EdgeKind::Kafka {
+            topics.push(self.source.topic.clone());
+        }
+        if self.sink.kind == EdgeKind::Kafka {
+            topics.extend([self.sink.topic.clone(), self.sink.dead_letter_topic.clone()]);
+        }
+        Some(TopicCheck { properties, topics })
+    }
+
+    fn checkpoint_settings(&self) -> Result<Option<CheckpointSettings>> {
+        let Some(section) = &self.checkpoint else {
+            return Ok(None);
+        };
+        let Some(interval) = positive(section.interval) else {
+            bail!("[checkpoint] interval must be positive, e.g. \"10s\"");
+        };
+        Ok(Some(CheckpointSettings {
+            dir: self.base_dir.join(&section.dir),
+            interval,
+            retain: section.retain.max(1),
+        }))
     }
 }
 

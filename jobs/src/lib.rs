@@ -1,7 +1,8 @@
 //! # weir
 //!
 //! The `weir` binary's library: job files ([`config`], their sections as serde reads them in
-//! [`sections`]), the `[model]` section ([`model_config`]), checkpointing and restore
+//! [`sections`]) compiled into per-stage plans ([`plan`]), the `[model]` section
+//! ([`model_config`]), checkpointing and restore
 //! selection ([`checkpointing`]), multi-process runs ([`cluster`]), the check that their
 //! processes start from one point ([`start_agreement`]) and their totals at the end
 //! ([`cluster_totals`]), both exchanged with [`gather`], the pipeline wiring ([`pipeline`]),
@@ -17,6 +18,7 @@ pub mod gather;
 pub mod gen;
 pub mod model_config;
 pub mod pipeline;
+pub mod plan;
 pub mod run;
 pub mod sections;
 pub mod start_agreement;

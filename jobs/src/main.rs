@@ -201,7 +201,7 @@ fn run(args: RunArgs) -> Result<()> {
         eprintln!("stop signal: the sources stop reading; waiting for output to flush (signal again to exit now)");
     })
     .context("cannot install the stop-signal handler")?;
-    let bounded = job.file.is_bounded();
+    let bounded = job.source.bounded;
     let summary = weir::run::run_job_with(job, weir::pipeline::Mode::Score, stop, &options)?;
     println!("{}", summary.render());
     let stopped = summary.sources_stopped_in_run();

@@ -2,22 +2,23 @@
 //! a registry watched for new versions), its second version (shadow or canary; with a
 //! registry, a `CONTROL` line can override it at run time), micro-batching, in-flight bound,
 //! threads and pinned cores. Kept apart from `config.rs` so the scoring options grow here;
-//! [`ModelSection::score_settings`] turns it into the pieces of
-//! `weir_score::operator::ScoreConfig`. See docs/JOB_FILE.md, `[model]`.
+//! [`ModelSection::plan`] checks it and turns it into the score stage's plan
+//! ([`crate::plan::ScorePlan`]). See docs/JOB_FILE.md, `[model]`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Deserialize;
 
 use weir_features::duration_ms;
 use weir_operators::Placement;
 use weir_score::budget::{cpu_set, plan_cores, InstanceCores};
-use weir_score::registry::{ModelSource, Registry, Target};
-use weir_score::reload::start_primary;
+use weir_score::registry::{ModelSource, Target};
 use weir_score::secondary::{SecondaryModel, SecondaryRole};
 use weir_score::SessionOptions;
+
+use crate::plan::score::{initial_models, model_dir, ScorePlan};
 
 /// `[model]`.
 #[derive(Clone, Debug, Deserialize)]
@@ -88,28 +89,18 @@ fn default_warmup() -> usize {
     2
 }
 
-/// The model-related parts of the scoring stage's configuration.
-#[derive(Clone, Debug)]
-pub struct ScoreSettings {
-    /// Primary model source.
-    pub source: ModelSource,
-    /// Shadow or canary.
-    pub secondary: Option<SecondaryModel>,
-    /// Session options.
-    pub session: SessionOptions,
-    /// Micro-batch delay bound.
-    pub max_batch_delay: Duration,
-    /// In-flight batch bound.
-    pub max_in_flight: usize,
-    /// Pinned cores per instance.
-    pub cores: Option<Vec<InstanceCores>>,
-}
-
 impl ModelSection {
     /// Checks the section; `placement` (the job's processes and workers) and
     /// `score_parallelism` are for the CPU budget of pinned inference threads (checked per
     /// process against this machine's cores).
     pub fn validate(&self, placement: Placement, score_parallelism: usize) -> Result<()> {
+        self.check_fields()?;
+        self.pinned_cores(placement, score_parallelism)?;
+        Ok(())
+    }
+
+    /// Everything [`ModelSection::validate`] checks but the CPU budget.
+    fn check_fields(&self) -> Result<()> {
         match (&self.path, &self.registry, &self.name) {
             (Some(_), None, None) | (None, Some(_), Some(_)) => {}
             (Some(_), Some(_), _) => {
@@ -150,8 +141,19 @@ impl ModelSection {
             (_, None, Some(_)) => bail!("[model] canary_share is only used with canary = \"dir\""),
             _ => {}
         }
-        self.pinned_cores(placement, score_parallelism)?;
         Ok(())
+    }
+
+    /// Checks the section (as [`ModelSection::validate`]) and plans the score stage, pinned
+    /// cores included, once.
+    pub fn plan(
+        &self,
+        base_dir: &Path,
+        placement: Placement,
+        score_parallelism: usize,
+    ) -> Result<ScorePlan> {
+        self.check_fields()?;
+        self.score_settings(base_dir, placement, score_parallelism)
     }
 
     fn pinned_cores(
@@ -174,7 +176,7 @@ impl ModelSection {
             (Some(root), Some(name)) => ModelSource::Registry {
                 root: base_dir.join(root),
                 name: name.clone(),
-                poll: Duration::from_millis(self.poll.max(1) as u64),
+                poll: Duration::from_millis(u64::try_from(self.poll).unwrap_or(0).max(1)),
             },
             _ => ModelSource::Dir(base_dir.join(self.path.clone().unwrap_or_default())),
         }
@@ -182,52 +184,17 @@ impl ModelSection {
 
     /// The model directory (path form) or the model's registry directory.
     pub fn dir(&self, base_dir: &Path) -> PathBuf {
-        match self.source(base_dir) {
-            ModelSource::Dir(dir) => dir,
-            ModelSource::Registry { root, name, .. } => root.join(name),
-        }
+        model_dir(&self.source(base_dir))
     }
 
     /// The directory of the primary version served at start, and the second version served
-    /// beside it: the registry's plan (its `CONTROL` file), else the job file's. Under
-    /// `latest`, a newest version that `loads` refuses is passed over for the newest older
-    /// one it accepts, as the inference threads do (`weir_score::reload::start_primary`); a
-    /// `CONTROL` second version `loads` refuses is an error (the inference threads would
-    /// refuse it too, after the cluster had connected).
+    /// beside it, paths resolved against `base_dir` (see [`crate::plan::score::initial_models`]).
     pub fn initial_models(
         &self,
         base_dir: &Path,
         loads: impl Fn(&Target) -> weir_score::Result<()>,
     ) -> Result<(PathBuf, Option<SecondaryModel>)> {
-        match self.source(base_dir) {
-            ModelSource::Dir(dir) => Ok((dir, self.secondary(base_dir))),
-            ModelSource::Registry { root, name, .. } => {
-                let registry = Registry::new(&root, &name);
-                let plan = registry.plan().context("[model] registry")?;
-                let start = start_primary(&plan, &registry, &loads)
-                    .context("[model] registry: no version loads")?;
-                let serving = start.serving;
-                for (target, error) in &start.skipped {
-                    tracing::warn!(%error, skipped = %target.version, serving = %serving.version, "a newer model version does not load; the job starts with an older one");
-                }
-                let second = match plan.second {
-                    Some((role, target)) => {
-                        loads(&target).with_context(|| {
-                            format!(
-                                "[model] registry: CONTROL's {role} version `{}`",
-                                target.version
-                            )
-                        })?;
-                        Some(SecondaryModel {
-                            role,
-                            dir: target.dir,
-                        })
-                    }
-                    None => self.secondary(base_dir),
-                };
-                Ok((serving.dir, second))
-            }
-        }
+        initial_models(&self.source(base_dir), self.secondary(base_dir), loads)
     }
 
     /// The job file's shadow or canary version (a registry's `CONTROL` file can replace it
@@ -248,14 +215,15 @@ impl ModelSection {
         }
     }
 
-    /// Everything model-related the score operator needs (arguments as for `validate`).
+    /// Everything model-related the score operator needs (arguments as for `validate`; the
+    /// section is not checked).
     pub fn score_settings(
         &self,
         base_dir: &Path,
         placement: Placement,
         score_parallelism: usize,
-    ) -> Result<ScoreSettings> {
-        Ok(ScoreSettings {
+    ) -> Result<ScorePlan> {
+        Ok(ScorePlan {
             source: self.source(base_dir),
             secondary: self.secondary(base_dir),
             session: SessionOptions {
@@ -264,9 +232,12 @@ impl ModelSection {
                 max_batch_rows: self.max_batch_rows,
                 intra_thread_affinities: None,
             },
-            max_batch_delay: Duration::from_millis(self.max_batch_delay.max(0) as u64),
+            max_batch_delay: Duration::from_millis(
+                u64::try_from(self.max_batch_delay).unwrap_or(0),
+            ),
             max_in_flight: self.max_in_flight,
             cores: self.pinned_cores(placement, score_parallelism)?,
+            inference_cores: self.cores.clone(),
         })
     }
 }

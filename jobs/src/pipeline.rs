@@ -15,11 +15,11 @@
 //! [`JobPlan`] holds everything every worker needs to build its part of the dataflow.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Result};
 use timely::dataflow::operators::{Concat, Probe};
 use timely::dataflow::{Scope, Stream};
 
@@ -38,13 +38,17 @@ use weir_operators::file_sink::{FileSinkConfig, JsonlSink};
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
+use weir_operators::window_features::WINDOW_OPERATOR;
+use weir_operators::window_instance::WindowLogic;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
 use weir_score::budget::{cpu_set, pin_current_thread, worker_core};
 use weir_score::counters::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
 
 use crate::checkpointing::{parallelism_by_operator, CheckpointPlan};
-use crate::config::{CompiledJob, EdgeKind};
+use crate::config::CompiledJob;
+use crate::plan::millis::{millis, millis_i64};
+use crate::plan::{KafkaInput, SinkPlan, SourceInput};
 
 /// What a run produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,9 +90,9 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     if plan.mode == Mode::Score {
         plan.pin_worker(scope.index());
     }
-    let source = match plan.job.file.source.kind {
-        EdgeKind::Kafka => kafka_source(scope, plan.kafka_source_config())?,
-        EdgeKind::File => file_source(scope, plan.file_source_config())?,
+    let source = match &plan.job.source.input {
+        SourceInput::Kafka(kafka) => kafka_source(scope, plan.kafka_source_config(kafka))?,
+        SourceInput::Files(paths) => file_source(scope, plan.file_source_config(paths))?,
     };
     let windows = source
         .events
@@ -98,7 +102,7 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     let checkpoint = source.checkpoint.concat(windows.checkpoint);
     if plan.mode == Mode::FeaturesOnly {
         let rows = windows.rows.probe_with(&progress).jsonl_sink(
-            plan.file_sink_config()?.0,
+            plan.file_sink_config(plan.scores_file()?),
             |row, line| line(feature_row_json(row)),
             |m| &m.rows_written,
         )?;
@@ -106,23 +110,29 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
         plan.commit_checkpoints(checkpoint.concat(rows).concat(dead));
         return Ok(());
     }
-    let scored = windows.rows.score(plan.score_config()?)?;
+    let scored = windows.rows.score(plan.score_config())?;
     // The sources hold back while the scores lag (`[runtime] max_lag`), in any process.
     let scored_rows = scored.scores.probe_with(&progress);
-    let scores = match plan.job.file.sink.kind {
-        EdgeKind::Kafka => scored_rows.kafka_score_sink(
-            plan.kafka_sink_config(&plan.job.file.sink.topic),
+    let scores = match &plan.job.sinks {
+        SinkPlan::Kafka {
+            scores_topic,
+            properties,
+            ..
+        } => scored_rows.kafka_score_sink(
+            plan.kafka_sink_config(scores_topic, properties),
             plan.feature_names(),
-            plan.job.file.source_name(),
+            plan.job.source.name.clone(),
         )?,
-        EdgeKind::File => {
-            let (names, source) = (plan.feature_names(), plan.job.file.source_name());
+        SinkPlan::File { scores, .. } => {
+            let (names, source) = (plan.feature_names(), plan.job.source.name.clone());
             let encode = move |batch: &ScoredBatch, line: &mut dyn FnMut(Vec<u8>)| {
                 batch
                     .views()
                     .for_each(|s| line(score_json(&s, &names, &source)));
             };
-            scored_rows.jsonl_sink(plan.file_sink_config()?.0, encode, |m| &m.scores_delivered)?
+            scored_rows.jsonl_sink(plan.file_sink_config(scores), encode, |m| {
+                &m.scores_delivered
+            })?
         }
     };
     let dead = plan.dead_letter_sink(dead_letters.concat(scored.dead_letters))?;
@@ -135,12 +145,17 @@ impl JobPlan {
         &self,
         dead_letters: DeadLetters<'scope>,
     ) -> Result<CheckpointStream<'scope>> {
-        Ok(match self.job.file.sink.kind {
-            EdgeKind::Kafka => dead_letters.kafka_dead_letter_sink(
-                self.kafka_sink_config(&self.job.file.sink.dead_letter_topic),
-            )?,
-            EdgeKind::File => dead_letters.jsonl_sink(
-                self.file_sink_config()?.1,
+        Ok(match &self.job.sinks {
+            SinkPlan::Kafka {
+                dead_letter_topic,
+                properties,
+                ..
+            } => dead_letters
+                .kafka_dead_letter_sink(self.kafka_sink_config(dead_letter_topic, properties))?,
+            SinkPlan::File {
+                dead_letters: path, ..
+            } => dead_letters.jsonl_sink(
+                self.file_sink_config(path),
                 |letter, line| line(dead_letter_json(letter)),
                 |m| &m.dead_letters_delivered,
             )?,
@@ -160,11 +175,12 @@ impl JobPlan {
         parts.commit_checkpoints(CommitterConfig {
             store: checkpoints.store.clone(),
             epochs: checkpoints.clock,
-            key_groups: self.job.file.runtime.key_groups,
+            key_groups: self.job.runtime.key_groups,
             parallelism: parallelism_by_operator(&self.job),
+            stateful_operators: vec![WINDOW_OPERATOR.to_owned()],
             model_versions: self.model_versions.clone(),
             topology_hash: checkpoints.topology_hash,
-            tick_ms: self.job.file.runtime.tick as u64,
+            tick_ms: millis(self.job.runtime.tick),
             retain: checkpoints.retain,
             restored_offsets,
             worker: self.placement.worker_of(0),
@@ -184,97 +200,97 @@ impl JobPlan {
         self.checkpoints
             .as_ref()
             .and_then(|c| c.restore.as_ref())
-            .and_then(|m| m.sources.get(&self.job.file.source_name()).cloned())
+            .and_then(|m| m.sources.get(&self.job.source.name).cloned())
             .unwrap_or_default()
     }
 
-    fn file_sink_config(&self) -> Result<(FileSinkConfig, FileSinkConfig)> {
-        let (scores, dead) = self
-            .job
-            .file
-            .sink_paths()
-            .context("[sink] kind = \"file\" needs path = \"...\" (or pass --output-file)")?;
-        let append = self
-            .checkpoints
-            .as_ref()
-            .is_some_and(|c| c.restore.is_some());
-        let config = |path| FileSinkConfig {
-            path,
+    /// The file a features-only run writes its rows to.
+    fn scores_file(&self) -> Result<&PathBuf> {
+        match &self.job.sinks {
+            SinkPlan::File { scores, .. } => Ok(scores),
+            SinkPlan::Kafka { .. } => {
+                bail!("[sink] kind = \"file\" needs path = \"...\" (or pass --output-file)")
+            }
+        }
+    }
+
+    fn file_sink_config(&self, path: &Path) -> FileSinkConfig {
+        FileSinkConfig {
+            path: path.to_path_buf(),
             placement: self.placement,
             metrics: self.metrics.clone(),
             epochs: self.epochs(),
-            append,
-        };
-        Ok((config(scores), config(dead)))
+            append: self
+                .checkpoints
+                .as_ref()
+                .is_some_and(|c| c.restore.is_some()),
+        }
     }
 
     fn record_decoder(&self) -> RecordDecoder {
         RecordDecoder {
             decoder: JsonDecoder::new(self.job.schema.clone()),
-            key_groups: self.job.file.runtime.key_groups,
-            source_name: self.job.file.source_name(),
+            key_groups: self.job.runtime.key_groups,
+            source_name: self.job.source.name.clone(),
             metrics: self.metrics.clone(),
         }
     }
 
-    fn file_source_config(&self) -> FileSourceConfig {
-        let file = &self.job.file;
+    fn file_source_config(&self, paths: &[PathBuf]) -> FileSourceConfig {
+        let (runtime, source) = (&self.job.runtime, &self.job.source);
         FileSourceConfig {
-            paths: file.source_paths(),
+            paths: paths.to_vec(),
             parallelism: self.job.parallelism.source,
             placement: self.placement,
-            tick_ms: file.runtime.tick as u64,
+            tick_ms: millis(runtime.tick),
             decoder: self.record_decoder(),
-            max_out_of_orderness_ms: file.watermark.max_out_of_orderness,
-            max_batch: file.source.max_batch,
+            max_out_of_orderness_ms: source.max_out_of_orderness,
+            max_batch: source.max_batch,
             stop: self.stop.clone(),
             epochs: self.epochs(),
             resume: self.resume(),
-            max_lag_ms: file.runtime.max_lag_ms(),
+            max_lag_ms: runtime.max_lag.map(millis),
         }
     }
 
-    fn kafka_source_config(&self) -> KafkaSourceConfig {
-        let file = &self.job.file;
-        let mut properties = file.kafka.clone();
-        properties
-            .entry("group.id".to_owned())
-            .or_insert_with(|| format!("weir-{}", file.name));
-        properties.extend(file.source.kafka.clone());
+    fn kafka_source_config(&self, kafka: &KafkaInput) -> KafkaSourceConfig {
+        let (runtime, source) = (&self.job.runtime, &self.job.source);
         KafkaSourceConfig {
-            topic: file.source.topic.clone(),
-            properties,
-            start: file.source.start,
-            bounded: file.source.bounded,
+            topic: kafka.topic.clone(),
+            properties: kafka.properties.clone(),
+            start: kafka.start,
+            bounded: source.bounded,
             parallelism: self.job.parallelism.source,
             placement: self.placement,
-            tick_ms: file.runtime.tick as u64,
-            key_groups: file.runtime.key_groups,
+            tick_ms: millis(runtime.tick),
+            key_groups: runtime.key_groups,
             decoder: JsonDecoder::new(self.job.schema.clone()),
-            max_out_of_orderness_ms: file.watermark.max_out_of_orderness,
-            idle_timeout_ms: file.watermark.idle_timeout as u64,
-            max_batch: file.source.max_batch,
+            max_out_of_orderness_ms: source.max_out_of_orderness,
+            idle_timeout_ms: millis(source.idle_timeout),
+            max_batch: source.max_batch,
             metrics: self.metrics.clone(),
             stop: self.stop.clone(),
             epochs: self.epochs(),
             resume: self.resume(),
-            max_lag_ms: file.runtime.max_lag_ms(),
-            partition_discovery_ms: file.source.partition_discovery_ms(),
+            max_lag_ms: runtime.max_lag.map(millis),
+            partition_discovery_ms: kafka.partition_discovery.map(millis),
         }
     }
 
     fn window_config(&self) -> WindowConfig {
-        let file = &self.job.file;
+        let job = &self.job;
         WindowConfig {
-            features: self.job.features.clone(),
-            schema: self.job.schema.clone(),
-            allowed_lateness_ms: file.watermark.allowed_lateness,
-            key_groups: file.runtime.key_groups,
-            parallelism: self.job.parallelism.window,
-            sources: self.job.parallelism.source,
+            logic: WindowLogic {
+                features: job.features.clone(),
+                schema: job.schema.clone(),
+                allowed_lateness_ms: job.windows.allowed_lateness,
+                source_name: job.source.name.clone(),
+                state_ttl_ms: job.windows.state_ttl.map(millis_i64),
+            },
+            key_groups: job.runtime.key_groups,
+            parallelism: job.parallelism.window,
+            sources: job.parallelism.source,
             placement: self.placement,
-            source_name: file.source_name(),
-            state_ttl_ms: file.state.ttl_ms().ok().flatten(),
             metrics: self.metrics.clone(),
             checkpoints: self
                 .checkpoints
@@ -283,39 +299,37 @@ impl JobPlan {
         }
     }
 
-    fn score_config(&self) -> Result<ScoreConfig> {
-        let file = &self.job.file;
-        let parallelism = self.job.parallelism.score;
-        let model = file
-            .model
-            .score_settings(&file.base_dir, self.placement, parallelism)?;
-        Ok(ScoreConfig {
-            source: model.source,
-            secondary: model.secondary,
-            job_features: self.job.features.names().to_vec(),
-            session: model.session,
-            max_batch_delay: model.max_batch_delay,
-            max_in_flight: model.max_in_flight,
-            cores: model.cores,
-            parallelism,
+    fn score_config(&self) -> ScoreConfig {
+        let job = &self.job;
+        let score = job.score.clone();
+        ScoreConfig {
+            source: score.source,
+            secondary: score.secondary,
+            job_features: job.features.names().to_vec(),
+            session: score.session,
+            max_batch_delay: score.max_batch_delay,
+            max_in_flight: score.max_in_flight,
+            cores: score.cores,
+            parallelism: job.parallelism.score,
             placement: self.placement,
-            key_groups: file.runtime.key_groups,
-            source_name: file.source_name(),
+            key_groups: job.runtime.key_groups,
+            source_name: job.source.name.clone(),
             metrics: self.metrics.clone(),
             counters: self.score_counters.clone(),
-        })
+        }
     }
 
-    fn kafka_sink_config(&self, topic: &str) -> KafkaSinkConfig {
-        let file = &self.job.file;
-        let mut properties = file.kafka.clone();
-        properties.extend(file.sink.kafka.clone());
+    fn kafka_sink_config(
+        &self,
+        topic: &str,
+        properties: &BTreeMap<String, String>,
+    ) -> KafkaSinkConfig {
         KafkaSinkConfig {
             topic: topic.to_owned(),
-            properties,
+            properties: properties.clone(),
             parallelism: self.job.parallelism.sink,
             placement: self.placement,
-            key_groups: file.runtime.key_groups,
+            key_groups: self.job.runtime.key_groups,
             metrics: self.metrics.clone(),
             epochs: self.epochs(),
         }
@@ -324,8 +338,8 @@ impl JobPlan {
     /// With `[model] cores`, pins this Timely worker thread to a core the inference threads
     /// do not use (DESIGN.md §4: inference cores separate from worker cores).
     fn pin_worker(&self, worker: usize) {
-        let cores = &self.job.file.model.cores;
-        let local = worker % self.job.file.runtime.workers.max(1);
+        let cores = &self.job.score.inference_cores;
+        let local = worker % self.job.runtime.workers.max(1);
         if let Some(core) = worker_core(cores, cpu_set(), local) {
             if !pin_current_thread(core) {
                 tracing::warn!(worker, core, "could not pin the Timely worker");
@@ -335,7 +349,7 @@ impl JobPlan {
 
     /// The model directory.
     pub fn model_dir(&self) -> PathBuf {
-        self.job.file.model_dir()
+        self.job.score.model_dir()
     }
 
     /// Feature names in output order.

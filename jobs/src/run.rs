@@ -18,13 +18,14 @@ use weir_operators::committer::CommitHook;
 use weir_operators::metrics::JobMetrics;
 use weir_score::counters::ScoreCounters;
 use weir_score::reload::check_registry_tag;
-use weir_score::{ModelManifest, ModelSession, SessionOptions};
+use weir_score::{ModelManifest, ModelSession};
 
 use crate::checkpointing::{self, RestoreChoice};
 use crate::cluster::{timely_config, ClusterArgs};
 use crate::cluster_totals::{self, ClusterTotals};
-use crate::config::{CompiledJob, EdgeKind};
+use crate::config::CompiledJob;
 use crate::pipeline::{self, JobPlan, Mode};
+use crate::plan::{SinkPlan, SourceInput};
 use crate::start_agreement::{self, StartPoint};
 
 /// What a run did.
@@ -267,16 +268,16 @@ pub fn run_job_with(
     stop: Arc<AtomicBool>,
     options: &RunOptions,
 ) -> Result<RunSummary> {
-    if mode == Mode::FeaturesOnly && job.file.sink.kind != EdgeKind::File {
+    if mode == Mode::FeaturesOnly && !matches!(job.sinks, SinkPlan::File { .. }) {
         bail!("a features-only run writes feature rows to a file: set [sink] kind = \"file\" or pass --output");
     }
     let model_versions = preflight(&job, mode)?;
-    let threads = job.file.runtime.workers;
-    if options.cluster.processes != job.file.runtime.processes {
+    let threads = job.runtime.workers;
+    if options.cluster.processes != job.runtime.processes {
         bail!(
             "--processes {} does not match [runtime] processes = {}; set both the same",
             options.cluster.processes,
-            job.file.runtime.processes
+            job.runtime.processes
         );
     }
     let (timely_config, placement) = timely_config(&options.cluster, threads)?;
@@ -291,7 +292,7 @@ pub fn run_job_with(
             .and_then(|c| c.restore.as_ref())
             .map(|m| m.epoch.0),
         checkpoints: checkpoints.is_some(),
-        topology: checkpointing::topology_hash(&job.file),
+        topology: job.topology_hash,
     });
     let metrics = Arc::new(JobMetrics::default());
     let score_counters = Arc::new(ScoreCounters::default());
@@ -308,11 +309,10 @@ pub fn run_job_with(
     };
     let started = Instant::now();
     // Dropped once `timely::execute` has connected the cluster (or failed to).
-    let connecting = match u64::try_from(plan.job.file.runtime.connect_timeout) {
-        Ok(ms) if ms > 0 && options.cluster.processes > 1 => Some(connect_watchdog(
-            Duration::from_millis(ms),
-            options.cluster.processes,
-        )?),
+    let connecting = match plan.job.runtime.connect_timeout {
+        Some(timeout) if options.cluster.processes > 1 => {
+            Some(connect_watchdog(timeout, options.cluster.processes)?)
+        }
         _ => None,
     };
     let guards = timely::execute(timely_config, move |worker| {
@@ -452,17 +452,11 @@ fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duration) -> RunSu
 /// After each checkpoint, commits the source offsets to the job's consumer group (Kafka
 /// sources with checkpoints only).
 fn group_offsets_hook(job: &CompiledJob, checkpoints: bool) -> Result<Option<CommitHook>> {
-    let file = &job.file;
-    if !checkpoints || file.source.kind != EdgeKind::Kafka {
+    let Some(kafka) = job.source.kafka().filter(|_| checkpoints) else {
         return Ok(None);
-    }
-    let mut properties = file.kafka.clone();
-    properties
-        .entry("group.id".to_owned())
-        .or_insert_with(|| format!("weir-{}", file.name));
-    properties.extend(file.source.kafka.clone());
-    let topic = file.source.topic.clone();
-    let committer = GroupOffsets::new(&properties, &topic)?;
+    };
+    let topic = kafka.topic.clone();
+    let committer = GroupOffsets::new(&kafka.properties, &topic)?;
     Ok(Some(Arc::new(move |manifest: &Manifest| {
         if let Some(partitions) = manifest.sources.get(&topic) {
             committer.commit(partitions);
@@ -473,36 +467,25 @@ fn group_offsets_hook(job: &CompiledJob, checkpoints: bool) -> Result<Option<Com
 /// Fails fast, with a clear message, on anything that would stop workers from building.
 /// Returns the model's version by model name.
 fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> {
-    let file = &job.file;
-    for path in file
-        .source_paths()
-        .iter()
-        .filter(|_| file.source.kind == EdgeKind::File)
-    {
-        if !path.is_file() {
-            bail!("input file {} does not exist", path.display());
+    if let SourceInput::Files(paths) = &job.source.input {
+        for path in paths {
+            if !path.is_file() {
+                bail!("input file {} does not exist", path.display());
+            }
         }
     }
     if mode == Mode::FeaturesOnly {
         return Ok(BTreeMap::new());
     }
-    let check = SessionOptions {
-        intra_threads: 1,
-        // One warm-up batch when the job warms up at all: it is what rejects a model whose
-        // dynamic input width does not fit, so preflight and the inference threads agree on
-        // which registry version loads.
-        warmup_batches: file.model.warmup_batches.min(1),
-        max_batch_rows: file.model.max_batch_rows,
-        intra_thread_affinities: None,
-    };
+    let score = &job.score;
+    let check = score.preflight_session();
     // A registry version must load and its manifest match its directory, as on the
     // inference threads (which pass over a newest version that does not, like this).
     // The directories loaded there are not loaded again below.
-    let name = file.model.name.clone().unwrap_or_default();
     let loaded = std::cell::RefCell::new(Vec::new());
-    let (model_dir, second) = file.model.initial_models(&file.base_dir, |target| {
+    let (model_dir, second) = score.initial_models(|target| {
         let session = ModelSession::load(&target.dir, job.features.names(), &check)?;
-        check_registry_tag(&name, target, &session)?;
+        check_registry_tag(score.model_name(), target, &session)?;
         loaded.borrow_mut().push(target.dir.clone());
         Ok(())
     })?;
@@ -515,7 +498,7 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
                 format!(
                     "model {} does not fit job `{}`",
                     model_dir.display(),
-                    file.name
+                    job.name
                 )
             })?;
         }
@@ -523,26 +506,15 @@ fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> 
         // The primary's version, also when the second version has the same model name.
         versions.entry(model.name).or_insert(model.version);
     }
-    if !file.uses_kafka() {
+    let Some(check) = &job.topic_check else {
         return Ok(versions);
-    }
-    let mut properties = file.kafka.clone();
-    properties.extend(file.source.kafka.clone());
-    let metadata = TopicMetadata::connect(&properties).context("cannot create a Kafka client")?;
-    let mut topics = Vec::new();
-    if file.source.kind == EdgeKind::Kafka {
-        topics.push(&file.source.topic);
-    }
-    if file.sink.kind == EdgeKind::Kafka {
-        topics.extend([&file.sink.topic, &file.sink.dead_letter_topic]);
-    }
-    for topic in topics {
+    };
+    let metadata =
+        TopicMetadata::connect(&check.properties).context("cannot create a Kafka client")?;
+    for topic in &check.topics {
         let partitions = metadata.partitions(topic).map_err(topic_unavailable)?;
-        if file.source.kind == EdgeKind::Kafka && *topic == file.source.topic {
-            let discovery = file
-                .source
-                .partition_discovery_ms()
-                .filter(|_| !file.is_bounded());
+        if let Some(kafka) = job.source.kafka().filter(|kafka| kafka.topic == *topic) {
+            let discovery = kafka.partition_discovery.filter(|_| !job.source.bounded);
             if let Some(warning) =
                 idle_source_instances(job.parallelism.source, partitions, topic, discovery)
             {
@@ -572,15 +544,15 @@ fn idle_source_instances(
     parallelism: usize,
     partitions: usize,
     topic: &str,
-    discovery_ms: Option<u64>,
+    discovery: Option<Duration>,
 ) -> Option<String> {
     if parallelism <= partitions {
         return None;
     }
-    let until = match discovery_ms {
-        Some(ms) => format!(
+    let until = match discovery {
+        Some(every) => format!(
             " until the topic gets more partitions (looked for every {} s)",
-            ms as f64 / 1000.0
+            every.as_secs_f64()
         ),
         None => String::new(),
     };
@@ -594,13 +566,16 @@ fn idle_source_instances(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::{idle_source_instances, ModelActivity};
 
     #[test]
     fn more_source_instances_than_partitions_are_named() {
         assert_eq!(idle_source_instances(4, 4, "clicks", None), None);
         assert_eq!(idle_source_instances(2, 8, "clicks", None), None);
-        let warning = idle_source_instances(6, 4, "clicks", Some(10_000)).unwrap_or_default();
+        let warning = idle_source_instances(6, 4, "clicks", Some(Duration::from_millis(10_000)))
+            .unwrap_or_default();
         assert!(
             warning.starts_with(
                 "source parallelism 6 is more than the 4 partition(s) of topic `clicks`: 2 \

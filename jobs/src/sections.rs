@@ -119,15 +119,6 @@ pub struct SourceSection {
     pub partition_discovery: i64,
 }
 
-impl SourceSection {
-    /// `partition_discovery` for the Kafka source (`None` when it is 0: no discovery).
-    pub fn partition_discovery_ms(&self) -> Option<u64> {
-        u64::try_from(self.partition_discovery)
-            .ok()
-            .filter(|ms| *ms > 0)
-    }
-}
-
 fn earliest() -> StartFrom {
     StartFrom::Earliest
 }

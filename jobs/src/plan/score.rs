@@ -1,0 +1,120 @@
+//! The score stage's settings, planned once: the model's source and second version, session
+//! options, batching bounds and the pinned cores of one process's inference threads. The
+//! pipeline hands them to `weir_score::operator::ScoreConfig`; `weir run`'s preflight loads
+//! the versions served at start with them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use weir_score::budget::InstanceCores;
+use weir_score::registry::{ModelSource, Registry, Target};
+use weir_score::reload::start_primary;
+use weir_score::secondary::SecondaryModel;
+use weir_score::SessionOptions;
+
+/// `[model]` as the score operator uses it.
+#[derive(Clone, Debug)]
+pub struct ScorePlan {
+    /// Primary model source.
+    pub source: ModelSource,
+    /// The job file's shadow or canary version.
+    pub secondary: Option<SecondaryModel>,
+    /// Session options.
+    pub session: SessionOptions,
+    /// Micro-batch delay bound.
+    pub max_batch_delay: Duration,
+    /// In-flight batch bound.
+    pub max_in_flight: usize,
+    /// Pinned cores per instance of one process (`None`: not pinned).
+    pub cores: Option<Vec<InstanceCores>>,
+    /// `[model] cores` as listed: a scoring run's Timely workers are pinned to other cores.
+    pub inference_cores: Vec<usize>,
+}
+
+impl ScorePlan {
+    /// The model directory (path form) or the model's registry directory.
+    pub fn model_dir(&self) -> PathBuf {
+        model_dir(&self.source)
+    }
+
+    /// The model's name in its registry (`""` for a single directory).
+    pub fn model_name(&self) -> &str {
+        match &self.source {
+            ModelSource::Registry { name, .. } => name,
+            ModelSource::Dir(_) => "",
+        }
+    }
+
+    /// The session options preflight loads each version with: one thread, unpinned, and one
+    /// warm-up batch when the job warms up at all (it is what rejects a model whose dynamic
+    /// input width does not fit, so preflight and the inference threads agree on which
+    /// registry version loads).
+    pub fn preflight_session(&self) -> SessionOptions {
+        SessionOptions {
+            intra_threads: 1,
+            warmup_batches: self.session.warmup_batches.min(1),
+            max_batch_rows: self.session.max_batch_rows,
+            intra_thread_affinities: None,
+        }
+    }
+
+    /// The versions served at start (see [`initial_models`]).
+    pub fn initial_models(
+        &self,
+        loads: impl Fn(&Target) -> weir_score::Result<()>,
+    ) -> Result<(PathBuf, Option<SecondaryModel>)> {
+        initial_models(&self.source, self.secondary.clone(), loads)
+    }
+}
+
+/// The model directory of `source`: the directory itself, or the model's registry directory.
+pub fn model_dir(source: &ModelSource) -> PathBuf {
+    match source {
+        ModelSource::Dir(dir) => dir.clone(),
+        ModelSource::Registry { root, name, .. } => root.join(name),
+    }
+}
+
+/// The directory of the primary version served at start, and the second version served
+/// beside it: the registry's plan (its `CONTROL` file), else `job_second` (the job file's).
+/// Under `latest`, a newest version that `loads` refuses is passed over for the newest older
+/// one it accepts, as the inference threads do (`weir_score::reload::start_primary`); a
+/// `CONTROL` second version `loads` refuses is an error (the inference threads would refuse
+/// it too, after the cluster had connected).
+pub fn initial_models(
+    source: &ModelSource,
+    job_second: Option<SecondaryModel>,
+    loads: impl Fn(&Target) -> weir_score::Result<()>,
+) -> Result<(PathBuf, Option<SecondaryModel>)> {
+    match source {
+        ModelSource::Dir(dir) => Ok((dir.clone(), job_second)),
+        ModelSource::Registry { root, name, .. } => {
+            let registry = Registry::new(root, name);
+            let plan = registry.plan().context("[model] registry")?;
+            let start = start_primary(&plan, &registry, &loads)
+                .context("[model] registry: no version loads")?;
+            let serving = start.serving;
+            for (target, error) in &start.skipped {
+                tracing::warn!(%error, skipped = %target.version, serving = %serving.version, "a newer model version does not load; the job starts with an older one");
+            }
+            let second = match plan.second {
+                Some((role, target)) => {
+                    loads(&target).with_context(|| {
+                        format!(
+                            "[model] registry: CONTROL's {role} version `{}`",
+                            target.version
+                        )
+                    })?;
+                    Some(SecondaryModel {
+                        role,
+                        dir: target.dir,
+                    })
+                }
+                None => job_second,
+            };
+            Ok((serving.dir, second))
+        }
+    }
+}

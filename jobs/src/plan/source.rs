@@ -1,0 +1,59 @@
+//! The source stage: where records come from (a Kafka topic with its consumer properties, or
+//! files), how they are read and how event time progresses.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use weir_features::vocab::EventTime;
+use weir_kafka::StartFrom;
+
+/// `[source]` and `[watermark]` as the source operators use them.
+#[derive(Clone, Debug)]
+pub struct SourcePlan {
+    /// What dead letters and checkpoints name as the source: the topic, or the input file(s).
+    pub name: String,
+    /// Kafka or files.
+    pub input: SourceInput,
+    /// Whether the input ends (`[source] bounded`, or files).
+    pub bounded: bool,
+    /// Records read per source activation at most.
+    pub max_batch: usize,
+    /// Bounded out-of-orderness of event time per partition.
+    pub max_out_of_orderness: EventTime,
+    /// A caught-up partition quiet for this long stops holding the watermark.
+    pub idle_timeout: Duration,
+}
+
+/// Where the records come from.
+#[derive(Clone, Debug)]
+pub enum SourceInput {
+    /// A Kafka topic.
+    Kafka(KafkaInput),
+    /// JSON Lines files, one partition each (resolved against the job file).
+    Files(Vec<PathBuf>),
+}
+
+/// A Kafka source.
+#[derive(Clone, Debug)]
+pub struct KafkaInput {
+    /// The topic.
+    pub topic: String,
+    /// Consumer properties: `[kafka]`, the default `group.id` (`weir-<name>`), then
+    /// `[source.kafka]`.
+    pub properties: BTreeMap<String, String>,
+    /// Where to start without a checkpoint.
+    pub start: StartFrom,
+    /// How often an unbounded source looks for new partitions (`None`: never).
+    pub partition_discovery: Option<Duration>,
+}
+
+impl SourcePlan {
+    /// The Kafka source, if the job reads Kafka.
+    pub fn kafka(&self) -> Option<&KafkaInput> {
+        match &self.input {
+            SourceInput::Kafka(kafka) => Some(kafka),
+            SourceInput::Files(_) => None,
+        }
+    }
+}
