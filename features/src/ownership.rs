@@ -54,7 +54,12 @@ mod tests {
         }
         assert_eq!(key_groups_of_instance(0, 3, 4096), 0..1366);
         assert_eq!(key_groups_of_instance(2, 3, 4096), 2731..4096);
-        assert!(key_groups_of_instance(3, 8, 5).is_empty());
+        // 8 instances, 5 key groups: instances 2, 5 and 7 own nothing.
+        let lens: Vec<usize> = (0..8)
+            .map(|i| key_groups_of_instance(i, 8, 5).len())
+            .collect();
+        assert_eq!(lens, vec![1, 1, 0, 1, 1, 0, 1, 0]);
+        assert!(key_groups_of_instance(8, 8, 5).is_empty());
     }
 
     #[test]
