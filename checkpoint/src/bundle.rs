@@ -3,9 +3,11 @@
 //! manifest as its own [`SnapshotEntry`] with a [`Section`] (offset, checksum), so a later
 //! epoch can keep listing a shard of this file while the instance's other shards move on.
 //!
-//! Pipeline position: called by the window operator's snapshot writer thread
-//! ([`crate::SnapshotStore::write_bundle`]) and by restore and verification
-//! ([`crate::SnapshotStore::for_each_snapshot`]).
+//! Pipeline position: the layout behind [`crate::SnapshotStore::write_bundle`] (called by the
+//! window operator's snapshot writer thread) and [`crate::SnapshotStore::for_each_snapshot`]
+//! (restore and verification); the store passes in its own file reads and writes.
+
+use std::path::PathBuf;
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -13,18 +15,20 @@ use weir_features::vocab::Epoch;
 
 use crate::error::{CheckpointError, Result};
 use crate::format::Snapshot;
-use crate::manifest::{Section, SnapshotEntry};
-use crate::range::KeyGroupRange;
-use crate::store::SnapshotStore;
+use crate::range::{KeyGroupRange, Section, SnapshotEntry};
+
+/// Which snapshot file: the epoch whose directory holds it, its operator, its name's range.
+pub(crate) type FileKey<'a> = (Epoch, &'a str, KeyGroupRange);
 
 /// Writes `sections` (key-group range, bytes) of `operator` at `epoch` as the bundle file
-/// `<operator>/kg-<lo>-<hi>` of `file`; returns one entry per section, in order.
-pub(crate) fn write<S: SnapshotStore + ?Sized>(
-    store: &S,
+/// `<operator>/kg-<lo>-<hi>` of `file`, storing its payload with `write_snapshot`; returns one
+/// entry per section, in order.
+pub(crate) fn write(
     epoch: Epoch,
     operator: &str,
     file: KeyGroupRange,
     sections: &[(KeyGroupRange, &[u8])],
+    write_snapshot: impl FnOnce(&[u8]) -> Result<SnapshotEntry>,
 ) -> Result<Vec<SnapshotEntry>> {
     let mut payload = Vec::with_capacity(sections.iter().map(|(_, b)| b.len()).sum());
     let mut placed = Vec::with_capacity(sections.len());
@@ -37,7 +41,7 @@ pub(crate) fn write<S: SnapshotStore + ?Sized>(
         ));
         payload.extend_from_slice(bytes);
     }
-    let written = store.write_snapshot(epoch, operator, file, &payload)?;
+    let written = write_snapshot(&payload)?;
     Ok(placed
         .into_iter()
         .map(|(range, offset, size, xxh3)| SnapshotEntry {
@@ -55,29 +59,29 @@ pub(crate) fn write<S: SnapshotStore + ?Sized>(
         .collect())
 }
 
-/// Reads and verifies every snapshot of `entries` (listed by the manifest of `listed_by`) and
-/// hands its bytes to `each`, reading each file once: whole-file snapshots are checked against
-/// their size and payload checksum, sections against their file's size, their bounds and their
-/// own checksum.
-pub(crate) fn for_each<'a, S: SnapshotStore + ?Sized>(
-    store: &S,
+/// Reads (with `read_snapshot`) and verifies every snapshot of `entries` (listed by the
+/// manifest of `listed_by`) and hands its bytes to `each`, reading each file once: whole-file
+/// snapshots are checked against their size and payload checksum, sections against their
+/// file's size, their bounds and their own checksum. `location` names a file in errors.
+pub(crate) fn for_each<'a>(
     listed_by: Epoch,
     entries: impl IntoIterator<Item = &'a SnapshotEntry>,
+    mut read_snapshot: impl FnMut(FileKey<'_>) -> Result<Snapshot>,
+    location: impl Fn(FileKey<'_>) -> PathBuf,
     mut each: impl FnMut(&SnapshotEntry, &[u8]) -> Result<()>,
 ) -> Result<()> {
     let mut entries: Vec<&SnapshotEntry> = entries.into_iter().collect();
     let file_of =
         |e: &'a SnapshotEntry| (e.file_epoch(listed_by), e.operator.as_str(), e.file_range());
     entries.sort_by_key(|e| (file_of(e), e.section.map_or(0, |s| s.offset)));
-    let mut open: Option<((Epoch, &str, KeyGroupRange), Snapshot)> = None;
+    let mut open: Option<(FileKey<'a>, Snapshot)> = None;
     for entry in entries {
         let key = file_of(entry);
-        let (epoch, operator, file) = key;
-        let path = || store.snapshot_location(epoch, operator, file);
+        let path = || location(key);
         let snapshot = match open.take() {
             Some((at, snapshot)) if at == key => snapshot,
             _ => {
-                let snapshot = store.read_snapshot(epoch, operator, file)?;
+                let snapshot = read_snapshot(key)?;
                 if snapshot.file_size != entry.file_size() {
                     return Err(CheckpointError::SizeMismatch {
                         path: path(),

@@ -9,9 +9,9 @@ use weir_features::vocab::Epoch;
 use crate::durable::{create_dir_durable, read_if_exists, sync_dir, write_atomic};
 use crate::error::{CheckpointError, Result};
 use crate::format::{self, Snapshot};
-use crate::manifest::{self, Manifest, SnapshotEntry};
-use crate::range::KeyGroupRange;
-use crate::store::{check_operator_name, SnapshotStore, StoredFile, MANIFEST_FILE};
+use crate::manifest::{self, Manifest};
+use crate::range::{check_operator_name, KeyGroupRange, SnapshotEntry};
+use crate::store::{SnapshotStore, StoredFile, MANIFEST_FILE};
 
 /// A [`SnapshotStore`] on a directory: `<root>/<epoch>/<operator>/kg-<lo>-<hi>` and
 /// `<root>/<epoch>/MANIFEST`. Safe to share between threads and processes as long as each

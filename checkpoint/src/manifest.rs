@@ -19,7 +19,8 @@ use xxhash_rust::xxh3::xxh3_64;
 use weir_features::vocab::{Epoch, Watermark};
 
 use crate::error::{CheckpointError, Result};
-use crate::range::{self, KeyGroupRange};
+use crate::range::{self, check_operator_name, KeyGroupRange};
+pub use crate::range::{Section, SnapshotEntry};
 
 /// Manifest format version this build writes (and the newest it reads).
 pub const MANIFEST_VERSION: u32 = 2;
@@ -31,59 +32,6 @@ pub struct SourceOffset {
     pub next_offset: i64,
     /// The partition's watermark at the epoch.
     pub watermark: Watermark,
-}
-
-/// One snapshot of the epoch, as listed in the manifest: a whole file, or one section of a
-/// bundle file (the state shards an instance changed in one epoch, written together).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotEntry {
-    /// The operator that wrote it (a directory name).
-    pub operator: String,
-    /// The key groups it holds.
-    pub range: KeyGroupRange,
-    /// Size in bytes: of the whole file (header included), or of the section.
-    pub size: u64,
-    /// xxh3_64 of the payload, or of the section's bytes.
-    pub xxh3: u64,
-    /// The epoch whose directory holds the file (`None`, as in format 1: the manifest's own).
-    #[serde(default)]
-    pub stored_in: Option<Epoch>,
-    /// Where the section lies when the snapshot is part of a bundle file.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub section: Option<Section>,
-}
-
-/// The place of one snapshot inside a bundle file `<operator>/kg-<lo>-<hi>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Section {
-    /// The range in the bundle file's name (the writing instance's key groups).
-    pub file: KeyGroupRange,
-    /// Offset of the section in the file's payload.
-    pub offset: u64,
-    /// Size of the whole bundle file in bytes (header included).
-    pub file_size: u64,
-}
-
-impl SnapshotEntry {
-    /// The epoch whose directory holds the file, for a manifest of epoch `listed_by`.
-    pub fn file_epoch(&self, listed_by: Epoch) -> Epoch {
-        self.stored_in.unwrap_or(listed_by)
-    }
-
-    /// The range in the name of the file that holds the snapshot.
-    pub fn file_range(&self) -> KeyGroupRange {
-        self.section.map_or(self.range, |s| s.file)
-    }
-
-    /// Size of the whole file that holds the snapshot.
-    pub fn file_size(&self) -> u64 {
-        self.section.map_or(self.size, |s| s.file_size)
-    }
-
-    /// The file's name inside its epoch: `<operator>/kg-<lo>-<hi>`.
-    pub fn file_name(&self) -> String {
-        format!("{}/{}", self.operator, self.file_range().file_name())
-    }
 }
 
 /// The committed description of one checkpoint epoch.
@@ -168,7 +116,7 @@ impl Manifest {
         }
         let mut by_operator: BTreeMap<&str, Vec<KeyGroupRange>> = BTreeMap::new();
         for file in &self.files {
-            crate::store::check_operator_name(&file.operator)?;
+            check_operator_name(&file.operator)?;
             if file.file_epoch(self.epoch) > self.epoch {
                 return Err(invalid(format!(
                     "{} is said to be stored by the later epoch {}",

@@ -8,10 +8,11 @@ use std::path::PathBuf;
 
 use weir_features::vocab::Epoch;
 
+use crate::bundle;
 use crate::error::{CheckpointError, Result};
 use crate::format::Snapshot;
-use crate::manifest::{Manifest, SnapshotEntry};
-use crate::range::KeyGroupRange;
+use crate::manifest::Manifest;
+use crate::range::{KeyGroupRange, SnapshotEntry};
 
 /// Name of the commit file of an epoch.
 pub const MANIFEST_FILE: &str = "MANIFEST";
@@ -59,7 +60,9 @@ pub trait SnapshotStore: Send + Sync {
         file: KeyGroupRange,
         sections: &[(KeyGroupRange, &[u8])],
     ) -> Result<Vec<SnapshotEntry>> {
-        crate::bundle::write(self, epoch, operator, file, sections)
+        bundle::write(epoch, operator, file, sections, |payload| {
+            self.write_snapshot(epoch, operator, file, payload)
+        })
     }
 
     /// Reads and verifies every snapshot of `entries`, listed by the manifest of `listed_by`
@@ -71,7 +74,13 @@ pub trait SnapshotStore: Send + Sync {
         entries: &mut dyn Iterator<Item = &'a SnapshotEntry>,
         each: &mut dyn FnMut(&SnapshotEntry, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        crate::bundle::for_each(self, listed_by, entries, each)
+        bundle::for_each(
+            listed_by,
+            entries,
+            |(epoch, operator, file)| self.read_snapshot(epoch, operator, file),
+            |(epoch, operator, file)| self.snapshot_location(epoch, operator, file),
+            each,
+        )
     }
 
     /// Reads and verifies (magic, version, length, checksum) one snapshot file.
@@ -191,30 +200,4 @@ pub trait SnapshotStore: Send + Sync {
         }
         Ok(pruned)
     }
-}
-
-/// Checks that `name` can be a single path component (and an object-store key segment).
-pub(crate) fn check_operator_name(name: &str) -> Result<()> {
-    let fail = |reason| {
-        Err(CheckpointError::InvalidName {
-            name: name.to_owned(),
-            reason,
-        })
-    };
-    if name.is_empty() {
-        return fail("it is empty");
-    }
-    if name.starts_with('.') {
-        return fail("it starts with `.` (reserved for temporary files)");
-    }
-    if name == "MANIFEST" {
-        return fail("`MANIFEST` is the commit file");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-    {
-        return fail("use only ASCII letters, digits, `_`, `-` and `.`");
-    }
-    Ok(())
 }
