@@ -1,0 +1,18 @@
+//! Weir's test kit: the fixtures that the tests and benchmarks of every crate would otherwise
+//! write out by hand. A dev-dependency only; it links nothing but the pure feature engine, so
+//! feature tests that use it build fast.
+//!
+//! - [`schema`]: a record schema in one line, e.g. `schema("k", "ts", &[("x", F64)])`.
+//! - [`event`]: an [`Event`](weir_features::record::Event) builder.
+//! - [`spec`]: `FeatureSpec` shorthands (`spec`, `ratio`, `over`, `specs_toml`).
+//! - [`row`]: a [`FeatureRow`](weir_features::row::FeatureRow) with neutral defaults.
+//! - [`clickstream`]: the clickstream job's schema and `[[features]]`, read from
+//!   `jobs/clickstream.toml`.
+//! - [`files`]: scratch directories, JSON Lines files and job-file snippets.
+
+pub mod clickstream;
+pub mod event;
+pub mod files;
+pub mod row;
+pub mod schema;
+pub mod spec;
