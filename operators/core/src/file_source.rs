@@ -13,6 +13,7 @@ use timely::dataflow::Scope;
 
 use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
+use weir_features::ownership::instance_for_partition;
 use weir_features::record::Event;
 use weir_features::vocab::{SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
@@ -29,7 +30,8 @@ use crate::source_operator::{build_source, Pacing, SourceReader};
 pub struct FileSourceConfig {
     /// Input files; file `i` is partition `i`.
     pub paths: Vec<PathBuf>,
-    /// Number of source instances (instance `i` reads files `f` with `f % parallelism == i`).
+    /// Number of source instances (instance `i` reads files `f` with `f % parallelism == i`,
+    /// [`instance_for_partition`]).
     pub parallelism: usize,
     /// Worker layout.
     pub placement: Placement,
@@ -105,7 +107,7 @@ impl FileReader {
         let mut watermarks = PartitionWatermarks::new(config.max_out_of_orderness_ms, u64::MAX);
         let mut files = Vec::new();
         for (partition, path) in config.paths.iter().enumerate() {
-            if partition % config.parallelism != instance as usize {
+            if instance_for_partition(partition as i32, config.parallelism) != instance as usize {
                 continue;
             }
             let file = File::open(path).map_err(|e| {

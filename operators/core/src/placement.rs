@@ -1,9 +1,13 @@
 //! Where operator instances run (DESIGN.md §4). Every operator exists on every Timely worker;
 //! a stage with parallelism `p` runs its `p` instances on chosen workers, spread across
-//! processes first, and exchange routes send each record to its instance's worker.
+//! processes first, and exchange routes send each record to its instance's worker: by key
+//! group ([`Placement::key_group_route`]) or by source partition
+//! ([`Placement::partition_route`]). Which instance owns what is
+//! [`weir_features::ownership`]'s rule, shared with the checkpoint ranges.
 
 use serde::{Deserialize, Serialize};
 
+pub use weir_features::ownership::{instance_for_key_group, instance_for_partition};
 use weir_features::vocab::KeyGroup;
 
 /// The shape of a Timely computation: `processes × threads_per_process` workers, numbered
@@ -37,6 +41,19 @@ impl Placement {
         process * self.threads + thread
     }
 
+    /// The exchange route of a keyed stage with parallelism `parallelism`: the worker of the
+    /// instance that owns `key_group` among `key_groups` ([`instance_for_key_group`]).
+    pub fn key_group_route(&self, key_group: KeyGroup, key_groups: u32, parallelism: usize) -> u64 {
+        self.worker_of(instance_for_key_group(key_group, key_groups, parallelism)) as u64
+    }
+
+    /// The exchange route by source partition: the worker of the instance of a stage with
+    /// parallelism `parallelism` that `partition` goes to, by the sources' own rule
+    /// ([`instance_for_partition`]).
+    pub fn partition_route(&self, partition: i32, parallelism: usize) -> u64 {
+        self.worker_of(instance_for_partition(partition, parallelism)) as u64
+    }
+
     /// Number of processes.
     pub fn processes(&self) -> usize {
         self.processes
@@ -66,13 +83,6 @@ impl Placement {
         let instance = thread * self.processes + process;
         (instance < parallelism).then_some(instance)
     }
-}
-
-/// The instance of a keyed stage that owns `key_group`: `kg * p / G`, so instance `i` owns the
-/// contiguous range `[ceil(i*G/p), ceil((i+1)*G/p))` — one range per instance for checkpoints
-/// (`weir_checkpoint::KeyGroupRange::of_instance` computes the same ranges).
-pub fn instance_for_key_group(key_group: KeyGroup, key_groups: u32, parallelism: usize) -> usize {
-    ((u64::from(key_group.0) * parallelism as u64) / u64::from(key_groups.max(1))) as usize
 }
 
 /// Per-stage parallelism of a job (DESIGN.md §4). Each value is `1..=workers`.

@@ -2,7 +2,7 @@
 //! the topic while the job runs are found and read, like Flink's periodic partition discovery.
 //! A thread per source instance asks the broker for the topic's partition count every
 //! interval, off the Timely worker (a slow broker never stalls a worker). For each new
-//! partition the instance owns (`p % parallelism == instance`), it resolves the earliest
+//! partition the instance owns ([`owned_between`]), it resolves the earliest
 //! offset, so every record produced since the partition was created is read; the source
 //! assigns it at its next poll.
 
@@ -11,6 +11,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
+
+use weir_features::ownership::instance_for_partition;
 
 use crate::admin::partition_count;
 use crate::error::{KafkaEdgeError, Result};
@@ -79,11 +81,12 @@ impl PartitionWatch {
     }
 }
 
-/// The partitions in `from..to` that `instance` owns.
+/// The partitions in `from..to` that source instance `instance` of `parallelism` owns
+/// (`p % parallelism == instance`, [`instance_for_partition`]).
 pub fn owned_between(from: usize, to: usize, instance: u32, parallelism: usize) -> Vec<i32> {
     (from..to)
-        .filter(|p| p % parallelism.max(1) == instance as usize)
         .map(|p| p as i32)
+        .filter(|&p| instance_for_partition(p, parallelism) == instance as usize)
         .collect()
 }
 

@@ -412,9 +412,9 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredBatch>> {
         let parts =
             self.flat_map(move |batch| batch.split_by(instance).into_iter().map(|(_, b)| b));
         let route = move |b: &ScoredBatch| {
-            b.rows
-                .first()
-                .map_or(0, |row| placement.worker_of(instance(row)) as u64)
+            b.rows.first().map_or(0, |row| {
+                placement.key_group_route(row.key_group, key_groups, parallelism)
+            })
         };
         let epochs = config.epochs;
         let writer = producer.map(|producer| ScoreWriter {
@@ -442,9 +442,8 @@ impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter
     fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<CheckpointStream<'scope>> {
         let producer = instance_producer(&config, Kind::DeadLetters, self.scope().index())?;
         let (placement, parallelism) = (config.placement, config.parallelism);
-        let route = move |d: &DeadLetter| {
-            placement.worker_of(d.position.partition.unsigned_abs() as usize % parallelism) as u64
-        };
+        let route =
+            move |d: &DeadLetter| placement.partition_route(d.position.partition, parallelism);
         let epochs = config.epochs;
         let max_bytes = message_max_bytes(&config.properties);
         let writer = producer.map(|producer| DeadLetterWriter {

@@ -1,10 +1,11 @@
 //! The Kafka source (DESIGN.md §2): each source instance owns the partitions `p` with
-//! `p % parallelism == instance`, reads them with an assigned `BaseConsumer`, decodes JSON into
-//! events (bad records become dead letters with their raw bytes), tracks a watermark per
-//! partition and reports its progress once per tick (the shared operator in
-//! `weir_operators::source_operator`). In bounded mode it stops at the high watermarks captured
-//! at start and then reports the end of input, which flushes every window downstream. Unbounded,
-//! it also reads partitions added to the topic while it runs ([`crate::partition_watch`]).
+//! `p % parallelism == instance` ([`owned_between`]), reads them with an assigned
+//! `BaseConsumer`, decodes JSON into events (bad records become dead letters with their raw
+//! bytes), tracks a watermark per partition and reports its progress once per tick (the shared
+//! operator in `weir_operators::source_operator`). In bounded mode it stops at the high
+//! watermarks captured at start and then reports the end of input, which flushes every window
+//! downstream. Unbounded, it also reads partitions added to the topic while it runs
+//! ([`crate::partition_watch`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;
@@ -33,7 +34,7 @@ use weir_operators::source_operator::{build_source, Pacing, SourceReader};
 
 use crate::admin::partition_count;
 use crate::error::{KafkaEdgeError, Result};
-use crate::partition_watch::{NewPartition, PartitionWatch, WatchConfig};
+use crate::partition_watch::{owned_between, NewPartition, PartitionWatch, WatchConfig};
 use crate::properties::{brokers, client_config};
 
 /// Where a source starts reading when there is no checkpoint.
@@ -259,9 +260,7 @@ impl Reader {
             detail,
         };
         let partitions = partition_count(&consumer, &config.topic).map_err(topic_error)?;
-        let owned: Vec<i32> = (0..partitions as i32)
-            .filter(|p| (*p as usize) % config.parallelism == instance as usize)
-            .collect();
+        let owned = owned_between(0, partitions, instance, config.parallelism);
         let now = unix_ms();
         let mut watermarks =
             PartitionWatermarks::new(config.max_out_of_orderness_ms, config.idle_timeout_ms);
