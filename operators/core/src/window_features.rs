@@ -37,7 +37,7 @@ use crate::clock::unix_nanos;
 use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::{OperatorError, Result};
 use crate::metrics::JobMetrics;
-use crate::placement::{instance_for_key_group, Placement};
+use crate::placement::Placement;
 use crate::snapshot_restore::restore_key_groups;
 use crate::snapshot_writer::SnapshotWriter;
 use crate::window_instance::{WindowInstance, WindowLogic};
@@ -129,11 +129,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let (key_groups, parallelism, placement) =
             (config.key_groups, config.parallelism, config.placement);
         let route = move |event: &Event| {
-            placement.worker_of(instance_for_key_group(
-                event.key_group,
-                key_groups,
-                parallelism,
-            )) as u64
+            placement.key_group_route(event.key_group, key_groups, parallelism)
         };
         let mut events_in = builder.new_input(self, Exchange::new(route));
         let mut reports_in = builder.new_input(reports.broadcast(), Pipeline);
