@@ -6,7 +6,7 @@
 //! selection ([`checkpointing`]), multi-process runs ([`cluster`]), the check that their
 //! processes start from one point ([`start_agreement`]) and their totals at the end
 //! ([`cluster_totals`]), both exchanged with [`gather`], the pipeline wiring ([`pipeline`]),
-//! running a job and its summary ([`run`]), batch feature computation over files
+//! running a job ([`run`]) and its summary ([`summary`]), batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
 
 pub mod checkpointing;
@@ -22,6 +22,7 @@ pub mod plan;
 pub mod run;
 pub mod sections;
 pub mod start_agreement;
+pub mod summary;
 
 pub use config::{CompiledJob, JobFile};
 pub use run::{run_job, ModelActivity, RunSummary};
