@@ -90,16 +90,7 @@ fn default_warmup() -> usize {
 }
 
 impl ModelSection {
-    /// Checks the section; `placement` (the job's processes and workers) and
-    /// `score_parallelism` are for the CPU budget of pinned inference threads (checked per
-    /// process against this machine's cores).
-    pub fn validate(&self, placement: Placement, score_parallelism: usize) -> Result<()> {
-        self.check_fields()?;
-        self.pinned_cores(placement, score_parallelism)?;
-        Ok(())
-    }
-
-    /// Everything [`ModelSection::validate`] checks but the CPU budget.
+    /// The section's own rules (the CPU budget is checked by planning the cores).
     fn check_fields(&self) -> Result<()> {
         match (&self.path, &self.registry, &self.name) {
             (Some(_), None, None) | (None, Some(_), Some(_)) => {}
@@ -144,8 +135,9 @@ impl ModelSection {
         Ok(())
     }
 
-    /// Checks the section (as [`ModelSection::validate`]) and plans the score stage, pinned
-    /// cores included, once.
+    /// Checks the section and plans the score stage, pinned cores included, once;
+    /// `placement` (the job's processes and workers) and `score_parallelism` are for the CPU
+    /// budget of pinned inference threads (checked per process against this machine's cores).
     pub fn plan(
         &self,
         base_dir: &Path,
@@ -215,8 +207,8 @@ impl ModelSection {
         }
     }
 
-    /// Everything model-related the score operator needs (arguments as for `validate`; the
-    /// section is not checked).
+    /// Everything model-related the score operator needs (arguments as for
+    /// [`ModelSection::plan`]; the section's own rules are not checked).
     pub fn score_settings(
         &self,
         base_dir: &Path,

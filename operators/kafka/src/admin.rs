@@ -102,8 +102,10 @@ impl TopicMetadata {
     }
 }
 
-/// Number of partitions of `topic`, per the broker's metadata.
-pub fn partition_count<C: rdkafka::consumer::ConsumerContext>(
+/// Number of partitions of `topic`, per the broker's metadata; the error is the detail of a
+/// [`KafkaEdgeError::Topic`], which callers complete with the topic and brokers
+/// ([`TopicMetadata::partitions`], the source).
+pub(crate) fn partition_count<C: rdkafka::consumer::ConsumerContext>(
     consumer: &BaseConsumer<C>,
     topic: &str,
 ) -> std::result::Result<usize, String> {
