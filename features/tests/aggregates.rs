@@ -11,7 +11,7 @@
 //! the spread, not with x²: values like 1e9 + U(0, 1) (in the generator) would fail it with
 //! the textbook Σx² − (Σx)²/n formula.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use proptest::prelude::*;
 use weir_features::aggregate::AggKind;
@@ -20,38 +20,13 @@ use weir_features::hll::{hash_value, Distinct, EXACT_LIMIT};
 use weir_features::ratio::divide;
 use weir_features::record::Value;
 use weir_features::row::RowValues;
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+use weir_features::schema::RecordSchema;
+use weir_testkit::schema::{F64_OPTIONAL, STRING};
+use weir_testkit::spec::{over, ratio, spec};
 
 fn schema() -> RecordSchema {
-    let mut fields = BTreeMap::new();
-    fields.insert("k".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs));
-    fields.insert("kind".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert("s".to_owned(), FieldDecl::Type(FieldType::String));
-    let optional = FieldDecl::Full {
-        ty: FieldType::F64,
-        required: false,
-    };
-    fields.insert("x".to_owned(), optional);
-    RecordSchema::new(&fields, "k", "ts").unwrap_or_else(|e| panic!("test schema: {e}"))
-}
-
-fn spec(name: &str, agg: AggKind, field: Option<&str>, filter: Option<&str>) -> FeatureSpec {
-    FeatureSpec {
-        name: name.to_owned(),
-        agg,
-        field: field.map(str::to_owned),
-        filter: filter.map(str::to_owned),
-        ..FeatureSpec::default()
-    }
-}
-
-fn ratio(name: &str, numerator: &str, denominator: &str) -> FeatureSpec {
-    FeatureSpec {
-        numerator: Some(numerator.to_owned()),
-        denominator: Some(denominator.to_owned()),
-        ..spec(name, AggKind::Ratio, None, None)
-    }
+    let others = [("kind", STRING), ("s", STRING), ("x", F64_OPTIONAL)];
+    weir_testkit::schema::schema("k", "ts", &others)
 }
 
 /// Every kind. The first ratio comes before its inputs; the last reads two ratios.

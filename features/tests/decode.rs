@@ -1,36 +1,27 @@
 //! JSON decoder tests: every way a payload can fail maps to its [`DeadLetterReason`], valid
 //! payloads fill the right slots, and (proptest) any generated valid event round-trips.
 
-use std::collections::BTreeMap;
-
 use proptest::prelude::*;
 use weir_features::dead_letter::DeadLetterReason;
 use weir_features::decode::{DecodeError, Decoded, JsonDecoder};
 use weir_features::record::Value;
 use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+use weir_testkit::schema::{schema_of, BOOL, F64, F64_OPTIONAL, I64, STRING, TIMESTAMP_MS};
 
 type TestResult = Result<(), String>;
 
 /// Fields (slot order is by name): amount?, dwell, flag, kind, n, ts, user.
 fn schema_with_key(key_field: &str, key_type: FieldType) -> RecordSchema {
-    let mut fields = BTreeMap::new();
-    fields.insert(key_field.to_owned(), FieldDecl::Type(key_type));
-    fields.insert("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs));
-    fields.insert("dwell".to_owned(), FieldDecl::Type(FieldType::F64));
-    fields.insert("n".to_owned(), FieldDecl::Type(FieldType::I64));
-    fields.insert("flag".to_owned(), FieldDecl::Type(FieldType::Bool));
-    fields.insert("kind".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert(
-        "amount".to_owned(),
-        FieldDecl::Full {
-            ty: FieldType::F64,
-            required: false,
-        },
-    );
-    match RecordSchema::new(&fields, key_field, "ts") {
-        Ok(schema) => schema,
-        Err(e) => panic!("test schema is invalid: {e}"),
-    }
+    let decls = [
+        (key_field, FieldDecl::Type(key_type)),
+        ("ts", TIMESTAMP_MS),
+        ("dwell", F64),
+        ("n", I64),
+        ("flag", BOOL),
+        ("kind", STRING),
+        ("amount", F64_OPTIONAL),
+    ];
+    schema_of(&decls, key_field, "ts")
 }
 
 fn decoder() -> JsonDecoder {

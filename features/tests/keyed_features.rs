@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 
-use weir_features::feature::FeatureSpec;
+use weir_features::aggregate::AggKind::{Count, Sum};
 use weir_features::job_features::JobFeatures;
 use weir_features::job_features::Trigger;
 use weir_features::keyed_features::KeyedFeatures;
@@ -17,17 +17,7 @@ use weir_features::record::Event;
 use weir_features::row::FeatureRow;
 use weir_features::vocab::Watermark;
 use weir_features::window::WindowSpec;
-
-fn spec(name: &str, agg: &str, field: Option<&str>, window: Option<&str>) -> Result<FeatureSpec> {
-    let mut text = format!("name = \"{name}\"\nagg = \"{agg}\"\n");
-    if let Some(field) = field {
-        text.push_str(&format!("field = \"{field}\"\n"));
-    }
-    if let Some(window) = window {
-        text.push_str(&format!("window = \"{window}\"\n"));
-    }
-    Ok(toml::from_str(&text)?)
-}
+use weir_testkit::spec::{over, spec};
 
 fn run(job: &JobFeatures, events: &[Event]) -> Vec<FeatureRow> {
     let mut state = KeyedFeatures::new(job, 0);
@@ -56,10 +46,10 @@ fn secondary_features_take_their_latest_closed_window_as_of_the_primary_end() ->
         ),
     ]);
     let specs = vec![
-        spec("count_1m", "count", None, None)?,
-        spec("count_5m", "count", None, Some("five"))?,
-        spec("sum_1m", "sum", Some("x"), None)?,
-        spec("sum_session", "sum", Some("x"), Some("sess"))?,
+        spec("count_1m", Count, None, None),
+        over(spec("count_5m", Count, None, None), "five"),
+        spec("sum_1m", Sum, Some("x"), None),
+        over(spec("sum_session", Sum, Some("x"), None), "sess"),
     ];
     let job = JobFeatures::compile(
         &specs,
@@ -107,7 +97,7 @@ fn unknown_window_and_no_primary_feature_are_rejected() -> Result<()> {
     let primary = WindowSpec::Tumbling { size: 60_000 };
     let named = BTreeMap::from([("five".to_owned(), WindowSpec::Tumbling { size: 300_000 })]);
     let err = JobFeatures::compile(
-        &[spec("c", "count", None, Some("ten"))?],
+        &[over(spec("c", Count, None, None), "ten")],
         &schema,
         &primary,
         &named,
@@ -117,7 +107,7 @@ fn unknown_window_and_no_primary_feature_are_rejected() -> Result<()> {
     .unwrap_or_default();
     assert!(err.contains("window `ten` is not defined"), "{err}");
     let err = JobFeatures::compile(
-        &[spec("c", "count", None, Some("five"))?],
+        &[over(spec("c", Count, None, None), "five")],
         &schema,
         &primary,
         &named,
@@ -135,8 +125,8 @@ fn schedule_emits_each_key_latest_closed_windows_at_every_point() -> Result<()> 
     let minute = 60_000;
     let job = JobFeatures::compile(
         &[
-            spec("count_1m", "count", None, None)?,
-            spec("sum_1m", "sum", Some("x"), None)?,
+            spec("count_1m", Count, None, None),
+            spec("sum_1m", Sum, Some("x"), None),
         ],
         &schema,
         &WindowSpec::Tumbling { size: minute },
@@ -182,7 +172,7 @@ fn schedule_emits_each_key_latest_closed_windows_at_every_point() -> Result<()> 
 #[test]
 fn schedule_rejects_over_range_windows_and_non_positive_periods() -> Result<()> {
     let schema = user_ts_x_schema()?;
-    let count = [spec("c", "count", None, None)?];
+    let count = [spec("c", Count, None, None)];
     let compile =
         |window: WindowSpec| JobFeatures::compile(&count, &schema, &window, &BTreeMap::new());
     let err = compile(WindowSpec::OverRange { range: 60_000 })?
@@ -205,8 +195,8 @@ fn a_late_primary_revision_still_finds_its_secondary_window() -> Result<()> {
     let schema = user_ts_x_schema()?;
     let named = BTreeMap::from([("five".to_owned(), WindowSpec::Tumbling { size: 300_000 })]);
     let specs = vec![
-        spec("count_1m", "count", None, None)?,
-        spec("count_5m", "count", None, Some("five"))?,
+        spec("count_1m", Count, None, None),
+        over(spec("count_5m", Count, None, None), "five"),
     ];
     let job = JobFeatures::compile(
         &specs,
@@ -257,7 +247,7 @@ fn a_restored_schedule_does_not_re_evaluate_points_passed_before_the_checkpoint(
     let schema = user_ts_x_schema()?;
     let minute = 60_000;
     let job = JobFeatures::compile(
-        &[spec("count_1m", "count", None, None)?],
+        &[spec("count_1m", Count, None, None)],
         &schema,
         &WindowSpec::Tumbling { size: minute },
         &BTreeMap::new(),

@@ -12,16 +12,17 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use weir_features::aggregate::AggKind;
-use weir_features::feature::{FeatureSet, FeatureSpec};
-use weir_features::record::{Event, Value, Values};
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
-use weir_features::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::feature::FeatureSet;
+use weir_features::record::{Event, Value};
+use weir_features::vocab::{Key, Watermark};
 use weir_features::window::WindowSpec;
 use weir_features::window_state::{Applied, KeyedWindows};
+use weir_testkit::event::{event, text};
+use weir_testkit::schema::{schema, F64_OPTIONAL, STRING};
+use weir_testkit::spec::spec;
 
 /// Wraps `System`, counting allocations made by threads that switched counting on.
 struct Counting;
@@ -77,25 +78,7 @@ fn allocations_in<R>(f: impl FnOnce() -> R) -> (usize, R) {
 
 /// Slots (by name): amount, k, kind, ts.
 fn setup() -> (FeatureSet, Vec<Key>) {
-    let mut fields = BTreeMap::new();
-    fields.insert("k".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs));
-    fields.insert("kind".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert(
-        "amount".to_owned(),
-        FieldDecl::Full {
-            ty: FieldType::F64,
-            required: false,
-        },
-    );
-    let schema = RecordSchema::new(&fields, "k", "ts").unwrap_or_else(|e| panic!("schema: {e}"));
-    let spec = |name: &str, agg, field: Option<&str>, filter: Option<&str>| FeatureSpec {
-        name: name.to_owned(),
-        agg,
-        field: field.map(str::to_owned),
-        filter: filter.map(str::to_owned),
-        ..FeatureSpec::default()
-    };
+    let schema = schema("k", "ts", &[("kind", STRING), ("amount", F64_OPTIONAL)]);
     // Eight features: the most that stay inline in `Accumulators`.
     let specs = [
         spec("events", AggKind::Count, None, None),
@@ -179,24 +162,17 @@ fn assert_apply_does_not_allocate(
         } else {
             Value::Num((i % 1_000) as f64)
         };
-        let values: Values = [
+        let values = [
             amount,
             Value::Str(key.clone()),
-            Value::Str(Key::from(kind)),
+            text(kind),
             Value::Num(ts as f64),
-        ]
-        .into_iter()
-        .collect();
-        Event {
-            key_group: KeyGroup::of(key.as_bytes(), 4096),
-            key,
-            ts,
-            values,
-            position: SourcePosition {
-                partition: 0,
-                offset: i as i64,
-            },
-        }
+        ];
+        event(&key, ts)
+            .values(values)
+            .key_groups(4096)
+            .offset(i as i64)
+            .build()
     };
     let events: Vec<Event> = (0..100_000).map(make).collect();
     assert!(events

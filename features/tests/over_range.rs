@@ -8,19 +8,20 @@ use anyhow::{ensure, Result};
 use common::{event, user_ts_x_schema};
 use proptest::prelude::*;
 
-use weir_features::feature::{FeatureSet, FeatureSpec};
+use weir_features::aggregate::AggKind::{Count, Max, Sum};
+use weir_features::feature::FeatureSet;
 use weir_features::record::Event;
 use weir_features::schema::RecordSchema;
 use weir_features::vocab::Watermark;
 use weir_features::window::WindowSpec;
 use weir_features::window_state::KeyedWindows;
+use weir_testkit::spec::spec;
 
 fn features(schema: &RecordSchema) -> Result<FeatureSet> {
-    let spec = |text: &str| toml::from_str::<FeatureSpec>(text);
-    let specs = vec![
-        spec("name = \"n\"\nagg = \"count\"")?,
-        spec("name = \"s\"\nagg = \"sum\"\nfield = \"x\"")?,
-        spec("name = \"m\"\nagg = \"max\"\nfield = \"x\"")?,
+    let specs = [
+        spec("n", Count, None, None),
+        spec("s", Sum, Some("x"), None),
+        spec("m", Max, Some("x"), None),
     ];
     Ok(FeatureSet::compile(&specs, schema)?)
 }

@@ -1,44 +1,25 @@
 //! Predicate tests: parsing of `field op literal` (every operator, quoting, whitespace) with
 //! clear errors for what is not supported, and evaluation on records, missing values included.
 
-use std::collections::BTreeMap;
-
 use weir_features::aggregate::AggKind;
 use weir_features::feature::{FeatureSet, FeatureSpec};
 use weir_features::predicate::{CmpOp, Literal, Predicate};
 use weir_features::record::Value;
 use weir_features::row::RowValues;
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+use weir_features::schema::RecordSchema;
 use weir_features::vocab::Key;
+use weir_testkit::schema::{BOOL_OPTIONAL, F64_OPTIONAL, I64, STRING_OPTIONAL};
+use weir_testkit::spec::spec;
 
 /// Slots (by name): amount, flag, kind, n, ts, user.
 fn schema() -> RecordSchema {
-    let mut fields = BTreeMap::new();
-    fields.insert("user".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs));
-    fields.insert(
-        "kind".to_owned(),
-        FieldDecl::Full {
-            ty: FieldType::String,
-            required: false,
-        },
-    );
-    fields.insert(
-        "amount".to_owned(),
-        FieldDecl::Full {
-            ty: FieldType::F64,
-            required: false,
-        },
-    );
-    fields.insert("n".to_owned(), FieldDecl::Type(FieldType::I64));
-    fields.insert(
-        "flag".to_owned(),
-        FieldDecl::Full {
-            ty: FieldType::Bool,
-            required: false,
-        },
-    );
-    RecordSchema::new(&fields, "user", "ts").unwrap_or_else(|e| panic!("test schema: {e}"))
+    let others = [
+        ("kind", STRING_OPTIONAL),
+        ("amount", F64_OPTIONAL),
+        ("n", I64),
+        ("flag", BOOL_OPTIONAL),
+    ];
+    weir_testkit::schema::schema("user", "ts", &others)
 }
 
 const AMOUNT: usize = 0;
@@ -295,13 +276,7 @@ fn missing_values_never_match_whatever_the_operator() {
 }
 
 fn filtered(name: &str, agg: AggKind, field: Option<&str>, filter: &str) -> FeatureSpec {
-    FeatureSpec {
-        name: name.to_owned(),
-        agg,
-        field: field.map(str::to_owned),
-        filter: Some(filter.to_owned()),
-        ..FeatureSpec::default()
-    }
+    spec(name, agg, field, Some(filter))
 }
 
 /// Features filtered by the same, by opposite and by numeric predicates, updated together:

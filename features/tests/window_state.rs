@@ -7,44 +7,26 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use weir_features::aggregate::AggKind;
-use weir_features::feature::{FeatureSet, FeatureSpec};
-use weir_features::record::{Event, Value, Values};
+use weir_features::feature::FeatureSet;
+use weir_features::record::{Event, Value};
 use weir_features::row::FeatureRow;
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
-use weir_features::vocab::{EventTime, Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::schema::RecordSchema;
+use weir_features::vocab::{EventTime, Key, KeyGroup, Watermark};
 use weir_features::window::WindowSpec;
 use weir_features::window_state::{Applied, KeyedWindows};
+use weir_testkit::event::{maybe, text};
+use weir_testkit::schema::{F64_OPTIONAL, STRING};
+use weir_testkit::spec::spec;
 
 /// Slots (by name): k, kind, ts, x.
 fn schema() -> RecordSchema {
-    let mut fields = BTreeMap::new();
-    fields.insert("k".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs));
-    fields.insert("kind".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert(
-        "x".to_owned(),
-        FieldDecl::Full {
-            ty: FieldType::F64,
-            required: false,
-        },
-    );
-    RecordSchema::new(&fields, "k", "ts").unwrap_or_else(|e| panic!("test schema: {e}"))
+    weir_testkit::schema::schema("k", "ts", &[("kind", STRING), ("x", F64_OPTIONAL)])
 }
 
 const K: usize = 0;
 const KIND: usize = 1;
 const TS: usize = 2;
 const X: usize = 3;
-
-fn spec(name: &str, agg: AggKind, field: Option<&str>, filter: Option<&str>) -> FeatureSpec {
-    FeatureSpec {
-        name: name.to_owned(),
-        agg,
-        field: field.map(str::to_owned),
-        filter: filter.map(str::to_owned),
-        ..FeatureSpec::default()
-    }
-}
 
 /// count, count_if(kind == 'a'), sum/mean/min/max of x, sum of x where kind == 'b'.
 fn features() -> FeatureSet {
@@ -66,24 +48,12 @@ fn features() -> FeatureSet {
 }
 
 fn event(key: &str, ts: EventTime, kind: &str, x: Option<f64>, offset: i64) -> Event {
-    let values: Values = [
-        Value::Str(Key::from(key)),
-        Value::Str(Key::from(kind)),
-        Value::Num(ts as f64),
-        x.map_or(Value::Missing, Value::Num),
-    ]
-    .into_iter()
-    .collect();
-    Event {
-        key: Key::from(key),
-        key_group: KeyGroup::of(key.as_bytes(), 64),
-        ts,
-        values,
-        position: SourcePosition {
-            partition: 0,
-            offset,
-        },
-    }
+    let values = [text(key), text(kind), Value::Num(ts as f64), maybe(x)];
+    weir_testkit::event::event(key, ts)
+        .values(values)
+        .key_groups(64)
+        .offset(offset)
+        .build()
 }
 
 /// The naive recomputation of every feature over `events` (in arrival order).

@@ -7,57 +7,38 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use weir_features::aggregate::AggKind;
-use weir_features::feature::{FeatureSet, FeatureSpec};
-use weir_features::record::{Event, Value, Values};
+use weir_features::feature::FeatureSet;
+use weir_features::record::{Event, Value};
 use weir_features::row::FeatureRow;
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
-use weir_features::vocab::{EventTime, Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::vocab::{EventTime, Key, Watermark};
 use weir_features::window::{Aligned, WindowSpec};
 use weir_features::window_state::{Applied, KeyedWindows};
+use weir_testkit::event::text;
+use weir_testkit::schema::{schema, F64};
+use weir_testkit::spec::spec;
 
 /// Slots: k (0), ts (1), x (2).
 fn features() -> FeatureSet {
-    let mut fields = BTreeMap::new();
-    fields.insert("k".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs));
-    fields.insert("x".to_owned(), FieldDecl::Type(FieldType::F64));
-    let schema = RecordSchema::new(&fields, "k", "ts").unwrap_or_else(|e| panic!("{e}"));
+    let schema = schema("k", "ts", &[("x", F64)]);
     assert_eq!(schema.index_of("x"), Some(2));
-    let spec = |name: &str, agg, field: Option<&str>| FeatureSpec {
-        name: name.to_owned(),
-        agg,
-        field: field.map(str::to_owned),
-        ..FeatureSpec::default()
-    };
     let specs = [
-        spec("n", AggKind::Count, None),
-        spec("sum", AggKind::Sum, Some("x")),
-        spec("min", AggKind::Min, Some("x")),
-        spec("max", AggKind::Max, Some("x")),
-        spec("first", AggKind::First, Some("x")),
-        spec("last", AggKind::Last, Some("x")),
+        spec("n", AggKind::Count, None, None),
+        spec("sum", AggKind::Sum, Some("x"), None),
+        spec("min", AggKind::Min, Some("x"), None),
+        spec("max", AggKind::Max, Some("x"), None),
+        spec("first", AggKind::First, Some("x"), None),
+        spec("last", AggKind::Last, Some("x"), None),
     ];
     FeatureSet::compile(&specs, &schema).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn event(key: &str, ts: EventTime, x: i32, offset: i64) -> Event {
-    let values: Values = [
-        Value::Str(Key::from(key)),
-        Value::Num(ts as f64),
-        Value::Num(f64::from(x)),
-    ]
-    .into_iter()
-    .collect();
-    Event {
-        key: Key::from(key),
-        key_group: KeyGroup::of(key.as_bytes(), 64),
-        ts,
-        values,
-        position: SourcePosition {
-            partition: 0,
-            offset,
-        },
-    }
+    let values = [text(key), Value::Num(ts as f64), Value::Num(f64::from(x))];
+    weir_testkit::event::event(key, ts)
+        .values(values)
+        .key_groups(64)
+        .offset(offset)
+        .build()
 }
 
 /// Naive features of `events` (arrival order): count, sum, min, max, first, last.

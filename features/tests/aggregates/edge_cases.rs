@@ -107,10 +107,7 @@ fn compile_error(specs: &[FeatureSpec]) -> String {
 #[test]
 fn invalid_ratios_are_rejected_with_a_reason() {
     let n = spec("n", AggKind::Count, None, None);
-    let on = |window: &str, s: FeatureSpec| FeatureSpec {
-        window: Some(window.to_owned()),
-        ..s
-    };
+    let on = |window: &str, s: FeatureSpec| over(s, window);
     let cases: Vec<(Vec<FeatureSpec>, &str)> = vec![
         (
             vec![n.clone(), ratio("r", "n", "nope")],

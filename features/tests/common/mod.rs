@@ -6,75 +6,40 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 use rand::{Rng, SeedableRng};
-use smallvec::smallvec;
 
-use weir_features::feature::FeatureSpec;
+use weir_features::aggregate::AggKind::{Count, Last, Max, Sum};
 use weir_features::job_features::JobFeatures;
 use weir_features::job_features::Trigger;
 use weir_features::window::WindowSpec;
 
-use weir_features::record::{Event, Value, Values};
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
-use weir_features::vocab::{Key, KeyGroup, SourcePosition};
+use weir_features::record::{Event, Value};
+use weir_features::schema::RecordSchema;
+use weir_testkit::schema::{schema, F64};
+use weir_testkit::spec::{over, spec};
 
 /// `user` (string key), `ts` (event time), `x` (f64).
 pub fn user_ts_x_schema() -> Result<RecordSchema> {
-    let fields = BTreeMap::from([
-        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
-        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
-        ("x".to_owned(), FieldDecl::Type(FieldType::F64)),
-    ]);
-    Ok(RecordSchema::new(&fields, "user", "ts")?)
+    Ok(schema("user", "ts", &[("x", F64)]))
 }
 
 /// An event of that schema on partition 0 at `offset`.
 pub fn event(schema: &RecordSchema, key: &str, ts: i64, x: f64, offset: i64) -> Event {
-    let mut values: Values = smallvec![Value::Missing; schema.fields().len()];
-    for (slot, field) in schema.fields().iter().enumerate() {
-        values[slot] = match field.name.as_str() {
-            "user" => Value::Str(Key::from(key)),
-            "ts" => Value::Num(ts as f64),
-            _ => Value::Num(x),
-        };
-    }
-    Event {
-        key: Key::from(key),
-        key_group: KeyGroup::of(key.as_bytes(), 16),
-        ts,
-        values,
-        position: SourcePosition {
-            partition: 0,
-            offset,
-        },
-    }
+    weir_testkit::event::event(key, ts)
+        .by_name(schema, |_| Value::Num(x))
+        .offset(offset)
+        .build()
 }
 
 /// The snapshot tests' job: count, sum and last of `x` over `primary`, plus the max of `x`
 /// over a session window (gap 20 s, at most 2 min), emitted by `trigger`.
 pub fn snapshot_job(primary: WindowSpec, trigger: Trigger) -> Result<JobFeatures> {
     let schema = user_ts_x_schema()?;
-    let specs: Vec<FeatureSpec> = toml::from_str::<BTreeMap<String, Vec<FeatureSpec>>>(
-        r#"
-        [[f]]
-        name = "n"
-        agg = "count"
-        [[f]]
-        name = "x_sum"
-        agg = "sum"
-        field = "x"
-        [[f]]
-        name = "x_last"
-        agg = "last"
-        field = "x"
-        [[f]]
-        name = "x_max_sess"
-        agg = "max"
-        field = "x"
-        window = "sess"
-        "#,
-    )?
-    .remove("f")
-    .unwrap_or_default();
+    let specs = [
+        spec("n", Count, None, None),
+        spec("x_sum", Sum, Some("x"), None),
+        spec("x_last", Last, Some("x"), None),
+        over(spec("x_max_sess", Max, Some("x"), None), "sess"),
+    ];
     let named = BTreeMap::from([(
         "sess".to_owned(),
         WindowSpec::Session {
