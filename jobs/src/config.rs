@@ -271,7 +271,7 @@ impl JobFile {
             score: p.score.unwrap_or(workers),
             sink: p.sink.unwrap_or(workers),
         };
-        parallelism.validate(workers).map_err(anyhow::Error::msg)?;
+        parallelism.validate(workers)?;
         let w = &self.watermark;
         if w.max_out_of_orderness < 0 || w.idle_timeout <= 0 || w.allowed_lateness < 0 {
             bail!("[watermark] durations must be non-negative and idle_timeout positive");

@@ -20,6 +20,7 @@ use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 
 use crate::clock::unix_ms;
 use crate::epochs::EpochClock;
+use crate::error::{OperatorError, Result};
 use crate::metrics::JobMetrics;
 use crate::placement::Placement;
 use crate::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
@@ -78,7 +79,7 @@ struct FileReader {
 pub fn file_source<'scope>(
     scope: Scope<'scope, Tick>,
     config: FileSourceConfig,
-) -> std::io::Result<SourceStreams<'scope>> {
+) -> Result<SourceStreams<'scope>> {
     let instance = config
         .placement
         .instance_on(scope.index(), config.parallelism);
@@ -101,7 +102,7 @@ pub fn file_source<'scope>(
 }
 
 impl FileReader {
-    fn open(instance: u32, config: &FileSourceConfig) -> std::io::Result<FileReader> {
+    fn open(instance: u32, config: &FileSourceConfig) -> Result<FileReader> {
         let now = unix_ms();
         // Idle detection is pointless for files: a file is never "caught up" until it is done.
         let mut watermarks = PartitionWatermarks::new(config.max_out_of_orderness_ms, u64::MAX);
@@ -110,11 +111,9 @@ impl FileReader {
             if instance_for_partition(partition as i32, config.parallelism) != instance as usize {
                 continue;
             }
-            let file = File::open(path).map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("cannot open input file {}: {e}", path.display()),
-                )
+            let file = File::open(path).map_err(|source| OperatorError::InputFile {
+                path: path.clone(),
+                source,
             })?;
             watermarks.assign(partition as i32, now);
             let mut open = OpenFile {
@@ -143,19 +142,21 @@ impl FileReader {
 
 impl OpenFile {
     /// Skips the lines before `line` (resuming from a checkpoint).
-    fn skip_to(&mut self, line: i64, path: &std::path::Path) -> std::io::Result<()> {
+    fn skip_to(&mut self, line: i64, path: &std::path::Path) -> Result<()> {
         let mut buffer = Vec::new();
         while self.next_line < line {
             buffer.clear();
-            if self.reader.read_until(b'\n', &mut buffer)? == 0 {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "{} has only {} lines but the checkpoint resumes it at line {line}",
-                        path.display(),
-                        self.next_line
-                    ),
-                ));
+            let read = self.reader.read_until(b'\n', &mut buffer);
+            let read = read.map_err(|source| OperatorError::InputFile {
+                path: path.to_owned(),
+                source,
+            })?;
+            if read == 0 {
+                return Err(OperatorError::ResumedPastEnd {
+                    path: path.to_owned(),
+                    lines: self.next_line,
+                    resume_at: line,
+                });
             }
             self.next_line += 1;
         }

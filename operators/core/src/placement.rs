@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 pub use weir_features::ownership::{instance_for_key_group, instance_for_partition};
 use weir_features::vocab::KeyGroup;
 
+use crate::error::{OperatorError, Result};
+
 /// The shape of a Timely computation: `processes × threads_per_process` workers, numbered
 /// process-major (worker = process * threads + thread), as Timely numbers them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,17 +112,19 @@ impl StageParallelism {
     }
 
     /// Checks `1 <= p <= workers` for each stage, naming the offending stage.
-    pub fn validate(&self, workers: usize) -> Result<(), String> {
-        for (stage, p) in [
+    pub fn validate(&self, workers: usize) -> Result<()> {
+        for (stage, parallelism) in [
             ("source", self.source),
             ("window", self.window),
             ("score", self.score),
             ("sink", self.sink),
         ] {
-            if p == 0 || p > workers {
-                return Err(format!(
-                    "parallelism {stage}={p} is invalid: it must be between 1 and the number of workers ({workers})"
-                ));
+            if parallelism == 0 || parallelism > workers {
+                return Err(OperatorError::Parallelism {
+                    stage,
+                    parallelism,
+                    workers,
+                });
             }
         }
         Ok(())

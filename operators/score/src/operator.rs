@@ -27,7 +27,6 @@ use weir_features::dead_letter::DeadLetter;
 use weir_features::row::FeatureRow;
 use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
-use weir_operators::placement::instance_for_key_group;
 
 use crate::batcher::Batcher;
 /// The operator's configuration, defined with the inference thread's in `crate::config`.
@@ -58,11 +57,7 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
         let (placement, key_groups, parallelism) =
             (config.placement, config.key_groups, config.parallelism);
         let route = move |row: &FeatureRow| {
-            placement.worker_of(instance_for_key_group(
-                row.key_group,
-                key_groups,
-                parallelism,
-            )) as u64
+            placement.key_group_route(row.key_group, key_groups, parallelism)
         };
         // Start (and load) the inference thread before reserving the operator, so a load
         // error leaves no half-built operator behind. It is woken through the operator's
