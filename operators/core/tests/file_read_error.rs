@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use timely::dataflow::operators::Inspect;
 
 use weir_features::decode::JsonDecoder;
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
 use weir_features::vocab::Watermark;
 use weir_features::watermark::SourceProgress;
 use weir_operators::epochs::EpochClock;
@@ -17,17 +16,14 @@ use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
 use weir_operators::Placement;
+use weir_testkit::schema::schema;
 
 #[test]
 fn a_read_error_stops_the_job_without_declaring_the_end_of_input() {
     // A directory opens like a file on Linux, and reading it fails (EISDIR).
     let dir = std::env::temp_dir().join(format!("weir-read-error-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    let fields = BTreeMap::from([
-        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
-        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
-    ]);
-    let schema = RecordSchema::new(&fields, "user", "ts").expect("schema");
+    let schema = schema("user", "ts", &[]);
     let metrics = Arc::new(JobMetrics::default());
     let stop = Arc::new(AtomicBool::new(false));
     let config = FileSourceConfig {

@@ -11,12 +11,12 @@ use anyhow::{ensure, Result};
 use timely::dataflow::operators::Inspect;
 
 use weir_features::decode::JsonDecoder;
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
 use weir_operators::epochs::EpochClock;
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
 use weir_operators::Placement;
+use weir_testkit::schema::schema;
 
 const LINES: u64 = 500;
 
@@ -29,11 +29,7 @@ fn a_score_backlog_pauses_the_source_until_it_clears() -> Result<()> {
         .map(|i| format!("{{\"user\":\"u{i}\",\"ts\":{}}}\n", 1_000 + i))
         .collect();
     std::fs::write(&path, text)?;
-    let fields = BTreeMap::from([
-        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
-        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
-    ]);
-    let schema = RecordSchema::new(&fields, "user", "ts")?;
+    let schema = schema("user", "ts", &[]);
     let metrics = Arc::new(JobMetrics::default());
     metrics.score_backlog.store(1, Ordering::SeqCst);
     let config = FileSourceConfig {

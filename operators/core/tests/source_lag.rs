@@ -23,12 +23,12 @@ use timely::dataflow::operators::{Operator, Probe};
 
 use weir_features::decode::JsonDecoder;
 use weir_features::record::Event;
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
 use weir_operators::epochs::EpochClock;
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
 use weir_operators::Placement;
+use weir_testkit::schema::schema;
 
 /// Far more lines than the source reads (one per activation) before its lag bound trips.
 const LINES: u64 = 300_000;
@@ -57,11 +57,7 @@ fn source_config(
     metrics: Arc<JobMetrics>,
     max_lag_ms: u64,
 ) -> Result<FileSourceConfig> {
-    let fields = BTreeMap::from([
-        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
-        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
-    ]);
-    let schema = RecordSchema::new(&fields, "user", "ts")?;
+    let schema = schema("user", "ts", &[]);
     Ok(FileSourceConfig {
         paths: vec![path.to_path_buf()],
         parallelism: 1,

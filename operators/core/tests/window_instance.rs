@@ -2,32 +2,43 @@
 //! dead letters out, state TTL expiry on its interval, and snapshots that restore into an
 //! instance that goes on as the original would.
 
-// Only the harness's schema and features are used here, not its Timely runner.
-#[allow(dead_code)]
-mod scripted;
-
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use weir_checkpoint::KeyGroupRange;
+use weir_features::aggregate::AggKind::{Count, Sum};
 use weir_features::dead_letter::DeadLetterReason;
+use weir_features::feature::FeatureSet;
 use weir_features::job_features::JobFeatures;
 use weir_features::record::{Event, Value};
 use weir_features::row::FeatureRow;
-use weir_features::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+use weir_features::vocab::Watermark;
 use weir_features::watermark::{SourceProgress, WatermarkReport};
 use weir_features::window::WindowSpec;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::window_instance::{WindowInstance, WindowLogic, EXPIRY_INTERVAL_MS};
+use weir_testkit::event::text;
+use weir_testkit::schema::{schema, F64};
+use weir_testkit::spec::spec;
 
-use scripted::{features, schema, KEY_GROUPS, WINDOW_MS};
+/// Key groups of the test instances.
+const KEY_GROUPS: u32 = 64;
+/// Tumbling window size of the test job.
+const WINDOW_MS: i64 = 1_000;
 
 type TestResult = Result<(), String>;
 
+/// Features `n = count()` and `x_sum = sum(x)` of `x` over tumbling windows of [`WINDOW_MS`],
+/// records keyed by `k` at event time `ts`.
 fn logic(allowed_lateness_ms: i64, state_ttl_ms: Option<i64>) -> Result<WindowLogic, String> {
-    let schema = schema()?;
+    let schema = schema("k", "ts", &[("x", F64)]);
+    let specs = [
+        spec("n", Count, None, None),
+        spec("x_sum", Sum, Some("x"), None),
+    ];
+    let features = FeatureSet::compile(&specs, &schema).map_err(|e| format!("features: {e}"))?;
     Ok(WindowLogic {
-        features: JobFeatures::single(WindowSpec::Tumbling { size: WINDOW_MS }, features(&schema)?),
+        features: JobFeatures::single(WindowSpec::Tumbling { size: WINDOW_MS }, features),
         schema,
         allowed_lateness_ms,
         source_name: "clicks".to_owned(),
@@ -47,22 +58,12 @@ fn instance(logic: WindowLogic, sources: usize) -> (WindowInstance, Arc<JobMetri
 }
 
 fn event(key: &str, ts: i64, x: f64, offset: i64) -> Event {
-    Event {
-        key: Key::from(key),
-        key_group: KeyGroup::of(key.as_bytes(), KEY_GROUPS),
-        ts,
-        values: [
-            Value::Str(Key::from(key)),
-            Value::Num(ts as f64),
-            Value::Num(x),
-        ]
-        .into_iter()
-        .collect(),
-        position: SourcePosition {
-            partition: 0,
-            offset,
-        },
-    }
+    let values = [text(key), Value::Num(ts as f64), Value::Num(x)];
+    weir_testkit::event::event(key, ts)
+        .values(values)
+        .key_groups(KEY_GROUPS)
+        .offset(offset)
+        .build()
 }
 
 fn report(source: u32, watermark: i64) -> WatermarkReport {

@@ -20,14 +20,14 @@ use std::time::{Duration, Instant};
 use timely::dataflow::operators::Inspect;
 
 use weir_checkpoint::SourceOffset;
-use weir_features::aggregate::AggKind;
+use weir_features::aggregate::AggKind::{Count, Sum};
 use weir_features::dead_letter::DeadLetter;
-use weir_features::feature::{FeatureSet, FeatureSpec};
+use weir_features::feature::FeatureSet;
 use weir_features::job_features::JobFeatures;
-use weir_features::record::{Event, Value, Values};
+use weir_features::record::{Event, Value};
 use weir_features::row::FeatureRow;
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
-use weir_features::vocab::{EventTime, Key, KeyGroup, SourcePosition, Tick};
+use weir_features::schema::RecordSchema;
+use weir_features::vocab::{EventTime, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 use weir_features::window::WindowSpec;
 use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
@@ -35,6 +35,9 @@ use weir_operators::metrics::JobMetrics;
 use weir_operators::source_operator::{build_source, Pacing, SourceReader};
 use weir_operators::window_instance::WindowLogic;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
+use weir_testkit::event::event;
+use weir_testkit::schema::F64;
+use weir_testkit::spec::spec;
 
 /// Wall-clock tick length of the test dataflows.
 const TICK_MS: u64 = 2;
@@ -175,28 +178,15 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The input schema: `k` (key), `ts` (event time), `x` (number).
-pub fn schema() -> Result<RecordSchema, String> {
-    let mut fields = BTreeMap::new();
-    fields.insert("k".to_owned(), FieldDecl::Type(FieldType::String));
-    fields.insert("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs));
-    fields.insert("x".to_owned(), FieldDecl::Type(FieldType::F64));
-    RecordSchema::new(&fields, "k", "ts").map_err(|e| format!("test schema: {e}"))
+pub fn schema() -> RecordSchema {
+    weir_testkit::schema::schema("k", "ts", &[("x", F64)])
 }
 
 /// Features `n = count()` and `x_sum = sum(x)`, in that order.
 pub fn features(schema: &RecordSchema) -> Result<FeatureSet, String> {
     let specs = [
-        FeatureSpec {
-            name: "n".to_owned(),
-            agg: AggKind::Count,
-            ..FeatureSpec::default()
-        },
-        FeatureSpec {
-            name: "x_sum".to_owned(),
-            agg: AggKind::Sum,
-            field: Some("x".to_owned()),
-            ..FeatureSpec::default()
-        },
+        spec("n", Count, None, None),
+        spec("x_sum", Sum, Some("x"), None),
     ];
     FeatureSet::compile(&specs, schema).map_err(|e| format!("test features: {e}"))
 }
@@ -268,27 +258,19 @@ impl ScriptedReader {
     }
 
     fn event(&self, r: &Rec, offset: i64) -> Event {
-        let values: Values = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| match f.name.as_str() {
-                "k" => Value::Str(Key::from(r.key)),
-                "ts" => Value::Num(r.ts as f64),
-                "x" => Value::Num(r.x),
-                _ => Value::Missing,
-            })
-            .collect();
-        Event {
-            key: Key::from(r.key),
-            key_group: KeyGroup::of(r.key.as_bytes(), KEY_GROUPS),
-            ts: r.ts,
-            values,
-            position: SourcePosition {
-                partition: r.partition,
-                offset,
-            },
-        }
+        let x = |name: &str| {
+            if name == "x" {
+                Value::Num(r.x)
+            } else {
+                Value::Missing
+            }
+        };
+        event(r.key, r.ts)
+            .by_name(&self.schema, x)
+            .key_groups(KEY_GROUPS)
+            .partition(r.partition)
+            .offset(offset)
+            .build()
     }
 }
 
@@ -358,7 +340,7 @@ impl SourceReader for ScriptedReader {
 /// Runs `scenario` through `build_source` → `window_features` on `scenario.workers` workers.
 pub fn run(scenario: Scenario) -> Result<Outcome, String> {
     let workers = scenario.workers.max(1);
-    let schema = schema()?;
+    let schema = schema();
     let metrics = Arc::new(JobMetrics::default());
     let config = WindowConfig {
         logic: WindowLogic {
