@@ -3,12 +3,20 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-/// An empty directory `weir-<label>-<pid>` under the system temp dir (emptied if a previous
-/// run left it behind); panics (failing the test) if it cannot be made.
+/// A new, empty directory `weir-<label>-<pid>-<n>` under the system temp dir, unique to this
+/// call (tests of one binary run in parallel in one process); panics (failing the test) if it
+/// cannot be made. Left behind for a failed test to be looked at.
 pub fn scratch_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weir-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let name = format!("weir-{label}-{}-{nanos}-{call}", std::process::id());
+    let dir = std::env::temp_dir().join(name);
     std::fs::create_dir_all(&dir)
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     dir

@@ -17,9 +17,10 @@ use weir_score::counters::ScoreCounters;
 use weir_score::secondary::{SecondaryModel, SecondaryRole};
 
 use support::{
-    assert_exactly_once, config, registry_source, step, temp_dir, with_score_dataflow,
-    write_control, write_version, Driver, TICK_BUDGET,
+    assert_exactly_once, config, registry_source, step, with_score_dataflow, write_control,
+    write_version, Driver, TICK_BUDGET,
 };
+use weir_testkit::files::scratch_dir;
 
 /// Steps until a score emitted from now on satisfies `found`; the tick it was emitted at.
 fn wait_for(driver: &mut Driver, found: impl Fn(&ScoredRow) -> bool) -> anyhow::Result<u64> {
@@ -63,7 +64,7 @@ fn split(key: &str, share: f64) -> &'static str {
 /// Registry `pp` under a fresh temp dir with v1 (logreg) and v2 (linear_1d, another model,
 /// so the two score differently), pinned to v1 by `control`.
 fn registry(label: &str, control: &str) -> anyhow::Result<std::path::PathBuf> {
-    let root = temp_dir(label)?;
+    let root = scratch_dir(label);
     let dir = root.join("pp");
     write_version("logreg", &dir.join("v1"), "pp", "v1")?;
     write_version("linear_1d", &dir.join("v2"), "pp", "v2")?;

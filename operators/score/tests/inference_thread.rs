@@ -18,12 +18,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::fixture;
-use support::{config, registry_source, temp_dir, write_control, write_version};
+use support::{config, registry_source, write_control, write_version};
 use weir_score::budget::{cpu_set, InstanceCores};
 use weir_score::counters::ScoreCounters;
 use weir_score::inference_batch::InferenceBatch;
 use weir_score::inference_thread::{Done, InferenceThread, Job};
 use weir_score::registry::ModelSource;
+use weir_testkit::files::scratch_dir;
 
 /// A one-row batch of the fixtures' three features.
 fn job(id: u64) -> Job {
@@ -117,7 +118,7 @@ fn a_core_the_thread_cannot_pin_to_stops_the_start() {
 
 #[test]
 fn a_newest_version_that_does_not_load_is_passed_over_at_start() -> anyhow::Result<()> {
-    let root = temp_dir("start-fallback")?;
+    let root = scratch_dir("start-fallback");
     let model_dir = root.join("pp");
     write_version("logreg", &model_dir.join("v1"), "pp", "v1")?;
     write_version("logreg", &model_dir.join("v2"), "pp", "v2")?;

@@ -14,14 +14,15 @@ use weir_score::registry::ModelSource;
 use weir_score::secondary::{SecondaryModel, SecondaryRole};
 
 use support::{
-    assert_exactly_once, config, publish, registry_source, row, step, temp_dir,
-    with_score_dataflow, write_version, TICK_BUDGET,
+    assert_exactly_once, config, publish, registry_source, row, step, with_score_dataflow,
+    write_version, TICK_BUDGET,
 };
+use weir_testkit::files::scratch_dir;
 
 #[test]
 fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() -> anyhow::Result<()>
 {
-    let root = temp_dir("reload")?;
+    let root = scratch_dir("reload");
     let model_dir = root.join("pp");
     write_version("logreg", &model_dir.join("v1"), "pp", "v1")?;
     let mut cfg = config(registry_source(&root), None);
@@ -32,8 +33,8 @@ fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() 
         cfg.cores = Some(vec![InstanceCores { cores: vec![core] }]);
     }
     let counters = cfg.counters.clone();
-    let metrics = cfg.metrics.clone();
-    let serving = move || metrics.serving.versions();
+    let served = cfg.serving.clone();
+    let serving = move || served.versions();
     let serves = |version: &str| BTreeMap::from([("pp".to_owned(), version.to_owned())]);
     let dir = model_dir.clone();
     let (ticks, out) = with_score_dataflow(cfg, move |driver| -> anyhow::Result<u64> {
@@ -88,7 +89,7 @@ fn hot_reload_under_load_changes_version_without_losing_or_duplicating_scores() 
 
 #[test]
 fn corrupt_new_version_keeps_the_old_one_serving() -> anyhow::Result<()> {
-    let root = temp_dir("corrupt")?;
+    let root = scratch_dir("corrupt");
     let model_dir = root.join("pp");
     write_version("logreg", &model_dir.join("v1"), "pp", "v1")?;
     let cfg = config(registry_source(&root), None);
@@ -130,7 +131,7 @@ fn corrupt_new_version_keeps_the_old_one_serving() -> anyhow::Result<()> {
 
 #[test]
 fn canary_split_is_stable_per_key() -> anyhow::Result<()> {
-    let root = temp_dir("canary")?;
+    let root = scratch_dir("canary");
     write_version("logreg", &root.join("stable"), "pp", "stable")?;
     write_version("linear_1d", &root.join("canary"), "pp", "canary")?;
     let share = 0.3;
@@ -183,7 +184,7 @@ fn canary_split_is_stable_per_key() -> anyhow::Result<()> {
 
 #[test]
 fn shadow_scores_every_row_beside_the_primary() -> anyhow::Result<()> {
-    let root = temp_dir("shadow")?;
+    let root = scratch_dir("shadow");
     write_version("logreg", &root.join("live"), "pp", "live")?;
     write_version("linear_1d", &root.join("next"), "pp", "next")?;
     let cfg = config(
@@ -216,7 +217,7 @@ fn shadow_scores_every_row_beside_the_primary() -> anyhow::Result<()> {
 
 #[test]
 fn a_registry_version_must_match_its_manifest() -> anyhow::Result<()> {
-    let root = temp_dir("mismatch")?;
+    let root = scratch_dir("mismatch");
     write_version("logreg", &root.join("pp").join("v1"), "pp", "v9")?;
     let result = with_score_dataflow(config(registry_source(&root), None), |_| ());
     let error = match result {
@@ -233,13 +234,14 @@ fn a_registry_version_must_match_its_manifest() -> anyhow::Result<()> {
 
 #[test]
 fn in_flight_batches_stay_within_the_bound() -> anyhow::Result<()> {
-    let root = temp_dir("bound")?;
+    let root = scratch_dir("bound");
     write_version("logreg", &root.join("m"), "pp", "m")?;
     let mut cfg = config(ModelSource::Dir(root.join("m")), None);
-    cfg.max_in_flight = 2;
+    cfg.batching.max_in_flight = 2;
     // 160 rows per tick in batches of 8: 20 batches ready at once, at most 2 sent.
     let counters = cfg.counters.clone();
     let metrics = cfg.metrics.clone();
+    let backlog = cfg.backlog.clone();
     let (ticks, out) = with_score_dataflow(cfg, |driver| {
         for tick in 0..10u64 {
             let rows = (0..160).map(|i| row(&format!("k{i}"), tick, i)).collect();
@@ -263,7 +265,7 @@ fn in_flight_batches_stay_within_the_bound() -> anyhow::Result<()> {
     assert_eq!(ScoreCounters::get(&counters.batches), ticks * 20);
     // At the bound the instance told the sources to pause, and let them go again.
     assert!(JobMetrics::get(&metrics.backpressure_episodes) > 0);
-    assert_eq!(JobMetrics::get(&metrics.score_backlog), 0);
+    assert_eq!(backlog.instances_at_bound(), 0);
     std::fs::remove_dir_all(&root)?;
     Ok(())
 }
@@ -284,7 +286,7 @@ fn rows_with_a_short_one() -> Vec<weir_features::row::FeatureRow> {
 
 #[test]
 fn a_failed_batch_becomes_error_records_and_dead_letters() -> anyhow::Result<()> {
-    let root = temp_dir("failed")?;
+    let root = scratch_dir("failed");
     write_version("logreg", &root.join("stable"), "pp", "stable")?;
     write_version("linear_1d", &root.join("canary"), "pp", "canary")?;
     let canary = SecondaryModel {

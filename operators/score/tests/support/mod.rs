@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +16,17 @@ use timely::worker::Worker;
 
 use weir_features::dead_letter::DeadLetter;
 use weir_features::row::{score_id, FeatureRow, ScoredRow};
-use weir_features::vocab::{Key, KeyGroup, SourcePosition, Tick};
+use weir_features::vocab::Tick;
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
+use weir_score::config::{BatchLimits, ModelSettings};
 use weir_score::counters::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
 use weir_score::registry::ModelSource;
 use weir_score::secondary::SecondaryModel;
 use weir_score::SessionOptions;
+use weir_testkit::row::feature_row;
 
 pub const KEY_GROUPS: u32 = 64;
 /// Rows [`step`] sends per tick.
@@ -80,19 +83,23 @@ pub fn assert_exactly_once(scores: &[(u64, ScoredRow)], ticks: u64) {
 /// A score config for one instance on one worker.
 pub fn config(source: ModelSource, secondary: Option<SecondaryModel>) -> ScoreConfig {
     ScoreConfig {
-        source,
-        secondary,
+        model: ModelSettings {
+            source,
+            secondary,
+            session: SessionOptions {
+                intra_threads: 1,
+                warmup_batches: 1,
+                max_batch_rows: 8,
+                intra_thread_affinities: None,
+            },
+        },
+        batching: BatchLimits {
+            max_batch_delay: Duration::from_millis(1),
+            max_in_flight: 2,
+        },
         job_features: ["clicks_5m", "dwell_s", "cart_adds"]
             .map(String::from)
             .to_vec(),
-        session: SessionOptions {
-            intra_threads: 1,
-            warmup_batches: 1,
-            max_batch_rows: 8,
-            intra_thread_affinities: None,
-        },
-        max_batch_delay: Duration::from_millis(1),
-        max_in_flight: 2,
         cores: None,
         parallelism: 1,
         placement: Placement::new(1, 1),
@@ -100,30 +107,15 @@ pub fn config(source: ModelSource, secondary: Option<SecondaryModel>) -> ScoreCo
         source_name: "test".into(),
         metrics: Arc::new(JobMetrics::default()),
         counters: Arc::new(ScoreCounters::default()),
+        backlog: ScoreBacklog::default(),
+        serving: Arc::default(),
     }
 }
 
 /// Row `i` of tick `tick` for `key`: window end = tick × 1000 + i, so (key, window_end) is unique.
 pub fn row(key: &str, tick: Tick, i: usize) -> FeatureRow {
-    FeatureRow {
-        key: Key::from(key),
-        key_group: KeyGroup::of(key.as_bytes(), KEY_GROUPS),
-        window_start: 0,
-        window_end: (tick * 1000 + i as u64) as i64,
-        revision: 0,
-        values: vec![(i % 7) as f64, 20.0 + (tick % 5) as f64, f64::NAN].into(),
-        records: 1,
-        first: SourcePosition {
-            partition: 0,
-            offset: 0,
-        },
-        last: SourcePosition {
-            partition: 0,
-            offset: 0,
-        },
-        fired_at_ns: 0,
-        closed_by_timeout: false,
-    }
+    let values = [(i % 7) as f64, 20.0 + (tick % 5) as f64, f64::NAN];
+    feature_row(key, KEY_GROUPS, (tick * 1000 + i as u64) as i64, &values)
 }
 
 /// What came out of the operator, with the tick each record was emitted at.
@@ -234,16 +226,6 @@ pub fn with_score_dataflow<R: Send + 'static>(
         let output = std::mem::take(&mut *out.borrow_mut());
         Ok((result, output))
     })
-}
-
-/// A fresh directory under the system temp dir.
-pub fn temp_dir(label: &str) -> anyhow::Result<PathBuf> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_nanos();
-    let dir = std::env::temp_dir().join(format!("weir-{label}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 /// Writes fixture `case` as `<dir>` with its manifest's name and version replaced.
