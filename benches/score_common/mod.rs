@@ -16,14 +16,15 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 
 use weir_features::row::FeatureRow;
-use weir_features::vocab::{Key, KeyGroup, SourcePosition};
+use weir_features::vocab::SourcePosition;
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::placement::Placement;
 use weir_score::batcher::Batcher;
 use weir_score::budget::{
     available_cores, cpu_set, pin_current_thread, worker_core, InstanceCores,
 };
-use weir_score::config::InferenceSetup;
+use weir_score::config::{BatchLimits, InferenceSetup, ModelSettings};
 use weir_score::counters::ScoreCounters;
 use weir_score::inference_batch::InferenceBatch;
 use weir_score::inference_thread::InferenceThread;
@@ -32,6 +33,7 @@ use weir_score::operator::ScoreConfig;
 use weir_score::records::{scored_batches, BatchOutcome, RecordContext};
 use weir_score::registry::ModelSource;
 use weir_score::{ModelSession, SessionOptions};
+use weir_testkit::row::feature_row;
 
 /// Rows per micro-batch.
 pub const BATCH_ROWS: usize = 256;
@@ -48,20 +50,9 @@ pub fn models() -> Vec<(&'static str, PathBuf)> {
     ]
 }
 
-/// The clickstream job's feature names, in order.
+/// The clickstream job's feature names, in order (from `jobs/clickstream.toml`).
 pub fn feature_names() -> Vec<String> {
-    [
-        "events",
-        "views",
-        "clicks",
-        "purchases",
-        "dwell_mean",
-        "dwell_max",
-        "amount_sum",
-        "amount_max",
-    ]
-    .map(String::from)
-    .to_vec()
+    weir_testkit::clickstream::feature_names()
 }
 
 /// `n` seeded feature rows over 10 000 keys.
@@ -81,37 +72,40 @@ pub fn rows(n: usize, seed: u64) -> Vec<FeatureRow> {
             } else {
                 rng.random_range(5.0..300.0)
             };
+            let values = [
+                events,
+                views,
+                clicks,
+                purchases,
+                dwell,
+                dwell * 1.5,
+                amount,
+                amount,
+            ];
+            let at = SourcePosition {
+                partition: 0,
+                offset: i as i64,
+            };
             FeatureRow {
-                key_group: KeyGroup::of(key.as_bytes(), KEY_GROUPS),
-                key: Key::from(key.as_str()),
-                window_start: 0,
-                window_end: 60_000 + i as i64,
-                revision: 0,
-                values: vec![
-                    events,
-                    views,
-                    clicks,
-                    purchases,
-                    dwell,
-                    dwell * 1.5,
-                    amount,
-                    amount,
-                ]
-                .into(),
                 records: events as u64,
-                first: SourcePosition {
-                    partition: 0,
-                    offset: i as i64,
-                },
-                last: SourcePosition {
-                    partition: 0,
-                    offset: i as i64,
-                },
-                fired_at_ns: 0,
-                closed_by_timeout: false,
+                first: at,
+                last: at,
+                ..feature_row(&key, KEY_GROUPS, 60_000 + i as i64, &values)
             }
         })
         .collect()
+}
+
+/// `batches` micro-batches of [`BATCH_ROWS`] seeded [`rows`] (seed `seed`), and each batch's
+/// feature values side by side (the raw paths' input).
+pub fn batches(batches: usize, seed: u64) -> (Vec<Vec<FeatureRow>>, Vec<Vec<f64>>) {
+    let all = rows(batches * BATCH_ROWS, seed);
+    let batches: Vec<Vec<FeatureRow>> = all.chunks(BATCH_ROWS).map(<[_]>::to_vec).collect();
+    let values = batches
+        .iter()
+        .map(|b| b.iter().flat_map(|r| r.values.iter().copied()).collect())
+        .collect();
+    (batches, values)
 }
 
 /// Each batch of `values` converted to the model's `f32` input by Weir's preprocessing, for
@@ -145,13 +139,12 @@ pub fn session_options() -> SessionOptions {
 pub fn setup(model_dir: &Path) -> InferenceSetup {
     InferenceSetup {
         instance: 0,
-        source: ModelSource::Dir(model_dir.to_path_buf()),
-        secondary: None,
+        model: model_settings(model_dir),
         job_features: feature_names(),
-        session: session_options(),
         cores: None,
         metrics: Arc::new(JobMetrics::default()),
         counters: Arc::new(ScoreCounters::default()),
+        serving: Arc::default(),
     }
 }
 
@@ -242,16 +235,16 @@ impl RawOrt {
 /// A score config for one instance on one worker, serving `model_dir` (no second version).
 pub fn score_config(model_dir: &Path) -> ScoreConfig {
     ScoreConfig {
-        source: ModelSource::Dir(model_dir.to_path_buf()),
-        secondary: None,
+        model: model_settings(model_dir),
+        batching: BatchLimits {
+            max_batch_delay: Duration::from_millis(1),
+            // The job default; `WEIR_BENCH_MAX_IN_FLIGHT` overrides it to compare queue depths.
+            max_in_flight: std::env::var("WEIR_BENCH_MAX_IN_FLIGHT")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(16),
+        },
         job_features: feature_names(),
-        session: session_options(),
-        max_batch_delay: Duration::from_millis(1),
-        // The job default; `WEIR_BENCH_MAX_IN_FLIGHT` overrides it to compare queue depths.
-        max_in_flight: std::env::var("WEIR_BENCH_MAX_IN_FLIGHT")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(16),
         cores: None,
         parallelism: 1,
         placement: Placement::new(1, 1),
@@ -259,6 +252,17 @@ pub fn score_config(model_dir: &Path) -> ScoreConfig {
         source_name: "bench".into(),
         metrics: Arc::new(JobMetrics::default()),
         counters: Arc::new(ScoreCounters::default()),
+        backlog: ScoreBacklog::default(),
+        serving: Arc::default(),
+    }
+}
+
+/// The benchmarks' model: `model_dir` alone (no second version), [`session_options`].
+fn model_settings(model_dir: &Path) -> ModelSettings {
+    ModelSettings {
+        source: ModelSource::Dir(model_dir.to_path_buf()),
+        secondary: None,
+        session: session_options(),
     }
 }
 
@@ -306,8 +310,13 @@ pub fn batcher_counting(
     config.cores = core.map(|core| vec![InstanceCores { cores: vec![core] }]);
     let me = std::thread::current();
     let wake = move || me.unpark();
-    let thread = InferenceThread::spawn(config.inference_setup(0), 0, config.max_in_flight, wake)
-        .expect("inference thread");
+    let thread = InferenceThread::spawn(
+        config.inference_setup(0),
+        0,
+        config.batching.max_in_flight,
+        wake,
+    )
+    .expect("inference thread");
     Batcher::new(thread, &config)
 }
 

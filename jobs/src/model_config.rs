@@ -14,6 +14,7 @@ use serde::Deserialize;
 use weir_features::duration_ms;
 use weir_operators::Placement;
 use weir_score::budget::{cpu_set, plan_cores, InstanceCores};
+use weir_score::config::{BatchLimits, ModelSettings};
 use weir_score::registry::{ModelSource, Target};
 use weir_score::secondary::{SecondaryModel, SecondaryRole};
 use weir_score::SessionOptions;
@@ -216,18 +217,22 @@ impl ModelSection {
         score_parallelism: usize,
     ) -> Result<ScorePlan> {
         Ok(ScorePlan {
-            source: self.source(base_dir),
-            secondary: self.secondary(base_dir),
-            session: SessionOptions {
-                intra_threads: self.intra_threads,
-                warmup_batches: self.warmup_batches,
-                max_batch_rows: self.max_batch_rows,
-                intra_thread_affinities: None,
+            model: ModelSettings {
+                source: self.source(base_dir),
+                secondary: self.secondary(base_dir),
+                session: SessionOptions {
+                    intra_threads: self.intra_threads,
+                    warmup_batches: self.warmup_batches,
+                    max_batch_rows: self.max_batch_rows,
+                    intra_thread_affinities: None,
+                },
             },
-            max_batch_delay: Duration::from_millis(
-                u64::try_from(self.max_batch_delay).unwrap_or(0),
-            ),
-            max_in_flight: self.max_in_flight,
+            batching: BatchLimits {
+                max_batch_delay: Duration::from_millis(
+                    u64::try_from(self.max_batch_delay).unwrap_or(0),
+                ),
+                max_in_flight: self.max_in_flight,
+            },
             cores: self.pinned_cores(placement, score_parallelism)?,
             inference_cores: self.cores.clone(),
         })

@@ -32,12 +32,15 @@ use weir_features::vocab::Tick;
 use weir_kafka::{
     kafka_source, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig, KafkaSourceConfig,
 };
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::committer::{CommitCheckpoints, CommitHook, CommitterConfig};
 use weir_operators::epochs::{CheckpointStream, EpochClock, OperatorCheckpoints};
 use weir_operators::file_sink::{FileSinkConfig, JsonlSink};
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
+use weir_operators::serving::ServingModels;
 use weir_operators::source::RecordDecoder;
+use weir_operators::source_operator::Pacing;
 use weir_operators::window_features::WINDOW_OPERATOR;
 use weir_operators::window_instance::WindowLogic;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
@@ -75,8 +78,14 @@ pub struct JobPlan {
     /// Checkpointing of this run (`None`: no `[checkpoint]` section).
     pub checkpoints: Option<CheckpointPlan>,
     /// Model versions loaded at start, by model name: checkpoint manifests record them while
-    /// no score instance of this process reports what it serves (`JobMetrics::serving`).
+    /// no score instance of this process reports what it serves (`serving`).
     pub model_versions: BTreeMap<String, String>,
+    /// The score instances of this process at their in-flight bound: the sources of this
+    /// process pause while there is any (backpressure).
+    pub backlog: ScoreBacklog,
+    /// The model versions this process's score instances serve now: the committer records
+    /// them in every manifest.
+    pub serving: Arc<ServingModels>,
     /// Run after each committed checkpoint (consumer-group offsets).
     pub on_commit: Option<CommitHook>,
     /// Scoring-stage counters of this process (reloads, canary rows, ...).
@@ -90,9 +99,13 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     if plan.mode == Mode::Score {
         plan.pin_worker(scope.index());
     }
+    // Two handles shared across stages: the score backlog pauses the sources, and the
+    // versions the score instances serve go into the committer's manifests.
+    let (backlog, serving) = (&plan.backlog, &plan.serving);
+    let pacing = plan.pacing(backlog);
     let source = match &plan.job.source.input {
-        SourceInput::Kafka(kafka) => kafka_source(scope, plan.kafka_source_config(kafka))?,
-        SourceInput::Files(paths) => file_source(scope, plan.file_source_config(paths))?,
+        SourceInput::Kafka(kafka) => kafka_source(scope, plan.kafka_source_config(kafka, pacing))?,
+        SourceInput::Files(paths) => file_source(scope, plan.file_source_config(paths, pacing))?,
     };
     let windows = source
         .events
@@ -107,10 +120,10 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
             |m| &m.rows_written,
         )?;
         let dead = plan.dead_letter_sink(dead_letters)?;
-        plan.commit_checkpoints(checkpoint.concat(rows).concat(dead));
+        plan.commit_checkpoints(checkpoint.concat(rows).concat(dead), serving);
         return Ok(());
     }
-    let scored = windows.rows.score(plan.score_config())?;
+    let scored = windows.rows.score(plan.score_config(backlog, serving))?;
     // The sources hold back while the scores lag (`[runtime] max_lag`), in any process.
     let scored_rows = scored.scores.probe_with(&progress);
     let scores = match &plan.job.sinks {
@@ -136,7 +149,7 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
         }
     };
     let dead = plan.dead_letter_sink(dead_letters.concat(scored.dead_letters))?;
-    plan.commit_checkpoints(checkpoint.concat(scores).concat(dead));
+    plan.commit_checkpoints(checkpoint.concat(scores).concat(dead), serving);
     Ok(())
 }
 
@@ -163,7 +176,7 @@ impl JobPlan {
     }
 
     /// Ends the checkpoint streams in the committer (when checkpoints are on).
-    fn commit_checkpoints(&self, parts: CheckpointStream<'_>) {
+    fn commit_checkpoints(&self, parts: CheckpointStream<'_>, serving: &Arc<ServingModels>) {
         let Some(checkpoints) = &self.checkpoints else {
             return;
         };
@@ -179,6 +192,7 @@ impl JobPlan {
             parallelism: parallelism_by_operator(&self.job),
             stateful_operators: vec![WINDOW_OPERATOR.to_owned()],
             model_versions: self.model_versions.clone(),
+            serving: serving.clone(),
             topology_hash: checkpoints.topology_hash,
             tick_ms: millis(self.job.runtime.tick),
             retain: checkpoints.retain,
@@ -236,7 +250,17 @@ impl JobPlan {
         }
     }
 
-    fn file_source_config(&self, paths: &[PathBuf]) -> FileSourceConfig {
+    /// What stops and pauses the sources: the stop flag, the score backlog and `max_lag`.
+    fn pacing(&self, backlog: &ScoreBacklog) -> Pacing {
+        Pacing {
+            stop: self.stop.clone(),
+            metrics: self.metrics.clone(),
+            backlog: backlog.clone(),
+            max_lag_ms: self.job.runtime.max_lag.map(millis),
+        }
+    }
+
+    fn file_source_config(&self, paths: &[PathBuf], pacing: Pacing) -> FileSourceConfig {
         let (runtime, source) = (&self.job.runtime, &self.job.source);
         FileSourceConfig {
             paths: paths.to_vec(),
@@ -246,14 +270,13 @@ impl JobPlan {
             decoder: self.record_decoder(),
             max_out_of_orderness_ms: source.max_out_of_orderness,
             max_batch: source.max_batch,
-            stop: self.stop.clone(),
+            pacing,
             epochs: self.epochs(),
             resume: self.resume(),
-            max_lag_ms: runtime.max_lag.map(millis),
         }
     }
 
-    fn kafka_source_config(&self, kafka: &KafkaInput) -> KafkaSourceConfig {
+    fn kafka_source_config(&self, kafka: &KafkaInput, pacing: Pacing) -> KafkaSourceConfig {
         let (runtime, source) = (&self.job.runtime, &self.job.source);
         KafkaSourceConfig {
             topic: kafka.topic.clone(),
@@ -269,10 +292,9 @@ impl JobPlan {
             idle_timeout_ms: millis(source.idle_timeout),
             max_batch: source.max_batch,
             metrics: self.metrics.clone(),
-            stop: self.stop.clone(),
+            pacing,
             epochs: self.epochs(),
             resume: self.resume(),
-            max_lag_ms: runtime.max_lag.map(millis),
             partition_discovery_ms: kafka.partition_discovery.map(millis),
         }
     }
@@ -299,16 +321,13 @@ impl JobPlan {
         }
     }
 
-    fn score_config(&self) -> ScoreConfig {
+    fn score_config(&self, backlog: &ScoreBacklog, serving: &Arc<ServingModels>) -> ScoreConfig {
         let job = &self.job;
         let score = job.score.clone();
         ScoreConfig {
-            source: score.source,
-            secondary: score.secondary,
+            model: score.model,
+            batching: score.batching,
             job_features: job.features.names().to_vec(),
-            session: score.session,
-            max_batch_delay: score.max_batch_delay,
-            max_in_flight: score.max_in_flight,
             cores: score.cores,
             parallelism: job.parallelism.score,
             placement: self.placement,
@@ -316,6 +335,8 @@ impl JobPlan {
             source_name: job.source.name.clone(),
             metrics: self.metrics.clone(),
             counters: self.score_counters.clone(),
+            backlog: backlog.clone(),
+            serving: serving.clone(),
         }
     }
 

@@ -14,6 +14,7 @@ use weir_features::vocab::Tick;
 use weir_kafka::admin::TopicMetadata;
 use weir_kafka::group_offsets::GroupOffsets;
 use weir_kafka::KafkaEdgeError;
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::committer::CommitHook;
 use weir_operators::metrics::JobMetrics;
 use weir_score::counters::ScoreCounters;
@@ -94,6 +95,8 @@ pub fn run_job_with(
         model_versions,
         on_commit,
         score_counters: score_counters.clone(),
+        backlog: ScoreBacklog::default(),
+        serving: Arc::default(),
     };
     let started = Instant::now();
     // Dropped once `timely::execute` has connected the cluster (or failed to).

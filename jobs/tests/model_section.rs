@@ -116,8 +116,8 @@ max_in_flight = 2"#,
     let settings = job
         .model
         .score_settings(&job.base_dir, Placement::new(1, 1), 1)?;
-    assert_eq!(settings.max_batch_delay, Duration::from_millis(5));
-    assert_eq!(settings.max_in_flight, 2);
+    assert_eq!(settings.batching.max_batch_delay, Duration::from_millis(5));
+    assert_eq!(settings.batching.max_in_flight, 2);
     assert!(settings.cores.is_none());
     job.compile()?;
     Ok(())

@@ -4,11 +4,11 @@
 //! the versions served at start with them.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 
 use weir_score::budget::InstanceCores;
+use weir_score::config::{BatchLimits, ModelSettings};
 use weir_score::registry::{ModelSource, Registry, Target};
 use weir_score::reload::start_primary;
 use weir_score::secondary::SecondaryModel;
@@ -17,16 +17,10 @@ use weir_score::SessionOptions;
 /// `[model]` as the score operator uses it.
 #[derive(Clone, Debug)]
 pub struct ScorePlan {
-    /// Primary model source.
-    pub source: ModelSource,
-    /// The job file's shadow or canary version.
-    pub secondary: Option<SecondaryModel>,
-    /// Session options.
-    pub session: SessionOptions,
-    /// Micro-batch delay bound.
-    pub max_batch_delay: Duration,
-    /// In-flight batch bound.
-    pub max_in_flight: usize,
+    /// The model sources and session options.
+    pub model: ModelSettings,
+    /// Micro-batch delay and in-flight bounds.
+    pub batching: BatchLimits,
     /// Pinned cores per instance of one process (`None`: not pinned).
     pub cores: Option<Vec<InstanceCores>>,
     /// `[model] cores` as listed: a scoring run's Timely workers are pinned to other cores.
@@ -36,12 +30,12 @@ pub struct ScorePlan {
 impl ScorePlan {
     /// The model directory (path form) or the model's registry directory.
     pub fn model_dir(&self) -> PathBuf {
-        model_dir(&self.source)
+        model_dir(&self.model.source)
     }
 
     /// The model's name in its registry (`""` for a single directory).
     pub fn model_name(&self) -> &str {
-        match &self.source {
+        match &self.model.source {
             ModelSource::Registry { name, .. } => name,
             ModelSource::Dir(_) => "",
         }
@@ -54,8 +48,8 @@ impl ScorePlan {
     pub fn preflight_session(&self) -> SessionOptions {
         SessionOptions {
             intra_threads: 1,
-            warmup_batches: self.session.warmup_batches.min(1),
-            max_batch_rows: self.session.max_batch_rows,
+            warmup_batches: self.model.session.warmup_batches.min(1),
+            max_batch_rows: self.model.session.max_batch_rows,
             intra_thread_affinities: None,
         }
     }
@@ -65,7 +59,7 @@ impl ScorePlan {
         &self,
         loads: impl Fn(&Target) -> weir_score::Result<()>,
     ) -> Result<(PathBuf, Option<SecondaryModel>)> {
-        initial_models(&self.source, self.secondary.clone(), loads)
+        initial_models(&self.model.source, self.model.secondary.clone(), loads)
     }
 }
 

@@ -3,7 +3,8 @@
 //! every source has sent its offsets for `E`, every window instance has written its snapshot
 //! of `E` and every sink has flushed its output of ticks `<= E` (they hold their capabilities
 //! until then). It then writes `ckpt/<E>/MANIFEST` — offsets, key groups, parallelism, the
-//! model versions served at that moment (`crate::serving`, this process's score instances),
+//! model versions served at that moment ([`CommitterConfig::serving`], this process's score
+//! instances),
 //! topology hash, snapshot files — with the store's atomic rename (the commit point),
 //! prunes old epochs and runs the commit hook (Kafka consumer-group offsets, for lag
 //! visibility only).
@@ -19,6 +20,7 @@ use weir_features::vocab::{Epoch, Tick};
 
 use crate::epochs::{CheckpointPart, CheckpointStream, EpochClock};
 use crate::metrics::JobMetrics;
+use crate::serving::ServingModels;
 
 /// Called after each commit (e.g. to commit Kafka consumer-group offsets).
 pub type CommitHook = Arc<dyn Fn(&Manifest) + Send + Sync>;
@@ -38,8 +40,10 @@ pub struct CommitterConfig {
     /// `WINDOW_OPERATOR`): an epoch without a snapshot of each is not committed.
     pub stateful_operators: Vec<String>,
     /// Model versions loaded at start, by model name: recorded while no score instance of
-    /// this process reports what it serves (`JobMetrics::serving`, which follows hot reloads).
+    /// this process reports what it serves (`serving`, which follows hot reloads).
     pub model_versions: BTreeMap<String, String>,
+    /// What this process's score instances serve now (written by their inference threads).
+    pub serving: Arc<ServingModels>,
     /// Hash of the job's features and topology.
     pub topology_hash: u64,
     /// The job's tick in milliseconds (epochs are numbered in ticks).
@@ -127,7 +131,7 @@ fn commit(
     let mut manifest = Manifest::new(Epoch(tick), config.key_groups);
     manifest.parallelism = config.parallelism.clone();
     manifest.sources = offsets.clone();
-    let serving = config.metrics.serving.versions();
+    let serving = config.serving.versions();
     manifest.model_versions = if serving.is_empty() {
         config.model_versions.clone()
     } else {

@@ -44,12 +44,11 @@ pub struct FileSourceConfig {
     pub max_out_of_orderness_ms: i64,
     /// Lines read per activation at most.
     pub max_batch: usize,
-    /// Set to stop reading early.
-    pub stop: Arc<AtomicBool>,
+    /// What stops and pauses the source (its `stop` flag also stops every source on a read
+    /// error).
+    pub pacing: Pacing,
     /// Checkpoint epochs.
     pub epochs: EpochClock,
-    /// Read nothing while the job's progress lags more than this behind (`Pacing`).
-    pub max_lag_ms: Option<u64>,
     /// Where to resume, per file (partition), from a checkpoint: lines before `next_offset`
     /// are skipped.
     pub resume: BTreeMap<i32, SourceOffset>,
@@ -93,11 +92,7 @@ pub fn file_source<'scope>(
         reader,
         config.tick_ms,
         config.epochs,
-        Pacing {
-            stop: config.stop.clone(),
-            metrics: config.decoder.metrics.clone(),
-            max_lag_ms: config.max_lag_ms,
-        },
+        config.pacing,
     ))
 }
 
@@ -135,7 +130,7 @@ impl FileReader {
             decoder: config.decoder.clone(),
             max_batch: config.max_batch.max(1),
             line: Vec::new(),
-            stop: config.stop.clone(),
+            stop: config.pacing.stop.clone(),
         })
     }
 }

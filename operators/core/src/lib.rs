@@ -5,6 +5,7 @@
 //! shared counters ([`metrics`]) and served model versions ([`serving`]). Kafka (`weir-kafka`) and ONNX scoring (`weir-score`) live
 //! in their own crates so this one builds and tests without native dependencies.
 
+pub mod backpressure;
 pub mod clock;
 pub mod committer;
 pub mod epoch_sink;

@@ -7,8 +7,6 @@ use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
 
-use crate::serving::ServingModels;
-
 use weir_features::dead_letter::DeadLetterReason;
 
 /// Counters of one job run in this process.
@@ -49,20 +47,16 @@ pub struct JobMetrics {
     /// Part of that time the window workers spent encoding (the dataflow's pause), in
     /// microseconds.
     pub snapshot_pause_us: AtomicU64,
-    /// Score instances of this process at their in-flight bound right now: while it is
-    /// non-zero the sources of this process stop reading (backpressure).
-    pub score_backlog: AtomicU64,
     /// Times a score instance reached its in-flight bound (and paused the sources).
     pub backpressure_episodes: AtomicU64,
-    /// Source activations that skipped reading because of [`JobMetrics::score_backlog`].
+    /// Source activations that skipped reading because of the score backlog
+    /// ([`crate::backpressure::ScoreBacklog`]).
     pub source_pauses: AtomicU64,
     /// Times a source instance started holding back because the job's progress (the scores,
     /// in any process) lagged more than `[runtime] max_lag` behind its tick.
     pub lag_episodes: AtomicU64,
     /// Checkpoint epochs committed (manifests written).
     pub checkpoints_committed: AtomicU64,
-    /// The model versions this process's score instances serve now (for the manifests).
-    pub serving: ServingModels,
     dead_letters: [AtomicU64; 6],
     /// Late records by source partition (DESIGN.md §2: "counted per partition").
     late_by_partition: Mutex<BTreeMap<i32, u64>>,

@@ -1,8 +1,8 @@
 //! Which model versions the score instances of this process serve right now.
 //!
-//! Shared state beside the counters ([`JobMetrics::serving`](crate::metrics::JobMetrics)):
-//! each scoring-stage inference thread (`weir-score`) writes its instance's versions when it
-//! starts and whenever a hot reload changes them; the checkpoint committer
+//! One table per process, made where the job is wired (`jobs/src/pipeline.rs`) and handed to
+//! both sides: each scoring-stage inference thread (`weir-score`) writes its instance's
+//! versions when it starts and whenever a hot reload changes them; the checkpoint committer
 //! (`crate::committer`) reads them into every manifest's `model_versions`, so a checkpoint
 //! names what served when its epoch committed, not what served at start.
 //!

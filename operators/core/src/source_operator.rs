@@ -5,7 +5,7 @@
 //! implement the reader.
 //!
 //! Backpressure: a source reads nothing while a score instance of its process is at its
-//! in-flight bound (`JobMetrics::score_backlog`, immediate, this process only), or while the
+//! in-flight bound ([`Pacing::backlog`], immediate, this process only), or while the
 //! progress of the stage the job attaches to [`SourceStreams::progress`] (the scores) lags
 //! more than [`Pacing::max_lag_ms`] behind the slowest source instance (probed on the
 //! sources' own `reports` output). Timely tracks progress across all workers and processes,
@@ -39,6 +39,7 @@ use weir_features::record::Event;
 use weir_features::vocab::Tick;
 use weir_features::watermark::{SourceProgress, WatermarkReport};
 
+use crate::backpressure::ScoreBacklog;
 use crate::clock::unix_ms;
 use crate::epochs::{CheckpointPart, EpochClock};
 use crate::metrics::JobMetrics;
@@ -74,8 +75,11 @@ pub trait SourceReader: 'static {
 pub struct Pacing {
     /// Set to end the source without declaring the end of input.
     pub stop: Arc<AtomicBool>,
-    /// Job counters; `score_backlog` pauses the source.
+    /// Job counters (pauses, lag episodes, stopped sources).
     pub metrics: Arc<JobMetrics>,
+    /// The score instances of this process at their in-flight bound: the source pauses
+    /// while there is any.
+    pub backlog: ScoreBacklog,
     /// Read nothing while the progress probed by [`SourceStreams::progress`] is more than
     /// this many milliseconds (rounded up to whole ticks) behind the slowest source instance,
     /// or before every worker has started; `None`: no bound.
@@ -97,6 +101,7 @@ pub fn build_source<'scope, R: SourceReader>(
     let Pacing {
         stop,
         metrics,
+        backlog,
         max_lag_ms,
     } = pacing;
     let max_lag_ticks = max_lag_ms.map(|ms| ms.div_ceil(tick_ms).max(1));
@@ -179,7 +184,7 @@ pub fn build_source<'scope, R: SourceReader>(
                 }
                 caps.downgrade(tick);
             }
-            if metrics.score_backlog.load(Ordering::Relaxed) > 0 {
+            if backlog.is_backlogged() {
                 // Scoring is behind: keep closing ticks, but read nothing until it catches up.
                 JobMetrics::add(&metrics.source_pauses, 1);
                 *paused_at = Some(now);

@@ -57,6 +57,7 @@ fn committed_epochs(lost_at: Option<Tick>) -> Vec<u64> {
         key_groups: KEY_GROUPS,
         parallelism: BTreeMap::from([(WINDOW_OPERATOR.to_owned(), 1)]),
         stateful_operators: vec![WINDOW_OPERATOR.to_owned()],
+        serving: Arc::default(),
         model_versions: BTreeMap::new(),
         topology_hash: 7,
         tick_ms: 1,

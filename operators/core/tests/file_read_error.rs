@@ -11,10 +11,12 @@ use timely::dataflow::operators::Inspect;
 use weir_features::decode::JsonDecoder;
 use weir_features::vocab::Watermark;
 use weir_features::watermark::SourceProgress;
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::epochs::EpochClock;
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
+use weir_operators::source_operator::Pacing;
 use weir_operators::Placement;
 use weir_testkit::schema::schema;
 
@@ -39,9 +41,13 @@ fn a_read_error_stops_the_job_without_declaring_the_end_of_input() {
         },
         max_out_of_orderness_ms: 0,
         max_batch: 64,
-        stop: stop.clone(),
+        pacing: Pacing {
+            stop: stop.clone(),
+            metrics: metrics.clone(),
+            backlog: ScoreBacklog::default(),
+            max_lag_ms: None,
+        },
         epochs: EpochClock::OFF,
-        max_lag_ms: None,
         resume: BTreeMap::new(),
     };
     let reports = Arc::new(Mutex::new(Vec::new()));

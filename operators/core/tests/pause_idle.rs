@@ -16,6 +16,7 @@ use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
 use weir_features::vocab::Watermark;
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::epochs::EpochClock;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source_operator::{build_source, Pacing, SourceReader};
@@ -80,9 +81,11 @@ fn reports_during_pause(read_ms: u64, pause_ms: u64) -> Vec<SourceProgress> {
         polled: false,
     };
     let stop = Arc::new(AtomicBool::new(false));
+    let backlog = ScoreBacklog::default();
     let pacing = Pacing {
         stop: stop.clone(),
         metrics: metrics.clone(),
+        backlog: backlog.clone(),
         max_lag_ms: None,
     };
     let reports = Arc::new(Mutex::new(Vec::new()));
@@ -104,7 +107,7 @@ fn reports_during_pause(read_ms: u64, pause_ms: u64) -> Vec<SourceProgress> {
             }
         };
         run(read_ms, worker);
-        metrics.score_backlog.store(1, Ordering::SeqCst);
+        backlog.enter();
         paused.store(true, Ordering::SeqCst);
         run(pause_ms, worker);
         paused.store(false, Ordering::SeqCst);

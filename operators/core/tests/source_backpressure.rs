@@ -1,5 +1,5 @@
-//! Backpressure from scoring to the sources: while `JobMetrics::score_backlog` is non-zero a
-//! source reads nothing (but its ticks go on); once it drops to zero the source reads
+//! Backpressure from scoring to the sources: while a score instance is in the `ScoreBacklog` a
+//! source reads nothing (but its ticks go on); once it leaves, the source reads
 //! everything. Uses the file source, so no broker is needed.
 
 use std::collections::BTreeMap;
@@ -11,10 +11,12 @@ use anyhow::{ensure, Result};
 use timely::dataflow::operators::Inspect;
 
 use weir_features::decode::JsonDecoder;
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::epochs::EpochClock;
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
+use weir_operators::source_operator::Pacing;
 use weir_operators::Placement;
 use weir_testkit::schema::schema;
 
@@ -31,7 +33,8 @@ fn a_score_backlog_pauses_the_source_until_it_clears() -> Result<()> {
     std::fs::write(&path, text)?;
     let schema = schema("user", "ts", &[]);
     let metrics = Arc::new(JobMetrics::default());
-    metrics.score_backlog.store(1, Ordering::SeqCst);
+    let backlog = ScoreBacklog::default();
+    backlog.enter();
     let config = FileSourceConfig {
         paths: vec![path],
         parallelism: 1,
@@ -45,9 +48,13 @@ fn a_score_backlog_pauses_the_source_until_it_clears() -> Result<()> {
         },
         max_out_of_orderness_ms: 0,
         max_batch: 64,
-        stop: Arc::new(AtomicBool::new(false)),
+        pacing: Pacing {
+            stop: Arc::new(AtomicBool::new(false)),
+            metrics: metrics.clone(),
+            backlog: backlog.clone(),
+            max_lag_ms: None,
+        },
         epochs: EpochClock::OFF,
-        max_lag_ms: None,
         resume: BTreeMap::new(),
     };
     let seen = Arc::new(AtomicU64::new(0));
@@ -67,7 +74,7 @@ fn a_score_backlog_pauses_the_source_until_it_clears() -> Result<()> {
             seen.load(Ordering::SeqCst),
             JobMetrics::get(&metrics_w.source_pauses),
         );
-        metrics_w.score_backlog.store(0, Ordering::SeqCst);
+        backlog.leave();
         while worker.step_or_park(Some(Duration::from_millis(5))) {}
         paused
     });

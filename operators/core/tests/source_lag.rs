@@ -23,10 +23,12 @@ use timely::dataflow::operators::{Operator, Probe};
 
 use weir_features::decode::JsonDecoder;
 use weir_features::record::Event;
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::epochs::EpochClock;
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
+use weir_operators::source_operator::Pacing;
 use weir_operators::Placement;
 use weir_testkit::schema::schema;
 
@@ -67,14 +69,18 @@ fn source_config(
             decoder: JsonDecoder::new(schema),
             key_groups: 16,
             source_name: "events".to_owned(),
-            metrics,
+            metrics: metrics.clone(),
         },
         max_out_of_orderness_ms: 0,
         max_batch: 1,
-        stop: Arc::new(AtomicBool::new(false)),
+        pacing: Pacing {
+            stop: Arc::new(AtomicBool::new(false)),
+            metrics,
+            backlog: ScoreBacklog::default(),
+            max_lag_ms: Some(max_lag_ms),
+        },
         epochs: EpochClock::OFF,
         resume: BTreeMap::new(),
-        max_lag_ms: Some(max_lag_ms),
     })
 }
 

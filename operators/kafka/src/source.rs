@@ -8,7 +8,6 @@
 //! ([`crate::partition_watch`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,13 +75,12 @@ pub struct KafkaSourceConfig {
     pub max_batch: usize,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
-    /// Set to stop reading (Ctrl-C): the source ends without declaring the end of input, so
-    /// open windows are not flushed as if the input were complete.
-    pub stop: Arc<AtomicBool>,
+    /// What stops and pauses the source. Its `stop` flag is set on Ctrl-C: the source ends
+    /// without declaring the end of input, so open windows are not flushed as if the input
+    /// were complete.
+    pub pacing: Pacing,
     /// Checkpoint epochs.
     pub epochs: EpochClock,
-    /// Read nothing while the job's progress lags more than this behind (`Pacing`).
-    pub max_lag_ms: Option<u64>,
     /// Where to resume, per partition, from a checkpoint. Without a checkpoint partitions
     /// start at `start`; when restoring, a partition the checkpoint lacks was added to the
     /// topic after it was taken and starts at its earliest offset.
@@ -146,11 +144,7 @@ pub fn kafka_source<'scope>(
         reader,
         config.tick_ms,
         config.epochs,
-        Pacing {
-            stop: config.stop.clone(),
-            metrics: config.metrics.clone(),
-            max_lag_ms: config.max_lag_ms,
-        },
+        config.pacing.clone(),
     ))
 }
 

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use weir_features::row::FeatureRow;
 use weir_features::vocab::Tick;
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::metrics::JobMetrics;
 
 use crate::canary::{key_bucket, CanaryShare};
@@ -95,17 +96,16 @@ pub struct Batcher<C> {
     canary_share: Arc<CanaryShare>,
     context: RecordContext,
     counters: Arc<ScoreCounters>,
-    /// Whether this instance counts in `metrics.score_backlog` (it is at its bound).
+    /// The process's score backlog, which pauses its sources.
+    backlog: ScoreBacklog,
+    /// Whether this instance counts in `backlog` (it is at its bound).
     backlogged: bool,
 }
 
 impl<C> Drop for Batcher<C> {
     fn drop(&mut self) {
         if self.backlogged {
-            self.context
-                .metrics
-                .score_backlog
-                .fetch_sub(1, Ordering::Relaxed);
+            self.backlog.leave();
         }
     }
 }
@@ -121,9 +121,9 @@ impl<C: Clone> Batcher<C> {
             in_flight: HashMap::new(),
             spare: Vec::new(),
             next_id: 0,
-            max_rows: config.session.max_batch_rows.max(1),
-            max_delay: config.max_batch_delay,
-            max_in_flight: config.max_in_flight.max(1),
+            max_rows: config.model.session.max_batch_rows.max(1),
+            max_delay: config.batching.max_batch_delay,
+            max_in_flight: config.batching.max_in_flight.max(1),
             canary_share,
             context: RecordContext {
                 job_features: config.job_features.clone(),
@@ -131,6 +131,7 @@ impl<C: Clone> Batcher<C> {
                 metrics: config.metrics.clone(),
             },
             counters: config.counters.clone(),
+            backlog: config.backlog.clone(),
             backlogged: false,
         }
     }
@@ -140,12 +141,11 @@ impl<C: Clone> Batcher<C> {
         let full = !self.has_room();
         if full != self.backlogged {
             self.backlogged = full;
-            let metrics = &self.context.metrics;
             if full {
-                metrics.score_backlog.fetch_add(1, Ordering::Relaxed);
-                JobMetrics::add(&metrics.backpressure_episodes, 1);
+                self.backlog.enter();
+                JobMetrics::add(&self.context.metrics.backpressure_episodes, 1);
             } else {
-                metrics.score_backlog.fetch_sub(1, Ordering::Relaxed);
+                self.backlog.leave();
             }
         }
     }

@@ -249,7 +249,7 @@ fn contain_panic(f: impl FnOnce()) -> std::result::Result<(), String> {
 
 /// Records what `models` serves for checkpoint manifests (`JobMetrics::serving`).
 fn publish_serving(models: &ModelSet, setup: &InferenceSetup) {
-    setup.metrics.serving.set(setup.instance, models.serving());
+    setup.serving.set(setup.instance, models.serving());
 }
 
 /// The thread's loop: score jobs in order, reload between them, stop when the operator goes.

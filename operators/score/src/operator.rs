@@ -69,7 +69,7 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
                 Some(InferenceThread::spawn(
                     config.inference_setup(instance),
                     instance,
-                    config.max_in_flight,
+                    config.batching.max_in_flight,
                     move || {
                         if let Some(activator) = slot.get() {
                             // Fails only once the worker is gone and nothing waits for results.

@@ -52,10 +52,10 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
             setup.counters.clone(),
         )
     };
-    match &setup.source {
+    match &setup.model.source {
         ModelSource::Dir(dir) => {
             let primary = load(setup, dir)?;
-            let secondary = match &setup.secondary {
+            let secondary = match &setup.model.secondary {
                 Some(s) => Some((s.role, load(setup, &s.dir)?)),
                 None => None,
             };
@@ -82,7 +82,7 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
             }
             // The watcher would otherwise retry the newest every poll.
             let failed = skipped.first().map(|(t, _)| t.fingerprint.clone());
-            let wanted = Second::wanted(plan.second, setup.secondary.as_ref());
+            let wanted = Second::wanted(plan.second, setup.model.secondary.as_ref());
             let secondary = match &wanted {
                 Some(w) => Some((w.role, w.load(setup, &registry)?)),
                 None => None,
@@ -149,7 +149,7 @@ pub fn start_primary<T>(
 }
 
 fn session_options(setup: &InferenceSetup) -> SessionOptions {
-    let mut opts = setup.session.clone();
+    let mut opts = setup.model.session.clone();
     if let Some(cores) = &setup.cores {
         opts.intra_thread_affinities = cores.ort_affinities();
     }
@@ -310,7 +310,7 @@ impl Watcher {
         if self.primary.follow(plan.primary, setup, &self.registry) == Step::Loading {
             self.finish_primary(models, setup);
         }
-        let wanted = Second::wanted(plan.second, setup.secondary.as_ref());
+        let wanted = Second::wanted(plan.second, setup.model.secondary.as_ref());
         self.check_second(wanted, models, setup);
     }
 

@@ -30,6 +30,7 @@ use weir_features::schema::RecordSchema;
 use weir_features::vocab::{EventTime, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 use weir_features::window::WindowSpec;
+use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source_operator::{build_source, Pacing, SourceReader};
@@ -413,6 +414,7 @@ pub fn run(scenario: Scenario) -> Result<Outcome, String> {
                 Pacing {
                     stop,
                     metrics: source_metrics,
+                    backlog: ScoreBacklog::default(),
                     max_lag_ms: None,
                 },
             );
