@@ -6,8 +6,8 @@
 # 1. scripts/setup.sh (fast when everything is already installed)
 # 2. starts the local broker unless one is already up (and stops it on exit
 #    only if this script started it)
-# 3. cargo fmt --check, cargo clippy -D warnings, cargo test, with
-#    WEIR_TEST_BROKERS pointing at the broker
+# 3. cargo fmt --check, cargo clippy -D warnings, the import-ring check
+#    (scripts/import_rings.py), cargo test, with WEIR_TEST_BROKERS pointing at the broker
 #
 # All three checks run even when an earlier one fails, so one run shows every
 # problem; the exit status is non-zero if any failed. Extra arguments go to
@@ -111,6 +111,7 @@ main() {
 
     run fmt cargo fmt --all --check
     run clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
+    run import-rings python3 scripts/import_rings.py
     run test cargo_test "$@"
 
     step "summary ($((SECONDS - t0))s total)"
