@@ -23,7 +23,7 @@
 mod common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,8 +36,10 @@ use weir_features::decode::JsonDecoder;
 use weir_features::job_features::JobFeatures;
 use weir_features::record::Event;
 use weir_features::state_shards::{ShardSnapshot, StateShards};
-use weir_features::vocab::{Epoch, KeyGroup, SourcePosition, Watermark};
+use weir_features::vocab::{Epoch, Watermark};
 use weir_features::window::WindowSpec;
+use weir_testkit::event::from_decoded;
+use weir_testkit::files::{checkpoint_toml, scratch_dir};
 
 /// Runs per case (`WEIR_BENCH_REPEATS` overrides), median shown.
 const REPEATS: usize = 3;
@@ -65,13 +67,6 @@ fn time<T>(mut f: impl FnMut() -> T) -> (Duration, T) {
     (started.elapsed(), out)
 }
 
-fn scratch(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weir-bench-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    dir
-}
-
 /// One event of key `u<i>` (7 digits) at `ts`.
 fn key_event(decoder: &JsonDecoder, i: usize, ts: i64, rng: &mut impl Rng) -> Event {
     let payload = format!(
@@ -81,16 +76,7 @@ fn key_event(decoder: &JsonDecoder, i: usize, ts: i64, rng: &mut impl Rng) -> Ev
     let decoded = decoder
         .decode(payload.as_bytes())
         .unwrap_or_else(|e| panic!("{e:?}"));
-    Event {
-        key_group: KeyGroup::of(decoded.key.as_bytes(), G),
-        key: decoded.key,
-        ts: decoded.ts,
-        values: decoded.values,
-        position: SourcePosition {
-            partition: 0,
-            offset: i as i64,
-        },
-    }
+    from_decoded(decoded, G, i as i64)
 }
 
 const G: u32 = 4096;
@@ -191,7 +177,7 @@ fn full_manifest(
 
 fn state_costs() {
     let (job, mut state, decoder) = million_keys();
-    let dir = scratch("state");
+    let dir = scratch_dir("bench-state");
     let store = LocalDirStore::open(dir.join("ckpt")).unwrap_or_else(|e| panic!("{e}"));
     let (mut pause, mut write, mut raw_write, mut restored, mut raw_read, mut rescale) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -281,9 +267,8 @@ fn run_events() -> usize {
 fn job_text(input: &Path, checkpoint: Option<&Path>) -> String {
     let checkpoint = checkpoint.map_or(String::new(), |dir| {
         format!(
-            "[checkpoint]\ndir = \"{}\"\ninterval = \"{}\"\nretain = 2\n",
-            dir.display(),
-            interval()
+            "[checkpoint]\n{}\nretain = 2\n",
+            checkpoint_toml(dir, &interval())
         )
     });
     format!(
@@ -297,11 +282,7 @@ paths = ["{input}"]
 key = "user"
 event_time = "ts"
 [source.fields]
-user = "string"
-ts = "timestamp_ms"
-type = "string"
-dwell_ms = "f64"
-amount = {{ type = "f64", required = false }}
+{fields}
 [window]
 kind = "tumbling"
 size = "1m"
@@ -323,12 +304,13 @@ kind = "file"
 path = "rows.jsonl"
 {checkpoint}
 "#,
-        input = input.display()
+        input = input.display(),
+        fields = weir_testkit::clickstream::fields_toml(),
     )
 }
 
 fn throughput_with_checkpoints() {
-    let dir = scratch("run");
+    let dir = scratch_dir("bench-run");
     let input = dir.join("events.jsonl");
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let events = run_events();

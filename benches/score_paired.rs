@@ -40,8 +40,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use score_common::{
-    batcher_counting, feature_names, inference_core, model_inputs, model_set, models, one_thread,
-    pin_like_a_worker, rows, session_options, through_batcher, RawOrt, BATCH_ROWS,
+    batcher_counting, batches, feature_names, inference_core, model_inputs, model_set, models,
+    one_thread, pin_like_a_worker, session_options, through_batcher, RawOrt, BATCH_ROWS,
 };
 use weir_features::row::FeatureRow;
 use weir_score::counters::ScoreCounters;
@@ -69,12 +69,7 @@ fn main() {
     // Unpinned unless `WEIR_BENCH_PIN=1` (inference thread on core 1, this thread on core 0).
     let core = inference_core(false);
     pin_like_a_worker(core);
-    let all = rows(BATCHES * BATCH_ROWS, 5);
-    let batches: Vec<Vec<FeatureRow>> = all.chunks(BATCH_ROWS).map(<[_]>::to_vec).collect();
-    let values: Vec<Vec<f64>> = batches
-        .iter()
-        .map(|b| b.iter().flat_map(|r| r.values.iter().copied()).collect())
-        .collect();
+    let (batches, values) = batches(BATCHES, 5);
     for (label, dir) in models() {
         let inputs = model_inputs(&dir, &values);
         let raw = std::cell::RefCell::new(RawOrt::load(&dir));

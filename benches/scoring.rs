@@ -29,22 +29,16 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
 use score_common::{
-    batcher, feature_names, model_inputs, model_set, models, one_thread, rows, session_options,
+    batcher, batches, feature_names, model_inputs, model_set, models, one_thread, session_options,
     through_batcher, RawOrt, BATCH_ROWS,
 };
-use weir_features::row::FeatureRow;
 use weir_score::inference_batch::InferenceBatch;
 use weir_score::ModelSession;
 
 const BATCHES: usize = 64;
 
 fn bench(c: &mut Criterion) {
-    let rows = rows(BATCHES * BATCH_ROWS, 5);
-    let batches: Vec<Vec<FeatureRow>> = rows.chunks(BATCH_ROWS).map(<[_]>::to_vec).collect();
-    let values: Vec<Vec<f64>> = batches
-        .iter()
-        .map(|b| b.iter().flat_map(|r| r.values.iter().copied()).collect())
-        .collect();
+    let (batches, values) = batches(BATCHES, 5);
     for (label, dir) in models() {
         let inputs = model_inputs(&dir, &values);
         let mut group = c.benchmark_group(format!("score/{label}"));

@@ -19,6 +19,7 @@ use support::kafka::{create_topic, produce, read_all, unique_topic, ReadRecord};
 use support::oracle::{expected_windows, raw_ort_scores, WINDOW_MS};
 use weir::gen::{Clickstream, ClickstreamConfig, GeneratedEvent};
 use weir::JobFile;
+use weir_testkit::clickstream;
 
 const FEATURES: usize = 8;
 
@@ -51,7 +52,7 @@ fn run_once(
         .collect();
     produce(&input, &records)?;
 
-    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
     job.kafka = support::kafka::properties();
     job.runtime.workers = workers;
     job.source.topic = input;

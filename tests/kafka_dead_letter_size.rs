@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -18,12 +17,12 @@ use weir::gen::{Clickstream, ClickstreamConfig};
 use weir::JobFile;
 use weir_checkpoint::{LocalDirStore, SnapshotStore};
 use weir_kafka::dead_letter_fit::{DEFAULT_MESSAGE_MAX_BYTES, PAYLOAD_TRUNCATED_HEADER};
+use weir_testkit::clickstream;
+use weir_testkit::files::{checkpoint_toml, scratch_dir};
 
 #[test]
 fn a_dead_letter_over_the_size_limit_is_cut_and_checkpoints_go_on() -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("weir-dlq-size-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
+    let dir = scratch_dir("dlq-size");
     let (input, scores, dlq) = (
         unique_topic("big-clicks"),
         unique_topic("big-scores"),
@@ -49,16 +48,16 @@ fn a_dead_letter_over_the_size_limit_is_cut_and_checkpoints_go_on() -> Result<()
     records.insert(200, ("big-key".to_owned(), big.clone()));
     produce(&input, &records)?;
 
-    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
     job.kafka = support::kafka::properties();
     job.runtime.workers = 1;
     job.source.topic = input.clone();
     job.source.bounded = true;
     job.sink.topic = scores;
     job.sink.dead_letter_topic = dlq.clone();
-    job.checkpoint = Some(toml::from_str(&format!(
-        "dir = \"{}\"\ninterval = \"100ms\"",
-        dir.join("ckpt").display()
+    job.checkpoint = Some(toml::from_str(&checkpoint_toml(
+        &dir.join("ckpt"),
+        "100ms",
     ))?);
     let summary = weir::run_job(job.compile()?, Arc::new(AtomicBool::new(false)))?;
     eprintln!("{}", summary.render());

@@ -21,6 +21,8 @@ use weir::gen::{Clickstream, ClickstreamConfig};
 use weir::JobFile;
 use weir_checkpoint::{LocalDirStore, SnapshotStore};
 use weir_kafka::source::StartFrom;
+use weir_testkit::clickstream;
+use weir_testkit::files::{checkpoint_toml, scratch_dir};
 
 /// Records produced to each partition per step.
 const PER_PARTITION: usize = 50;
@@ -116,15 +118,13 @@ fn late_letters(path: &Path) -> Result<usize> {
 
 #[test]
 fn partitions_added_while_running_or_stopped_are_read_from_their_start() -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("weir-new-partitions-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
+    let dir = scratch_dir("new-partitions");
     let topic = unique_topic("growing");
     create_topic(&topic, 1)?;
     produce_to(&topic, 0, &payloads(0)?)?;
 
     // Two source instances and one partition: instance 1 owns nothing until the topic grows.
-    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
     job.kafka = support::kafka::properties();
     job.runtime.workers = 2;
     job.source.topic = topic.clone();
@@ -133,9 +133,9 @@ fn partitions_added_while_running_or_stopped_are_read_from_their_start() -> Resu
     job.watermark.idle_timeout = 300;
     let dead = dir.join("dead.jsonl");
     job.use_output_file(dir.join("scores.jsonl"), Some(dead.clone()));
-    job.checkpoint = Some(toml::from_str(&format!(
-        "dir = \"{}\"\ninterval = \"100ms\"",
-        dir.join("ckpt").display()
+    job.checkpoint = Some(toml::from_str(&checkpoint_toml(
+        &dir.join("ckpt"),
+        "100ms",
     ))?);
     let store = LocalDirStore::open(dir.join("ckpt"))?;
 

@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,12 +17,12 @@ use weir::gen::{Clickstream, ClickstreamConfig};
 use weir::JobFile;
 use weir_checkpoint::{LocalDirStore, SnapshotStore};
 use weir_kafka::source::StartFrom;
+use weir_testkit::clickstream;
+use weir_testkit::files::{checkpoint_toml, scratch_dir};
 
 #[test]
 fn a_quiet_partition_has_a_resume_position_in_every_checkpoint() -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("weir-quiet-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
+    let dir = scratch_dir("quiet");
     let topic = unique_topic("quiet");
     create_topic(&topic, 2)?;
     // Produced before the job starts at `latest`: the busy partition's start is past them.
@@ -45,16 +44,16 @@ fn a_quiet_partition_has_a_resume_position_in_every_checkpoint() -> Result<()> {
     };
     produce(&topic, &keyed(0..100))?;
 
-    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
     job.kafka = support::kafka::properties();
     job.runtime.workers = 1;
     job.source.topic = topic.clone();
     job.source.start = StartFrom::Latest;
     job.source.bounded = false;
     job.use_output_file(dir.join("scores.jsonl"), Some(dir.join("dead.jsonl")));
-    job.checkpoint = Some(toml::from_str(&format!(
-        "dir = \"{}\"\ninterval = \"100ms\"",
-        dir.join("ckpt").display()
+    job.checkpoint = Some(toml::from_str(&checkpoint_toml(
+        &dir.join("ckpt"),
+        "100ms",
     ))?);
     let stop = Arc::new(AtomicBool::new(false));
     let running = {

@@ -10,8 +10,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -22,6 +21,8 @@ use support::oracle::raw_ort_scores;
 use weir::gen::{Clickstream, ClickstreamConfig};
 use weir::{run_job, JobFile};
 use weir_checkpoint::{LocalDirStore, SnapshotStore};
+use weir_testkit::clickstream;
+use weir_testkit::files::{checkpoint_toml, scratch_dir, write_lines};
 
 const MODELS: [&str; 3] = [
     "tests/fixtures/model",
@@ -29,20 +30,11 @@ const MODELS: [&str; 3] = [
     "tests/fixtures/models/mlp",
 ];
 
-fn temp_dir() -> Result<PathBuf> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_nanos();
-    let dir = std::env::temp_dir().join(format!("weir-kinds-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
 /// Scores by (key, window_end): (model version, score, feature values in manifest order).
 type Scores = BTreeMap<(String, i64), (String, f64, Vec<f64>)>;
 
 fn run_with(model: &Path, events: &Path, out: &Path) -> Result<Scores> {
-    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
     job.runtime.workers = 1;
     job.model.path = Some(std::path::absolute(model)?);
     job.use_input_files(vec![events.to_path_buf()]);
@@ -96,18 +88,13 @@ fn write_clickstream(path: &Path, seed: u64, events: u64, users: u32) -> Result<
         malformed_fraction: 0.0,
         ..ClickstreamConfig::default()
     };
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for event in Clickstream::new(config)? {
-        file.write_all(&event.payload)?;
-        file.write_all(b"\n")?;
-    }
-    file.flush()?;
-    Ok(())
+    let payloads = Clickstream::new(config)?.map(|event| event.payload);
+    Ok(write_lines(path, payloads)?)
 }
 
 #[test]
 fn xgboost_lightgbm_and_mlp_run_in_the_same_job() -> Result<()> {
-    let dir = temp_dir()?;
+    let dir = scratch_dir("kinds");
     let events = dir.join("events.jsonl");
     write_events(&events)?;
 
@@ -155,7 +142,7 @@ fn registry_model_with_a_control_shadow_in_a_whole_job() -> Result<()> {
 /// A registry serving the MLP with the LightGBM model as its shadow: from the job file's
 /// `[model] shadow`, or (`from_control`) a registry version named by `CONTROL`.
 fn registry_run_with_shadow(from_control: bool) -> Result<()> {
-    let dir = temp_dir()?;
+    let dir = scratch_dir("kinds");
     let events = dir.join("events.jsonl");
     write_events(&events)?;
     let registry = dir.join("models/purchase_propensity");
@@ -174,7 +161,7 @@ fn registry_run_with_shadow(from_control: bool) -> Result<()> {
     }
     let shadow = std::path::absolute(MODELS[1])?;
 
-    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
     job.runtime.workers = 1;
     job.model.path = None;
     job.model.registry = Some(dir.join("models"));
@@ -189,9 +176,9 @@ fn registry_run_with_shadow(from_control: bool) -> Result<()> {
     }
     // A checkpoint every tick, so that the run commits some: their manifests must name
     // what served, the second version included (from the score instances, not the start).
-    job.checkpoint = Some(toml::from_str(&format!(
-        "dir = \"{}\"\ninterval = \"100ms\"",
-        dir.join("ckpt").display()
+    job.checkpoint = Some(toml::from_str(&checkpoint_toml(
+        &dir.join("ckpt"),
+        "100ms",
     ))?);
     let out = dir.join("scores.jsonl");
     job.use_input_files(vec![events.clone()]);
@@ -275,13 +262,13 @@ fn publish_version(model: &str, registry: &Path, version: &str) -> Result<()> {
 /// and never back (a key is scored by one instance, in window order).
 #[test]
 fn a_version_published_mid_run_reaches_every_score_instance() -> Result<()> {
-    let dir = temp_dir()?;
+    let dir = scratch_dir("kinds");
     let events = dir.join("events.jsonl");
     write_clickstream(&events, 23, 200_000, 500)?;
     let registry = dir.join("models/purchase_propensity");
     publish_version(MODELS[0], &registry, "v1")?;
 
-    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
     job.runtime.workers = 2;
     job.override_parallelism("score=2")?;
     job.model.path = None;

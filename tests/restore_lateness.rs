@@ -5,8 +5,7 @@
 //! restored run reads it first. The uninterrupted run would have found it late (the
 //! watermark stood far past it), so the restored run must dead-letter it as late too.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,13 +20,8 @@ use weir::run::{run_job_with, RunOptions};
 use weir::JobFile;
 use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
 use weir_features::dead_letter::DeadLetterReason;
-
-fn temp_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("weir-restore-late-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
+use weir_testkit::clickstream;
+use weir_testkit::files::{checkpoint_toml, scratch_dir, write_lines};
 
 fn events() -> Result<Vec<Vec<u8>>> {
     let config = ClickstreamConfig {
@@ -40,31 +34,18 @@ fn events() -> Result<Vec<Vec<u8>>> {
     Ok(Clickstream::new(config)?.map(|e| e.payload).collect())
 }
 
-fn write_lines(path: &Path, lines: &[Vec<u8>]) -> Result<()> {
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for line in lines {
-        file.write_all(line)?;
-        file.write_all(b"\n")?;
-    }
-    file.flush()?;
-    Ok(())
-}
-
 /// The clickstream job over `input`, one record per source activation (so that it is still
 /// reading when stopped), 1 s ticks and a checkpoint every tick in `dir/ckpt`. Long ticks make
 /// the restored run read the rewritten record in its first tick, before any source has
 /// reported a watermark: the case the recorded window watermark is for.
 fn job(dir: &Path, input: &Path) -> Result<JobFile> {
-    let mut job = JobFile::load(Path::new("jobs/clickstream.toml"))?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
     job.runtime.workers = 1;
     job.runtime.tick = 1_000;
     job.source.max_batch = 1;
     job.use_input_files(vec![input.to_path_buf()]);
     job.use_output_file(dir.join("scores.jsonl"), Some(dir.join("dead.jsonl")));
-    job.checkpoint = Some(toml::from_str(&format!(
-        "dir = \"{}\"\ninterval = \"1s\"",
-        dir.join("ckpt").display()
-    ))?);
+    job.checkpoint = Some(toml::from_str(&checkpoint_toml(&dir.join("ckpt"), "1s"))?);
     Ok(job)
 }
 
@@ -93,7 +74,7 @@ fn committed(store: &LocalDirStore, at_least: u64) -> Result<Option<Manifest>> {
 
 #[test]
 fn records_late_before_a_checkpoint_are_late_after_restoring_it() -> Result<()> {
-    let dir = temp_dir()?;
+    let dir = scratch_dir("restore-late");
     let input = dir.join("events.jsonl");
     let lines = events()?;
     write_lines(&input, &lines)?;

@@ -13,61 +13,27 @@ pub mod cpu_time;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-use std::collections::BTreeMap;
-
 use rand::{Rng, SeedableRng};
 
 use weir_features::decode::JsonDecoder;
-use weir_features::feature::{FeatureSet, FeatureSpec};
+use weir_features::feature::FeatureSet;
 use weir_features::record::{Event, Value};
-use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
-use weir_features::vocab::{KeyGroup, SourcePosition};
+use weir_features::schema::RecordSchema;
+use weir_testkit::event::from_decoded;
 
 /// Distinct keys.
 pub const KEYS: usize = 100_000;
 /// Events generated.
 pub const EVENTS: usize = 200_000;
 
-/// The clickstream schema.
+/// The clickstream schema (`jobs/clickstream.toml`'s `[source.fields]`).
 pub fn schema() -> RecordSchema {
-    let fields = BTreeMap::from([
-        ("user".to_owned(), FieldDecl::Type(FieldType::String)),
-        ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
-        ("type".to_owned(), FieldDecl::Type(FieldType::String)),
-        ("dwell_ms".to_owned(), FieldDecl::Type(FieldType::F64)),
-        (
-            "amount".to_owned(),
-            FieldDecl::Full {
-                ty: FieldType::F64,
-                required: false,
-            },
-        ),
-    ]);
-    RecordSchema::new(&fields, "user", "ts").unwrap_or_else(|e| panic!("{e}"))
+    weir_testkit::clickstream::schema()
 }
 
-/// The clickstream job's 8 features.
+/// The clickstream job's 8 features (its `[[features]]`).
 pub fn features(schema: &RecordSchema) -> FeatureSet {
-    let spec = |name: &str, agg: &str, field: Option<&str>, filter: Option<&str>| {
-        let mut text = format!("name = \"{name}\"\nagg = \"{agg}\"\n");
-        if let Some(field) = field {
-            text.push_str(&format!("field = \"{field}\"\n"));
-        }
-        if let Some(filter) = filter {
-            text.push_str(&format!("where = \"{filter}\"\n"));
-        }
-        toml::from_str::<FeatureSpec>(&text).unwrap_or_else(|e| panic!("{e}"))
-    };
-    let specs = vec![
-        spec("events", "count", None, None),
-        spec("views", "count_if", None, Some("type == 'view'")),
-        spec("clicks", "count_if", None, Some("type == 'click'")),
-        spec("purchases", "count_if", None, Some("type == 'purchase'")),
-        spec("dwell_mean", "mean", Some("dwell_ms"), None),
-        spec("dwell_max", "max", Some("dwell_ms"), None),
-        spec("amount_sum", "sum", Some("amount"), None),
-        spec("amount_max", "max", Some("amount"), None),
-    ];
+    let specs = weir_testkit::clickstream::features();
     FeatureSet::compile(&specs, schema).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -92,16 +58,7 @@ pub fn events(decoder: &JsonDecoder, payloads: &[Vec<u8>]) -> Vec<Event> {
         .iter()
         .enumerate()
         .filter_map(|(i, p)| decoder.decode(p).ok().map(|d| (i, d)))
-        .map(|(i, d)| Event {
-            key_group: KeyGroup::of(d.key.as_bytes(), 4096),
-            key: d.key,
-            ts: d.ts,
-            values: d.values,
-            position: SourcePosition {
-                partition: 0,
-                offset: i as i64,
-            },
-        })
+        .map(|(i, d)| from_decoded(d, 4096, i as i64))
         .collect()
 }
 
