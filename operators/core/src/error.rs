@@ -20,9 +20,17 @@ pub enum OperatorError {
         /// Why it does not fit.
         detail: String,
     },
-    /// The snapshot writer thread of a window instance could not be started.
+    /// The snapshot writer thread of a stateful operator instance could not be started.
     #[error("cannot start a window instance's snapshot writer thread: {0}")]
     WriterThread(std::io::Error),
+    /// An output file of a JSON Lines sink cannot be created.
+    #[error("cannot create {}: {source}", path.display())]
+    OutputFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// An input file of the file source cannot be opened or read.
     #[error("cannot open input file {}: {source}", path.display())]
     InputFile {

@@ -19,6 +19,7 @@ use weir_features::vocab::Tick;
 
 use crate::epoch_sink::{epoch_sink, SinkWriter};
 use crate::epochs::{CheckpointStream, EpochClock};
+use crate::error::{OperatorError, Result};
 use crate::metrics::JobMetrics;
 use crate::placement::Placement;
 
@@ -47,7 +48,7 @@ pub trait JsonlSink<'scope, T> {
         config: FileSinkConfig,
         encode: impl Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static,
         counter: fn(&JobMetrics) -> &AtomicU64,
-    ) -> std::io::Result<CheckpointStream<'scope>>;
+    ) -> Result<CheckpointStream<'scope>>;
 }
 
 /// The one writer instance's file.
@@ -103,7 +104,7 @@ where
         config: FileSinkConfig,
         encode: impl Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static,
         counter: fn(&JobMetrics) -> &AtomicU64,
-    ) -> std::io::Result<CheckpointStream<'scope>> {
+    ) -> Result<CheckpointStream<'scope>> {
         let writer_worker = config.placement.worker_of(0);
         let writer = if self.scope().index() == writer_worker {
             let file = std::fs::OpenOptions::new()
@@ -112,11 +113,9 @@ where
                 .append(config.append)
                 .truncate(!config.append)
                 .open(&config.path);
-            let file = file.map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("cannot create {}: {e}", config.path.display()),
-                )
+            let file = file.map_err(|source| OperatorError::OutputFile {
+                path: config.path.clone(),
+                source,
             })?;
             Some(JsonlWriter {
                 out: BufWriter::new(file),

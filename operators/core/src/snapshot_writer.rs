@@ -29,6 +29,7 @@ use weir_features::state_shards::ShardSnapshot;
 use weir_features::vocab::{Epoch, Tick};
 
 use crate::epochs::CheckpointPart;
+use crate::error::{OperatorError, Result};
 use crate::metrics::JobMetrics;
 
 /// A snapshot to write: the epoch and the encoded changed shards.
@@ -67,7 +68,7 @@ impl SnapshotWriter {
         shards: usize,
         metrics: Arc<JobMetrics>,
         activator: SyncActivator,
-    ) -> std::io::Result<SnapshotWriter> {
+    ) -> Result<SnapshotWriter> {
         let (jobs, inbox) = channel::<Job>();
         let (outbox, done) = channel();
         let operator = operator.to_owned();
@@ -89,7 +90,8 @@ impl SnapshotWriter {
                         return;
                     }
                 }
-            })?;
+            })
+            .map_err(OperatorError::WriterThread)?;
         Ok(SnapshotWriter {
             jobs,
             done,

@@ -35,7 +35,7 @@ use weir_features::watermark::WatermarkReport;
 
 use crate::clock::unix_nanos;
 use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
-use crate::error::{OperatorError, Result};
+use crate::error::Result;
 use crate::metrics::JobMetrics;
 use crate::placement::Placement;
 use crate::snapshot_restore::restore_key_groups;
@@ -152,17 +152,14 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let activator = worker.sync_activator_for(builder.operator_info().address.to_vec());
         let clock = config.checkpoints.clock;
         let mut writer = match &config.checkpoints.store {
-            Some(store) if clock.enabled() && !window.is_empty() => Some(
-                SnapshotWriter::start(
-                    store.clone(),
-                    WINDOW_OPERATOR,
-                    range,
-                    window.shards(),
-                    config.metrics.clone(),
-                    activator,
-                )
-                .map_err(OperatorError::WriterThread)?,
-            ),
+            Some(store) if clock.enabled() && !window.is_empty() => Some(SnapshotWriter::start(
+                store.clone(),
+                WINDOW_OPERATOR,
+                range,
+                window.shards(),
+                config.metrics.clone(),
+                activator,
+            )?),
             _ => None,
         };
         builder.build(move |initial_capabilities| {
