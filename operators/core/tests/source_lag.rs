@@ -10,7 +10,8 @@
 //! process 1 has not built its dataflow yet (a slow model load, say), the source reads
 //! nothing at all: nothing it read could get past the missing worker.
 
-use std::collections::BTreeMap;
+mod file_input;
+
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,16 +22,13 @@ use anyhow::{ensure, Context, Result};
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::{Operator, Probe};
 
-use weir_features::decode::JsonDecoder;
 use weir_features::record::Event;
-use weir_operators::backpressure::ScoreBacklog;
-use weir_operators::epochs::EpochClock;
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
-use weir_operators::source::RecordDecoder;
-use weir_operators::source_operator::Pacing;
 use weir_operators::Placement;
-use weir_testkit::schema::schema;
+use weir_testkit::files::scratch_dir;
+
+use file_input::{file_config, user_lines};
 
 /// Far more lines than the source reads (one per activation) before its lag bound trips.
 const LINES: u64 = 300_000;
@@ -45,43 +43,18 @@ const MAX_LAG_MS: u64 = 50;
 const START_MAX_LAG_MS: u64 = 5_000;
 
 fn write_input(dir: &Path) -> Result<std::path::PathBuf> {
-    std::fs::create_dir_all(dir)?;
     let path = dir.join("events.jsonl");
-    let text: String = (0..LINES)
-        .map(|i| format!("{{\"user\":\"u{}\",\"ts\":{}}}\n", i % 1000, 1_000 + i))
-        .collect();
-    std::fs::write(&path, text)?;
+    std::fs::write(&path, user_lines(LINES, |i| i % 1000))?;
     Ok(path)
 }
 
-fn source_config(
-    path: &Path,
-    metrics: Arc<JobMetrics>,
-    max_lag_ms: u64,
-) -> Result<FileSourceConfig> {
-    let schema = schema("user", "ts", &[]);
-    Ok(FileSourceConfig {
-        paths: vec![path.to_path_buf()],
-        parallelism: 1,
-        placement: Placement::new(2, 2),
-        tick_ms: TICK_MS,
-        decoder: RecordDecoder {
-            decoder: JsonDecoder::new(schema),
-            key_groups: 16,
-            source_name: "events".to_owned(),
-            metrics: metrics.clone(),
-        },
-        max_out_of_orderness_ms: 0,
-        max_batch: 1,
-        pacing: Pacing {
-            stop: Arc::new(AtomicBool::new(false)),
-            metrics,
-            backlog: ScoreBacklog::default(),
-            max_lag_ms: Some(max_lag_ms),
-        },
-        epochs: EpochClock::OFF,
-        resume: BTreeMap::new(),
-    })
+fn source_config(path: &Path, metrics: Arc<JobMetrics>, max_lag_ms: u64) -> FileSourceConfig {
+    let mut config = file_config(vec![path.to_path_buf()], "events", &metrics);
+    config.placement = Placement::new(2, 2);
+    config.tick_ms = TICK_MS;
+    config.max_batch = 1;
+    config.pacing.max_lag_ms = Some(max_lag_ms);
+    config
 }
 
 /// Two free localhost ports for the cluster.
@@ -122,7 +95,7 @@ fn run_cluster<T: Send + 'static>(
     scenario: &Scenario,
     watch: fn(&mut timely::worker::Worker, &JobMetrics, &Scenario) -> Result<T>,
 ) -> Result<(T, Arc<JobMetrics>)> {
-    let dir = std::env::temp_dir().join(format!("weir-source-{label}-{}", std::process::id()));
+    let dir = scratch_dir(&format!("source-{label}"));
     let path = write_input(&dir)?;
     let addresses = addresses()?;
     let metrics: Vec<Arc<JobMetrics>> = (0..2).map(|_| Arc::new(JobMetrics::default())).collect();
@@ -133,7 +106,6 @@ fn run_cluster<T: Send + 'static>(
             let scenario = scenario.clone();
             let addresses = addresses.clone();
             std::thread::spawn(move || -> Result<Option<T>> {
-                let config = config?;
                 let timely_config = timely::Config {
                     communication: timely::CommunicationConfig::Cluster {
                         threads: 1,

@@ -1,0 +1,58 @@
+//! The file source as the source tests configure it: JSON Lines of `{user, ts}` records and a
+//! [`FileSourceConfig`] with the tests' defaults, which a test changes where it differs.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use weir_features::decode::JsonDecoder;
+use weir_operators::backpressure::ScoreBacklog;
+use weir_operators::epochs::EpochClock;
+use weir_operators::file_source::FileSourceConfig;
+use weir_operators::metrics::JobMetrics;
+use weir_operators::source::RecordDecoder;
+use weir_operators::source_operator::Pacing;
+use weir_operators::Placement;
+use weir_testkit::schema::schema;
+
+/// `lines` records `{"user": "u<key(i)>", "ts": 1000 + i}`, one a line.
+pub fn user_lines(lines: u64, key: impl Fn(u64) -> u64) -> String {
+    (0..lines)
+        .map(|i| format!("{{\"user\":\"u{}\",\"ts\":{}}}\n", key(i), 1_000 + i))
+        .collect()
+}
+
+/// One source instance of one process reading `paths` of `{user, ts}` records as
+/// `source_name`, 10 ms ticks, 16 key groups, no out-of-orderness, batches of 64, no lag
+/// bound, no checkpoints, not stopped and no backlog.
+pub fn file_config(
+    paths: Vec<PathBuf>,
+    source_name: &str,
+    metrics: &Arc<JobMetrics>,
+) -> FileSourceConfig {
+    FileSourceConfig {
+        paths,
+        parallelism: 1,
+        placement: Placement::new(1, 1),
+        tick_ms: 10,
+        decoder: RecordDecoder {
+            decoder: JsonDecoder::new(schema("user", "ts", &[])),
+            key_groups: 16,
+            source_name: source_name.to_owned(),
+            metrics: metrics.clone(),
+        },
+        max_out_of_orderness_ms: 0,
+        max_batch: 64,
+        pacing: Pacing {
+            stop: Arc::new(AtomicBool::new(false)),
+            metrics: metrics.clone(),
+            backlog: ScoreBacklog::default(),
+            max_lag_ms: None,
+        },
+        epochs: EpochClock::OFF,
+        resume: BTreeMap::new(),
+    }
+}
