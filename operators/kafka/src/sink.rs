@@ -231,19 +231,22 @@ impl Delivery {
     }
 }
 
-/// The score sink's writer on one instance.
-struct ScoreWriter {
-    out: Delivery,
-    feature_names: Arc<[String]>,
-    source_topic: String,
+/// How a sink turns its input into Kafka records (scores, dead letters).
+trait KafkaRecords<T> {
+    /// Sends the records of `item` through `out`.
+    fn send(&self, item: &T, out: &Delivery);
 }
 
-impl SinkWriter<ScoredBatch> for ScoreWriter {
-    fn write(&mut self, batches: &mut Vec<ScoredBatch>) {
-        for batch in batches.drain(..) {
-            for scored in batch.views() {
-                self.write_one(&scored);
-            }
+/// A Kafka sink's writer on one instance: its records, sent through its producer.
+struct KafkaWriter<R> {
+    out: Delivery,
+    records: R,
+}
+
+impl<T, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<R> {
+    fn write(&mut self, batch: &mut Vec<T>) {
+        for item in batch.drain(..) {
+            self.records.send(&item, &self.out);
         }
     }
 
@@ -260,9 +263,23 @@ impl SinkWriter<ScoredBatch> for ScoreWriter {
     }
 }
 
-impl ScoreWriter {
+/// Score records: one per scored row.
+struct ScoreRecords {
+    feature_names: Arc<[String]>,
+    source_topic: String,
+}
+
+impl KafkaRecords<ScoredBatch> for ScoreRecords {
+    fn send(&self, batch: &ScoredBatch, out: &Delivery) {
+        for scored in batch.views() {
+            self.send_one(&scored, out);
+        }
+    }
+}
+
+impl ScoreRecords {
     /// Sends one row's score record.
-    fn write_one(&self, scored: &ScoreView<'_>) {
+    fn send_one(&self, scored: &ScoreView<'_>, out: &Delivery) {
         let payload = score_json(scored, &self.feature_names, &self.source_topic);
         let id = score_id(
             &scored.row.key,
@@ -288,24 +305,23 @@ impl ScoreWriter {
                 value: Some(inference_ts.as_str()),
             });
         let record =
-            BaseRecord::with_opaque_to(&self.out.config.topic, Box::new(scored.row.fired_at_ns))
+            BaseRecord::with_opaque_to(&out.config.topic, Box::new(scored.row.fired_at_ns))
                 .key(scored.row.key.as_bytes())
                 .payload(payload.as_slice())
                 .headers(headers);
-        self.out.send(record);
+        out.send(record);
     }
 }
 
-/// The dead-letter sink's writer on one instance.
-struct DeadLetterWriter {
-    out: Delivery,
+/// Dead-letter records.
+struct DeadLetterRecords {
     /// The producer's `message.max.bytes`: larger letters are cut to fit ([`fit`]).
     max_bytes: usize,
 }
 
-impl DeadLetterWriter {
+impl KafkaRecords<DeadLetter> for DeadLetterRecords {
     /// Sends one dead letter: its original key and bytes, with why and where as headers.
-    fn write_one(&self, letter: &DeadLetter) {
+    fn send(&self, letter: &DeadLetter, out: &Delivery) {
         let partition = letter.position.partition.to_string();
         let offset = letter.position.offset.to_string();
         let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();
@@ -354,33 +370,13 @@ impl DeadLetterWriter {
                 });
             }
         }
-        let mut record = BaseRecord::with_opaque_to(&self.out.config.topic, Box::new(0u64))
+        let mut record = BaseRecord::with_opaque_to(&out.config.topic, Box::new(0u64))
             .payload(fitted.payload)
             .headers(headers);
         if let Some(key) = fitted.key {
             record = record.key(key);
         }
-        self.out.send(record);
-    }
-}
-
-impl SinkWriter<DeadLetter> for DeadLetterWriter {
-    fn write(&mut self, batch: &mut Vec<DeadLetter>) {
-        for letter in batch.drain(..) {
-            self.write_one(&letter);
-        }
-    }
-
-    fn flush(&mut self, end_of_input: bool) -> bool {
-        self.out.flush(end_of_input)
-    }
-
-    fn mark(&mut self) -> u64 {
-        self.out.sent.get()
-    }
-
-    fn durable_through(&mut self, mark: u64) -> Option<bool> {
-        self.out.durable_through(mark)
+        out.send(record);
     }
 }
 
@@ -417,10 +413,12 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredBatch>> {
             })
         };
         let epochs = config.epochs;
-        let writer = producer.map(|producer| ScoreWriter {
+        let writer = producer.map(|producer| KafkaWriter {
             out: Delivery::new(producer, config),
-            feature_names,
-            source_topic,
+            records: ScoreRecords {
+                feature_names,
+                source_topic,
+            },
         });
         Ok(epoch_sink(
             parts,
@@ -446,9 +444,9 @@ impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter
             move |d: &DeadLetter| placement.partition_route(d.position.partition, parallelism);
         let epochs = config.epochs;
         let max_bytes = message_max_bytes(&config.properties);
-        let writer = producer.map(|producer| DeadLetterWriter {
+        let writer = producer.map(|producer| KafkaWriter {
             out: Delivery::new(producer, config),
-            max_bytes,
+            records: DeadLetterRecords { max_bytes },
         });
         Ok(epoch_sink(
             self,
