@@ -40,7 +40,7 @@ use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::serving::ServingModels;
 use weir_operators::source::RecordDecoder;
-use weir_operators::source_operator::Pacing;
+use weir_operators::source_operator::{Pacing, SourceStage};
 use weir_operators::window_features::WINDOW_OPERATOR;
 use weir_operators::window_instance::WindowLogic;
 use weir_operators::{Placement, WindowConfig, WindowFeatures};
@@ -102,10 +102,10 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     // Two handles shared across stages: the score backlog pauses the sources, and the
     // versions the score instances serve go into the committer's manifests.
     let (backlog, serving) = (&plan.backlog, &plan.serving);
-    let pacing = plan.pacing(backlog);
+    let stage = plan.source_stage(backlog);
     let source = match &plan.job.source.input {
-        SourceInput::Kafka(kafka) => kafka_source(scope, plan.kafka_source_config(kafka, pacing))?,
-        SourceInput::Files(paths) => file_source(scope, plan.file_source_config(paths, pacing))?,
+        SourceInput::Kafka(kafka) => kafka_source(scope, plan.kafka_source_config(kafka, stage))?,
+        SourceInput::Files(paths) => file_source(scope, plan.file_source_config(paths, stage))?,
     };
     let windows = source
         .events
@@ -250,50 +250,50 @@ impl JobPlan {
         }
     }
 
-    /// What stops and pauses the sources: the stop flag, the score backlog and `max_lag`.
-    fn pacing(&self, backlog: &ScoreBacklog) -> Pacing {
-        Pacing {
-            stop: self.stop.clone(),
-            metrics: self.metrics.clone(),
-            backlog: backlog.clone(),
-            max_lag_ms: self.job.runtime.max_lag.map(millis),
-        }
-    }
-
-    fn file_source_config(&self, paths: &[PathBuf], pacing: Pacing) -> FileSourceConfig {
-        let (runtime, source) = (&self.job.runtime, &self.job.source);
-        FileSourceConfig {
-            paths: paths.to_vec(),
+    /// Where the source instances run, their tick and epochs, and what stops and pauses them:
+    /// the stop flag, the score backlog and `max_lag`.
+    fn source_stage(&self, backlog: &ScoreBacklog) -> SourceStage {
+        let runtime = &self.job.runtime;
+        SourceStage {
             parallelism: self.job.parallelism.source,
             placement: self.placement,
             tick_ms: millis(runtime.tick),
+            epochs: self.epochs(),
+            pacing: Pacing {
+                stop: self.stop.clone(),
+                metrics: self.metrics.clone(),
+                backlog: backlog.clone(),
+                max_lag_ms: runtime.max_lag.map(millis),
+            },
+        }
+    }
+
+    fn file_source_config(&self, paths: &[PathBuf], stage: SourceStage) -> FileSourceConfig {
+        let source = &self.job.source;
+        FileSourceConfig {
+            paths: paths.to_vec(),
+            stage,
             decoder: self.record_decoder(),
             max_out_of_orderness_ms: source.max_out_of_orderness,
             max_batch: source.max_batch,
-            pacing,
-            epochs: self.epochs(),
             resume: self.resume(),
         }
     }
 
-    fn kafka_source_config(&self, kafka: &KafkaInput, pacing: Pacing) -> KafkaSourceConfig {
+    fn kafka_source_config(&self, kafka: &KafkaInput, stage: SourceStage) -> KafkaSourceConfig {
         let (runtime, source) = (&self.job.runtime, &self.job.source);
         KafkaSourceConfig {
             topic: kafka.topic.clone(),
             properties: kafka.properties.clone(),
             start: kafka.start,
             bounded: source.bounded,
-            parallelism: self.job.parallelism.source,
-            placement: self.placement,
-            tick_ms: millis(runtime.tick),
+            stage,
             key_groups: runtime.key_groups,
             decoder: JsonDecoder::new(self.job.schema.clone()),
             max_out_of_orderness_ms: source.max_out_of_orderness,
             idle_timeout_ms: millis(source.idle_timeout),
             max_batch: source.max_batch,
             metrics: self.metrics.clone(),
-            pacing,
-            epochs: self.epochs(),
             resume: self.resume(),
             partition_discovery_ms: kafka.partition_discovery.map(millis),
         }

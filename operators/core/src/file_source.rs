@@ -19,36 +19,26 @@ use weir_features::vocab::{SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 
 use crate::clock::unix_ms;
-use crate::epochs::EpochClock;
 use crate::error::{OperatorError, Result};
 use crate::metrics::JobMetrics;
-use crate::placement::Placement;
 use crate::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
-use crate::source_operator::{build_source, Pacing, SourceReader};
+use crate::source_operator::{build_placed_source, SourceReader, SourceStage};
 
 /// Configuration of the file source stage.
 #[derive(Clone, Debug)]
 pub struct FileSourceConfig {
     /// Input files; file `i` is partition `i`.
     pub paths: Vec<PathBuf>,
-    /// Number of source instances (instance `i` reads files `f` with `f % parallelism == i`,
-    /// [`instance_for_partition`]).
-    pub parallelism: usize,
-    /// Worker layout.
-    pub placement: Placement,
-    /// Length of a tick in ms.
-    pub tick_ms: u64,
+    /// Instances (instance `i` reads files `f` with `f % parallelism == i`,
+    /// [`instance_for_partition`]), tick, epochs and pacing (whose `stop` flag also stops
+    /// every source on a read error).
+    pub stage: SourceStage,
     /// Decoding of lines into events.
     pub decoder: RecordDecoder,
     /// Bounded out-of-orderness of event time.
     pub max_out_of_orderness_ms: i64,
     /// Lines read per activation at most.
     pub max_batch: usize,
-    /// What stops and pauses the source (its `stop` flag also stops every source on a read
-    /// error).
-    pub pacing: Pacing,
-    /// Checkpoint epochs.
-    pub epochs: EpochClock,
     /// Where to resume, per file (partition), from a checkpoint: lines before `next_offset`
     /// are skipped.
     pub resume: BTreeMap<i32, SourceOffset>,
@@ -79,21 +69,10 @@ pub fn file_source<'scope>(
     scope: Scope<'scope, Tick>,
     config: FileSourceConfig,
 ) -> Result<SourceStreams<'scope>> {
-    let instance = config
-        .placement
-        .instance_on(scope.index(), config.parallelism);
-    let reader = instance
-        .map(|i| FileReader::open(i as u32, &config))
-        .transpose()?;
     let name = format!("FileSource({} files)", config.paths.len());
-    Ok(build_source(
-        scope,
-        &name,
-        reader,
-        config.tick_ms,
-        config.epochs,
-        config.pacing,
-    ))
+    build_placed_source(scope, &name, config.stage.clone(), |instance| {
+        FileReader::open(instance, &config)
+    })
 }
 
 impl FileReader {
@@ -103,7 +82,9 @@ impl FileReader {
         let mut watermarks = PartitionWatermarks::new(config.max_out_of_orderness_ms, u64::MAX);
         let mut files = Vec::new();
         for (partition, path) in config.paths.iter().enumerate() {
-            if instance_for_partition(partition as i32, config.parallelism) != instance as usize {
+            if instance_for_partition(partition as i32, config.stage.parallelism)
+                != instance as usize
+            {
                 continue;
             }
             let file = File::open(path).map_err(|source| OperatorError::InputFile {
@@ -130,7 +111,7 @@ impl FileReader {
             decoder: config.decoder.clone(),
             max_batch: config.max_batch.max(1),
             line: Vec::new(),
-            stop: config.pacing.stop.clone(),
+            stop: config.stage.pacing.stop.clone(),
         })
     }
 }

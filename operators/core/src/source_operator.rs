@@ -43,6 +43,7 @@ use crate::backpressure::ScoreBacklog;
 use crate::clock::unix_ms;
 use crate::epochs::{CheckpointPart, EpochClock};
 use crate::metrics::JobMetrics;
+use crate::placement::Placement;
 use crate::source::SourceStreams;
 use crate::source_pace::{pace, Pace};
 
@@ -84,6 +85,44 @@ pub struct Pacing {
     /// this many milliseconds (rounded up to whole ticks) behind the slowest source instance,
     /// or before every worker has started; `None`: no bound.
     pub max_lag_ms: Option<u64>,
+}
+
+/// What every source stage has, whatever it reads: where its instances run, its tick, its
+/// checkpoint epochs and what stops and pauses it.
+#[derive(Clone, Debug)]
+pub struct SourceStage {
+    /// Number of source instances.
+    pub parallelism: usize,
+    /// Worker layout.
+    pub placement: Placement,
+    /// Length of a tick in ms.
+    pub tick_ms: u64,
+    /// Checkpoint epochs.
+    pub epochs: EpochClock,
+    /// What stops and pauses the source.
+    pub pacing: Pacing,
+}
+
+/// Builds the source operator of `stage` on this worker: where the worker holds one of the
+/// stage's instances, `open` makes that instance's reader (by instance index).
+pub fn build_placed_source<'scope, R: SourceReader, E>(
+    scope: Scope<'scope, Tick>,
+    name: &str,
+    stage: SourceStage,
+    open: impl FnOnce(u32) -> Result<R, E>,
+) -> Result<SourceStreams<'scope>, E> {
+    let instance = stage
+        .placement
+        .instance_on(scope.index(), stage.parallelism);
+    let reader = instance.map(|i| open(i as u32)).transpose()?;
+    Ok(build_source(
+        scope,
+        name,
+        reader,
+        stage.tick_ms,
+        stage.epochs,
+        stage.pacing,
+    ))
 }
 
 /// Builds a source operator. Workers without an instance (`reader == None`) emit nothing and

@@ -23,7 +23,7 @@ fn a_read_error_stops_the_job_without_declaring_the_end_of_input() {
     let dir = scratch_dir("read-error");
     let metrics = Arc::new(JobMetrics::default());
     let config = file_config(vec![dir.clone()], "unreadable", &metrics);
-    let stop = config.pacing.stop.clone();
+    let stop = config.stage.pacing.stop.clone();
     let reports = Arc::new(Mutex::new(Vec::new()));
     let seen = reports.clone();
     timely::execute_directly(move |worker| {

@@ -29,7 +29,7 @@ fn a_score_backlog_pauses_the_source_until_it_clears() -> Result<()> {
     let backlog = ScoreBacklog::default();
     backlog.enter();
     let mut config = file_config(vec![path], "events", &metrics);
-    config.pacing.backlog = backlog.clone();
+    config.stage.pacing.backlog = backlog.clone();
     let seen = Arc::new(AtomicU64::new(0));
     let (seen_w, metrics_w) = (seen.clone(), metrics.clone());
     let (paused_events, paused_pauses) = timely::execute_directly(move |worker| {

@@ -50,10 +50,10 @@ fn write_input(dir: &Path) -> Result<std::path::PathBuf> {
 
 fn source_config(path: &Path, metrics: Arc<JobMetrics>, max_lag_ms: u64) -> FileSourceConfig {
     let mut config = file_config(vec![path.to_path_buf()], "events", &metrics);
-    config.placement = Placement::new(2, 2);
-    config.tick_ms = TICK_MS;
+    config.stage.placement = Placement::new(2, 2);
+    config.stage.tick_ms = TICK_MS;
     config.max_batch = 1;
-    config.pacing.max_lag_ms = Some(max_lag_ms);
+    config.stage.pacing.max_lag_ms = Some(max_lag_ms);
     config
 }
 

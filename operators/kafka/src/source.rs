@@ -25,11 +25,9 @@ use weir_features::record::Event;
 use weir_features::vocab::{SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 use weir_operators::clock::unix_ms;
-use weir_operators::epochs::EpochClock;
 use weir_operators::metrics::JobMetrics;
-use weir_operators::placement::Placement;
 use weir_operators::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
-use weir_operators::source_operator::{build_source, Pacing, SourceReader};
+use weir_operators::source_operator::{build_placed_source, SourceReader, SourceStage};
 
 use crate::admin::partition_count;
 use crate::error::{KafkaEdgeError, Result};
@@ -57,12 +55,10 @@ pub struct KafkaSourceConfig {
     pub start: StartFrom,
     /// Stop at the high watermarks seen at start (replays, tests) instead of running forever.
     pub bounded: bool,
-    /// Number of source instances.
-    pub parallelism: usize,
-    /// Worker layout.
-    pub placement: Placement,
-    /// Length of a tick in ms.
-    pub tick_ms: u64,
+    /// Instances, tick, epochs and pacing. The pacing's `stop` flag is set on Ctrl-C: the
+    /// source ends without declaring the end of input, so open windows are not flushed as if
+    /// the input were complete.
+    pub stage: SourceStage,
     /// Key groups of the job.
     pub key_groups: u32,
     /// Payload decoder.
@@ -75,12 +71,6 @@ pub struct KafkaSourceConfig {
     pub max_batch: usize,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
-    /// What stops and pauses the source. Its `stop` flag is set on Ctrl-C: the source ends
-    /// without declaring the end of input, so open windows are not flushed as if the input
-    /// were complete.
-    pub pacing: Pacing,
-    /// Checkpoint epochs.
-    pub epochs: EpochClock,
     /// Where to resume, per partition, from a checkpoint. Without a checkpoint partitions
     /// start at `start`; when restoring, a partition the checkpoint lacks was added to the
     /// topic after it was taken and starts at its earliest offset.
@@ -131,21 +121,10 @@ pub fn kafka_source<'scope>(
     scope: Scope<'scope, Tick>,
     config: KafkaSourceConfig,
 ) -> Result<SourceStreams<'scope>> {
-    let instance = config
-        .placement
-        .instance_on(scope.index(), config.parallelism);
-    let reader = instance
-        .map(|i| Reader::open(i as u32, config.clone()))
-        .transpose()?;
     let name = format!("KafkaSource({})", config.topic);
-    Ok(build_source(
-        scope,
-        &name,
-        reader,
-        config.tick_ms,
-        config.epochs,
-        config.pacing.clone(),
-    ))
+    build_placed_source(scope, &name, config.stage.clone(), |instance| {
+        Reader::open(instance, config)
+    })
 }
 
 impl SourceReader for Reader {
@@ -254,7 +233,7 @@ impl Reader {
             detail,
         };
         let partitions = partition_count(&consumer, &config.topic).map_err(topic_error)?;
-        let owned = owned_between(0, partitions, instance, config.parallelism);
+        let owned = owned_between(0, partitions, instance, config.stage.parallelism);
         let now = unix_ms();
         let mut watermarks =
             PartitionWatermarks::new(config.max_out_of_orderness_ms, config.idle_timeout_ms);
@@ -324,7 +303,7 @@ impl Reader {
                 topic: config.topic.clone(),
                 properties: config.properties.clone(),
                 instance,
-                parallelism: config.parallelism,
+                parallelism: config.stage.parallelism,
                 known: partitions,
                 every: Duration::from_millis(every),
             })?),

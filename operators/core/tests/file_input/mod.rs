@@ -14,7 +14,7 @@ use weir_operators::epochs::EpochClock;
 use weir_operators::file_source::FileSourceConfig;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::RecordDecoder;
-use weir_operators::source_operator::Pacing;
+use weir_operators::source_operator::{Pacing, SourceStage};
 use weir_operators::Placement;
 use weir_testkit::schema::schema;
 
@@ -35,9 +35,18 @@ pub fn file_config(
 ) -> FileSourceConfig {
     FileSourceConfig {
         paths,
-        parallelism: 1,
-        placement: Placement::new(1, 1),
-        tick_ms: 10,
+        stage: SourceStage {
+            parallelism: 1,
+            placement: Placement::new(1, 1),
+            tick_ms: 10,
+            epochs: EpochClock::OFF,
+            pacing: Pacing {
+                stop: Arc::new(AtomicBool::new(false)),
+                metrics: metrics.clone(),
+                backlog: ScoreBacklog::default(),
+                max_lag_ms: None,
+            },
+        },
         decoder: RecordDecoder {
             decoder: JsonDecoder::new(schema("user", "ts", &[])),
             key_groups: 16,
@@ -46,13 +55,6 @@ pub fn file_config(
         },
         max_out_of_orderness_ms: 0,
         max_batch: 64,
-        pacing: Pacing {
-            stop: Arc::new(AtomicBool::new(false)),
-            metrics: metrics.clone(),
-            backlog: ScoreBacklog::default(),
-            max_lag_ms: None,
-        },
-        epochs: EpochClock::OFF,
         resume: BTreeMap::new(),
     }
 }
