@@ -13,7 +13,7 @@ use crate::error::{FeatureError, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FieldType {
-    /// UTF-8 string. Usable as the key, in predicates and (later) distinct counts.
+    /// UTF-8 string. Usable as the key, in predicates and in distinct counts.
     String,
     /// 64-bit float; JSON integers are accepted. Non-finite values are rejected.
     F64,

@@ -41,7 +41,7 @@ impl Watermark {
     }
 }
 
-/// A key group: the unit of state partitioning, routing and (later) checkpoint files.
+/// A key group: the unit of state partitioning, routing and checkpoint files.
 ///
 /// `key_group = xxh3_64(key bytes, KEY_GROUP_SEED) % key_groups`; the number of key groups is
 /// fixed for the life of a job.

@@ -1,5 +1,5 @@
 //! Job-wide counters and the window-close → score-delivered latency histogram, shared by all
-//! workers of a process. The run summary reads them; the Prometheus endpoint (later) will too.
+//! workers of a process. The run summary and the cluster totals read them.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
