@@ -130,3 +130,85 @@ impl KeyedFeatures {
         Ok(state)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::aggregate::AggKind;
+    use crate::feature::{FeatureSet, FeatureSpec};
+    use crate::record::{Event, Value};
+    use crate::schema::{FieldDecl, FieldType, RecordSchema};
+    use crate::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+    use crate::window::WindowSpec;
+
+    fn job() -> Result<JobFeatures> {
+        let fields = BTreeMap::from([
+            ("k".to_owned(), FieldDecl::Type(FieldType::String)),
+            ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
+        ]);
+        let schema = RecordSchema::new(&fields, "k", "ts")?;
+        let count = FeatureSpec {
+            name: "n".to_owned(),
+            agg: AggKind::Count,
+            ..FeatureSpec::default()
+        };
+        let features = FeatureSet::compile(&[count], &schema)?;
+        Ok(JobFeatures::single(
+            WindowSpec::Tumbling { size: 1_000 },
+            features,
+        ))
+    }
+
+    fn event(key: &str, ts: i64) -> Event {
+        Event {
+            key: Key::from(key),
+            key_group: KeyGroup::of(key.as_bytes(), 16),
+            ts,
+            values: [Value::Str(Key::from(key)), Value::Num(ts as f64)]
+                .into_iter()
+                .collect(),
+            position: SourcePosition {
+                partition: 0,
+                offset: 0,
+            },
+        }
+    }
+
+    /// A version 2 snapshot kept each key's last-record time in its window group's own table;
+    /// version 3 decodes it into the one table, so TTL expiry goes on as it would have.
+    #[test]
+    fn version_2_key_activity_moves_into_the_one_table() -> Result<()> {
+        let job = job()?;
+        let mut state = KeyedFeatures::new(&job, 0);
+        // Tracking as version 2 did it: in the window group, not in `KeyedFeatures`.
+        state.states[0].set_processing_time(1_000);
+        for (key, ts) in [("a", 100), ("b", 200)] {
+            state.apply(&job, &event(key, ts), Watermark::MIN);
+        }
+        assert_eq!(
+            (state.states[0].tracked_keys(), state.activity.len()),
+            (2, 0)
+        );
+        let mut v2 = 2u32.to_le_bytes().to_vec();
+        let main = bincode::serialize(&state).map_err(|e| FeatureError::Window(e.to_string()))?;
+        v2.extend((main.len() as u64).to_le_bytes());
+        v2.extend(main);
+        let forgotten: Vec<Option<&ForgottenSessions>> = vec![None];
+        v2.extend(bincode::serialize(&forgotten).map_err(|e| FeatureError::Window(e.to_string()))?);
+
+        let mut restored = KeyedFeatures::decode(&job, &v2)?;
+        assert_eq!(restored.states[0].tracked_keys(), 0);
+        assert_eq!(restored.activity.len(), 2);
+        // Version 3 writes the table beside the state and reads it back.
+        let v3 = restored.encode()?;
+        assert_eq!(v3[..4], STATE_VERSION.to_le_bytes());
+        assert_eq!(KeyedFeatures::decode(&job, &v3)?.activity.len(), 2);
+        let mut rows = Vec::new();
+        assert_eq!(restored.expire(&job, 1_999, 1_000, |r| rows.push(r)), 0);
+        assert_eq!(restored.expire(&job, 2_000, 1_000, |r| rows.push(r)), 2);
+        assert_eq!(rows.len(), 2);
+        Ok(())
+    }
+}
