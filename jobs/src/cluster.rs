@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use weir_operators::Placement;
-
 /// `--processes`, `--process`, `--hosts`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterArgs {
@@ -30,9 +28,9 @@ impl Default for ClusterArgs {
     }
 }
 
-/// The Timely configuration and the worker layout for `threads` workers per process.
-pub fn timely_config(args: &ClusterArgs, threads: usize) -> Result<(timely::Config, Placement)> {
-    let placement = Placement::new(threads * args.processes.max(1), args.processes.max(1));
+/// The Timely configuration for `threads` workers per process (the worker layout is the job's
+/// `RuntimePlan::placement`, which `run` checks these arguments against).
+pub fn timely_config(args: &ClusterArgs, threads: usize) -> Result<timely::Config> {
     if args.processes <= 1 {
         // `--process 1 --hosts …` without `--processes`: run alone here would be a second,
         // independent copy of the job reading every partition.
@@ -43,7 +41,7 @@ pub fn timely_config(args: &ClusterArgs, threads: usize) -> Result<(timely::Conf
                 args.processes
             );
         }
-        return Ok((timely::Config::process(threads), placement));
+        return Ok(timely::Config::process(threads));
     }
     if args.process >= args.processes {
         bail!(
@@ -77,7 +75,7 @@ pub fn timely_config(args: &ClusterArgs, threads: usize) -> Result<(timely::Conf
         communication,
         worker: timely::WorkerConfig::default(),
     };
-    Ok((config, placement))
+    Ok(config)
 }
 
 /// The `host:port` lines of a hosts file.

@@ -43,7 +43,7 @@ use weir_operators::source::RecordDecoder;
 use weir_operators::source_operator::{Pacing, SourceStage};
 use weir_operators::window_features::WINDOW_OPERATOR;
 use weir_operators::window_instance::WindowLogic;
-use weir_operators::{Placement, WindowConfig, WindowFeatures};
+use weir_operators::{WindowConfig, WindowFeatures};
 use weir_score::budget::{cpu_set, pin_current_thread, worker_core};
 use weir_score::counters::ScoreCounters;
 use weir_score::operator::{Score, ScoreConfig};
@@ -69,8 +69,6 @@ pub struct JobPlan {
     pub job: CompiledJob,
     /// What the run produces.
     pub mode: Mode,
-    /// Worker layout.
-    pub placement: Placement,
     /// Shared counters of this process.
     pub metrics: Arc<JobMetrics>,
     /// Set to stop the sources.
@@ -197,7 +195,7 @@ impl JobPlan {
             tick_ms: millis(self.job.runtime.tick),
             retain: checkpoints.retain,
             restored_offsets,
-            worker: self.placement.worker_of(0),
+            worker: self.job.runtime.placement.worker_of(0),
             metrics: self.metrics.clone(),
             on_commit: self.on_commit.clone(),
         });
@@ -231,7 +229,7 @@ impl JobPlan {
     fn file_sink_config(&self, path: &Path) -> FileSinkConfig {
         FileSinkConfig {
             path: path.to_path_buf(),
-            placement: self.placement,
+            placement: self.job.runtime.placement,
             metrics: self.metrics.clone(),
             epochs: self.epochs(),
             append: self
@@ -256,7 +254,7 @@ impl JobPlan {
         let runtime = &self.job.runtime;
         SourceStage {
             parallelism: self.job.parallelism.source,
-            placement: self.placement,
+            placement: self.job.runtime.placement,
             tick_ms: millis(runtime.tick),
             epochs: self.epochs(),
             pacing: Pacing {
@@ -312,7 +310,7 @@ impl JobPlan {
             key_groups: job.runtime.key_groups,
             parallelism: job.parallelism.window,
             sources: job.parallelism.source,
-            placement: self.placement,
+            placement: self.job.runtime.placement,
             metrics: self.metrics.clone(),
             checkpoints: self
                 .checkpoints
@@ -330,7 +328,7 @@ impl JobPlan {
             job_features: job.features.names().to_vec(),
             cores: score.cores,
             parallelism: job.parallelism.score,
-            placement: self.placement,
+            placement: self.job.runtime.placement,
             key_groups: job.runtime.key_groups,
             source_name: job.source.name.clone(),
             metrics: self.metrics.clone(),
@@ -349,7 +347,7 @@ impl JobPlan {
             topic: topic.to_owned(),
             properties: properties.clone(),
             parallelism: self.job.parallelism.sink,
-            placement: self.placement,
+            placement: self.job.runtime.placement,
             key_groups: self.job.runtime.key_groups,
             metrics: self.metrics.clone(),
             epochs: self.epochs(),

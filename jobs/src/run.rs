@@ -69,7 +69,7 @@ pub fn run_job_with(
             job.runtime.processes
         );
     }
-    let (timely_config, placement) = timely_config(&options.cluster, threads)?;
+    let timely_config = timely_config(&options.cluster, threads)?;
     let checkpoints = checkpointing::prepare(&job, options.restore)?;
     let on_commit = group_offsets_hook(&job, checkpoints.is_some())?;
     // Processes choose their checkpoint on their own: a cluster checks they chose alike.
@@ -88,7 +88,6 @@ pub fn run_job_with(
     let plan = JobPlan {
         mode,
         job,
-        placement,
         metrics: metrics.clone(),
         stop,
         checkpoints,
