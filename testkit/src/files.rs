@@ -1,5 +1,6 @@
-//! Scratch files of tests: a fresh directory per test, JSON Lines input files, and the
-//! job-file snippets tests splice into a job (`[checkpoint]`).
+//! Scratch files of tests: a fresh directory per test (or a [`Scratch`] guard that removes
+//! it), JSON Lines input files, and the job-file snippets tests splice into a job
+//! (`[checkpoint]`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,57 @@ pub fn scratch_dir(label: &str) -> PathBuf {
     dir
 }
 
+/// A [`scratch_dir`] removed when dropped; or, made with [`Scratch::kept_unless_passed`],
+/// removed only once the test said it [`passed`](Scratch::passed), else kept and named on
+/// stderr so a failed run's logs and data can be read afterwards.
+#[derive(Debug)]
+pub struct Scratch {
+    path: PathBuf,
+    remove: bool,
+}
+
+impl Scratch {
+    /// A fresh directory for `label`, removed on drop.
+    pub fn new(label: &str) -> Scratch {
+        Scratch {
+            path: scratch_dir(label),
+            remove: true,
+        }
+    }
+
+    /// A fresh directory for `label`, kept on drop unless [`passed`](Scratch::passed) was
+    /// called.
+    pub fn kept_unless_passed(label: &str) -> Scratch {
+        Scratch {
+            path: scratch_dir(label),
+            remove: false,
+        }
+    }
+
+    /// The test passed: the directory goes on drop.
+    pub fn passed(&mut self) {
+        self.remove = true;
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = std::fs::remove_dir_all(&self.path);
+        } else {
+            eprintln!(
+                "kept the failed test's logs and data in {}",
+                self.path.display()
+            );
+        }
+    }
+}
+
 /// Writes `lines` to `path`, one a line (JSON Lines input of the file source).
 pub fn write_lines<L: AsRef<[u8]>>(
     path: &Path,
@@ -37,5 +89,10 @@ pub fn write_lines<L: AsRef<[u8]>>(
 
 /// The body of a `[checkpoint]` section: checkpoints in `dir` every `interval` (e.g. `"1s"`).
 pub fn checkpoint_toml(dir: &Path, interval: &str) -> String {
-    format!("dir = \"{}\"\ninterval = \"{interval}\"", dir.display())
+    format!("{}\ninterval = \"{interval}\"", checkpoint_dir_toml(dir))
+}
+
+/// The body of a `[checkpoint]` section that sets only the directory, `dir = "<dir>"`.
+pub fn checkpoint_dir_toml(dir: &Path) -> String {
+    format!("dir = \"{}\"", dir.display())
 }

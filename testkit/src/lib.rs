@@ -7,12 +7,16 @@
 //! - [`spec`]: `FeatureSpec` shorthands (`spec`, `ratio`, `over`, `specs_toml`).
 //! - [`row`]: a [`FeatureRow`](weir_features::row::FeatureRow) with neutral defaults.
 //! - [`clickstream`]: the clickstream job's schema and `[[features]]`, read from
-//!   `jobs/clickstream.toml`.
+//!   `jobs/clickstream.toml`, and its text pointed at a test's topics.
 //! - [`files`]: scratch directories, JSON Lines files and job-file snippets.
+//! - [`job_toml`]: a minimal valid job file as text, for the job-file tests.
+//! - [`cluster`]: free localhost ports and a hosts file for a cluster of test processes.
 
 pub mod clickstream;
+pub mod cluster;
 pub mod event;
 pub mod files;
+pub mod job_toml;
 pub mod row;
 pub mod schema;
 pub mod spec;
