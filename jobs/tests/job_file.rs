@@ -3,63 +3,33 @@
 //! (docs/JOB_FILE.md lists the rules these tests pin down).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{bail, Result};
 use weir::config::JobFile;
 use weir_features::aggregate::AggKind;
 use weir_features::window::WindowSpec;
+use weir_testkit::clickstream;
+use weir_testkit::files::scratch_dir;
+use weir_testkit::job_toml::minimal_job;
 
-/// A minimal valid job; each negative test changes exactly one thing in it.
-const VALID: &str = r#"
-name = "t"
-
-[kafka]
-"bootstrap.servers" = "127.0.0.1:9092"
-
-[source]
-topic = "in"
-key = "user"
-event_time = "ts"
-
-[source.fields]
-user = "string"
-ts = "timestamp_ms"
-kind = "string"
-amount = { type = "f64", required = false }
-
-[window]
-kind = "tumbling"
-size = "10s"
-
-[[features]]
-name = "events"
-agg = "count"
-
-[[features]]
-name = "amount_sum"
-agg = "sum"
-field = "amount"
-
-[model]
-path = "model"
-
-[sink]
-topic = "out"
-dead_letter_topic = "dlq"
-"#;
-
-fn clickstream_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml")
+/// A minimal valid job with a string `kind` and an optional `amount`, counted and summed; each
+/// negative test changes exactly one thing in it.
+fn valid() -> String {
+    minimal_job()
+        .field("kind = \"string\"")
+        .field("amount = { type = \"f64\", required = false }")
+        .feature("name = \"amount_sum\"\nagg = \"sum\"\nfield = \"amount\"")
+        .text()
 }
 
-/// `VALID` with `from` replaced by `to` (the replacement must apply).
+/// [`valid`] with `from` replaced by `to` (the replacement must apply).
 fn edited(from: &str, to: &str) -> String {
+    let valid = valid();
     assert!(
-        VALID.contains(from),
+        valid.contains(from),
         "test bug: `{from}` is not in the base job"
     );
-    VALID.replacen(from, to, 1)
+    valid.replacen(from, to, 1)
 }
 
 /// Parses and compiles a job from TOML text; the error chain rendered with `{:#}`.
@@ -85,21 +55,14 @@ fn assert_rejected(text: &str, needles: &[&str]) -> Result<()> {
 
 /// Writes `text` to a fresh directory under the system temp dir and returns the file path.
 fn write_temp(text: &str) -> Result<PathBuf> {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "weir-job-file-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("job.toml");
+    let path = scratch_dir("job-file-test").join("job.toml");
     std::fs::write(&path, text)?;
     Ok(path)
 }
 
 #[test]
 fn clickstream_example_loads_and_compiles() -> Result<()> {
-    let path = clickstream_path();
+    let path = clickstream::job_path();
     let job = JobFile::load(&path)?;
     assert_eq!(job.name, "clickstream");
     assert_eq!(job.runtime.workers, 2);
@@ -146,7 +109,7 @@ fn clickstream_example_loads_and_compiles() -> Result<()> {
 
 #[test]
 fn defaults_apply_when_sections_are_absent() -> Result<()> {
-    let job: JobFile = toml::from_str(VALID)?;
+    let job: JobFile = toml::from_str(&valid())?;
     assert_eq!(job.runtime.workers, 1);
     assert_eq!(job.runtime.tick, 100);
     assert_eq!(job.runtime.key_groups, 4096);
@@ -167,7 +130,7 @@ fn defaults_apply_when_sections_are_absent() -> Result<()> {
 
 #[test]
 fn parallelism_override_sets_stages() -> Result<()> {
-    let mut job = JobFile::load(&clickstream_path())?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
     job.runtime.workers = 4;
     job.override_parallelism("source=2, window=4,score=1,sink=1")?;
     let p = job.compile()?.parallelism;
@@ -188,7 +151,7 @@ fn load_reports_missing_file_and_path() {
 
 #[test]
 fn unknown_top_level_field_is_rejected_with_the_path() -> Result<()> {
-    let path = write_temp(&format!("colour = \"blue\"\n{VALID}"))?;
+    let path = write_temp(&format!("colour = \"blue\"\n{}", valid()))?;
     let err = JobFile::load(&path)
         .err()
         .map(|e| format!("{e:#}"))
@@ -353,7 +316,7 @@ fn parallelism_above_workers_is_rejected() -> Result<()> {
 
 #[test]
 fn parallelism_override_above_workers_is_rejected() -> Result<()> {
-    let mut job: JobFile = toml::from_str(VALID)?;
+    let mut job: JobFile = toml::from_str(&valid())?;
     job.override_parallelism("sink=2")?;
     let err = job
         .compile()
@@ -366,7 +329,7 @@ fn parallelism_override_above_workers_is_rejected() -> Result<()> {
 
 #[test]
 fn unknown_stage_in_parallelism_flag_is_rejected() -> Result<()> {
-    let mut job: JobFile = toml::from_str(VALID)?;
+    let mut job: JobFile = toml::from_str(&valid())?;
     let err = job
         .override_parallelism("source=1,scoring=2")
         .err()
@@ -379,7 +342,7 @@ fn unknown_stage_in_parallelism_flag_is_rejected() -> Result<()> {
 
 #[test]
 fn malformed_parallelism_flag_is_rejected() -> Result<()> {
-    let mut job: JobFile = toml::from_str(VALID)?;
+    let mut job: JobFile = toml::from_str(&valid())?;
     let err = job
         .override_parallelism("window")
         .err()
@@ -578,7 +541,7 @@ fn schedule_trigger_is_parsed_and_checked() -> Result<()> {
         job.features.trigger(),
         weir_features::job_features::Trigger::Schedule { every: 30_000 }
     );
-    let default = compile_text(VALID).map_err(anyhow::Error::msg)?;
+    let default = compile_text(&valid()).map_err(anyhow::Error::msg)?;
     assert_eq!(
         default.features.trigger(),
         weir_features::job_features::Trigger::Close

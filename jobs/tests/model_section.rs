@@ -11,44 +11,12 @@ use weir_score::budget::{available_cores, cpu_set};
 use weir_score::registry::{ModelSource, Target};
 use weir_score::secondary::SecondaryRole;
 use weir_score::ScoreError;
+use weir_testkit::files::scratch_dir;
+use weir_testkit::job_toml::minimal_job;
 
 /// A minimal valid job; each test edits its `[model]` section and `[runtime]`.
 fn job(runtime: &str, model: &str) -> String {
-    format!(
-        r#"
-name = "t"
-
-[runtime]
-{runtime}
-
-[kafka]
-"bootstrap.servers" = "127.0.0.1:9092"
-
-[source]
-topic = "in"
-key = "user"
-event_time = "ts"
-
-[source.fields]
-user = "string"
-ts = "timestamp_ms"
-
-[window]
-kind = "tumbling"
-size = "10s"
-
-[[features]]
-name = "events"
-agg = "count"
-
-[model]
-{model}
-
-[sink]
-topic = "out"
-dead_letter_topic = "dlq"
-"#
-    )
+    minimal_job().runtime(runtime).model(model).text()
 }
 
 fn parse(text: &str) -> Result<JobFile> {
@@ -126,10 +94,7 @@ max_in_flight = 2"#,
 /// At start a registry's `CONTROL` line names the second version, over the job file's.
 #[test]
 fn a_control_second_version_overrides_the_job_files_at_start() -> Result<()> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_nanos();
-    let root = std::env::temp_dir().join(format!("weir-initial-{}-{nanos}", std::process::id()));
+    let root = scratch_dir("initial");
     for version in ["v1", "v2", "v3"] {
         std::fs::create_dir_all(root.join("models/pp").join(version))?;
     }

@@ -2,7 +2,7 @@
 //! a named epoch, or none; a checkpoint written by a job with other features or another key-group
 //! count is refused with an explanation; `--restore latest` without a checkpoint is an error.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
@@ -10,26 +10,33 @@ use weir::checkpointing::{prepare, topology_hash, RestoreChoice};
 use weir::config::JobFile;
 use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
 use weir_features::vocab::Epoch;
+use weir_testkit::clickstream;
+use weir_testkit::files::{checkpoint_dir_toml, scratch_dir};
 
+/// The clickstream job with checkpoints in `dir`.
 fn job(dir: &Path) -> Result<JobFile> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml");
-    let mut job = JobFile::load(&path)?;
-    job.checkpoint = Some(toml::from_str(&format!("dir = \"{}\"", dir.display()))?);
+    let mut job = JobFile::load(&clickstream::job_path())?;
+    job.checkpoint = Some(toml::from_str(&checkpoint_dir_toml(dir))?);
     Ok(job)
-}
-
-fn scratch(label: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("weir-restore-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 /// Commits an empty checkpoint of `epoch` (no snapshot files) for `job`.
 fn commit(dir: &Path, job: &JobFile, epoch: u64, hash: u64) -> Result<()> {
+    commit_edited(dir, job, epoch, hash, |_| ())
+}
+
+/// [`commit`] of the manifest as `edit` leaves it.
+fn commit_edited(
+    dir: &Path,
+    job: &JobFile,
+    epoch: u64,
+    hash: u64,
+    edit: impl FnOnce(&mut Manifest),
+) -> Result<()> {
     let store = LocalDirStore::open(dir)?;
     let mut manifest = Manifest::new(Epoch(epoch), job.runtime.key_groups);
     manifest.topology_hash = hash;
+    edit(&mut manifest);
     store.commit_manifest(&manifest)?;
     Ok(())
 }
@@ -43,7 +50,7 @@ fn error_of(result: Result<impl Sized>) -> String {
 
 #[test]
 fn newest_valid_named_or_none_is_restored() -> Result<()> {
-    let dir = scratch("choice")?;
+    let dir = scratch_dir("restore-choice");
     let file = job(&dir)?;
     let hash = topology_hash(&file);
     let compiled = file.clone().compile()?;
@@ -73,7 +80,7 @@ fn newest_valid_named_or_none_is_restored() -> Result<()> {
 
 #[test]
 fn checkpoints_of_another_topology_or_key_group_count_are_refused() -> Result<()> {
-    let dir = scratch("refuse")?;
+    let dir = scratch_dir("restore-refuse");
     let file = job(&dir)?;
     commit(&dir, &file, 10, topology_hash(&file) ^ 1)?;
     let err = error_of(prepare(&file.clone().compile()?, RestoreChoice::Auto));
@@ -86,15 +93,13 @@ fn checkpoints_of_another_topology_or_key_group_count_are_refused() -> Result<()
     assert!(err.contains("4096 key groups"), "{err}");
 
     // Another input (a replay over files, another topic sharing the directory).
-    let dir_other = scratch("other-input")?;
+    let dir_other = scratch_dir("restore-other-input");
     let file = job(&dir_other)?;
-    let store = LocalDirStore::open(&dir_other)?;
-    let mut manifest = Manifest::new(Epoch(10), file.runtime.key_groups);
-    manifest.topology_hash = topology_hash(&file);
-    manifest
-        .sources
-        .insert("replay.jsonl".to_owned(), Default::default());
-    store.commit_manifest(&manifest)?;
+    commit_edited(&dir_other, &file, 10, topology_hash(&file), |manifest| {
+        manifest
+            .sources
+            .insert("replay.jsonl".to_owned(), Default::default());
+    })?;
     let err = error_of(prepare(&file.clone().compile()?, RestoreChoice::Auto));
     assert!(
         err.contains("written by a job reading replay.jsonl but this job reads clicks"),
@@ -118,13 +123,17 @@ fn checkpoints_of_another_topology_or_key_group_count_are_refused() -> Result<()
 
 #[test]
 fn checkpoints_of_another_tick_are_refused_even_when_starting_over() -> Result<()> {
-    let dir = scratch("tick")?;
+    let dir = scratch_dir("restore-tick");
     let file = job(&dir)?;
-    let store = LocalDirStore::open(&dir)?;
-    let mut manifest = Manifest::new(Epoch(17_000_000_000), file.runtime.key_groups);
-    manifest.topology_hash = topology_hash(&file);
-    manifest.tick_ms = 100;
-    store.commit_manifest(&manifest)?;
+    commit_edited(
+        &dir,
+        &file,
+        17_000_000_000,
+        topology_hash(&file),
+        |manifest| {
+            manifest.tick_ms = 100;
+        },
+    )?;
     assert!(prepare(&file.clone().compile()?, RestoreChoice::Auto)?.is_some());
 
     let mut slower = file.clone();
