@@ -41,6 +41,9 @@ use weir_kafka::group_offsets::GroupOffsets;
 use kafka::{create_topic, produce, read_all, unique_topic, ReadRecord};
 use weir::gen::{Clickstream, ClickstreamConfig};
 use weir_checkpoint::{LocalDirStore, SnapshotStore};
+use weir_testkit::clickstream::{self, Topics};
+use weir_testkit::cluster::{free_port, hosts_file};
+use weir_testkit::files::{checkpoint_toml, Scratch};
 
 /// Enough that a run is still reading when it is killed a little after a commit (checkpoints
 /// every 100 ms): with 12 000 events and 300 ms, a restored run on a quiet machine sometimes
@@ -49,35 +52,6 @@ const EVENTS: u64 = 24_000;
 const PARTITIONS: i32 = 4;
 /// No run may take longer than this (a hung broker fails the test instead of hanging it).
 const RUN_LIMIT: Duration = Duration::from_secs(240);
-
-/// The test's directory: job files, checkpoints, logs and the broker's data. Kept (and named
-/// on stderr) when the test fails, so the runs' logs can be read afterwards.
-struct Scratch(PathBuf, bool);
-
-impl Scratch {
-    fn new() -> Result<Scratch> {
-        let dir = std::env::temp_dir().join(unique_topic("weir-golden"));
-        fs::create_dir_all(&dir)?;
-        Ok(Scratch(dir, false))
-    }
-
-    fn passed(&mut self) {
-        self.1 = true;
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if self.1 {
-            let _ = fs::remove_dir_all(&self.0);
-        } else {
-            eprintln!(
-                "kept the failed test's logs and data in {}",
-                self.0.display()
-            );
-        }
-    }
-}
 
 /// Output topics of one configuration and its job file.
 struct Config {
@@ -89,25 +63,16 @@ struct Config {
 }
 
 fn job_file(scratch: &Path, label: &'static str, input: &str, checkpoints: bool) -> Result<Config> {
-    let template =
-        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml"))?;
-    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/model");
     let scores = unique_topic(&format!("golden-scores-{label}"));
     let dlq = unique_topic(&format!("golden-dlq-{label}"));
     create_topic(&scores, 2)?;
     create_topic(&dlq, 1)?;
-    let mut text = template
-        .replace("\"127.0.0.1:9092\"", &format!("\"{}\"", kafka::brokers()))
-        .replace("topic = \"clicks\"", &format!("topic = \"{input}\""))
-        .replace("topic = \"scores\"", &format!("topic = \"{scores}\""))
-        .replace(
-            "dead_letter_topic = \"clicks-dlq\"",
-            &format!("dead_letter_topic = \"{dlq}\""),
-        )
-        .replace(
-            "path = \"../tests/fixtures/model\"",
-            &format!("path = \"{}\"", model.display()),
-        );
+    let topics = Topics {
+        input,
+        scores: &scores,
+        dead_letters: &dlq,
+    };
+    let mut text = clickstream::kafka_job_text(&kafka::brokers(), &topics);
     ensure!(
         text.contains(&scores) && text.contains(input),
         "job template changed"
@@ -117,8 +82,8 @@ fn job_file(scratch: &Path, label: &'static str, input: &str, checkpoints: bool)
     let checkpoint_dir = dir.join("ckpt");
     if checkpoints {
         text.push_str(&format!(
-            "\n[checkpoint]\ndir = \"{}\"\ninterval = \"100ms\"\nretain = 3\n",
-            checkpoint_dir.display()
+            "\n[checkpoint]\n{}\nretain = 3\n",
+            checkpoint_toml(&checkpoint_dir, "100ms")
         ));
     }
     let job = dir.join("job.toml");
@@ -386,16 +351,10 @@ impl Drop for OwnBroker {
     }
 }
 
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 #[test]
 fn killed_restored_and_rescaled_runs_equal_a_straight_run() -> Result<()> {
-    let mut scratch = Scratch::new()?;
-    let _broker = OwnBroker::start(&scratch.0)?;
+    let mut scratch = Scratch::kept_unless_passed("golden");
+    let _broker = OwnBroker::start(scratch.path())?;
     let input = unique_topic("golden-clicks");
     create_topic(&input, PARTITIONS)?;
     let events: Vec<(String, Vec<u8>)> = Clickstream::new(ClickstreamConfig {
@@ -409,15 +368,15 @@ fn killed_restored_and_rescaled_runs_equal_a_straight_run() -> Result<()> {
     .collect();
     produce(&input, &events)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(4);
-    let logs = |label: &str, n: usize| scratch.0.join(format!("{label}-{n}.log"));
+    let logs = |label: &str, n: usize| scratch.path().join(format!("{label}-{n}.log"));
 
     // (a) Straight through.
-    let straight = job_file(&scratch.0, "straight", &input, false)?;
+    let straight = job_file(scratch.path(), "straight", &input, false)?;
     let log = logs("straight", 0);
     wait(&mut spawn(&straight, &["--workers", "2"], &log)?, &log)?;
 
     // (b) Killed three times, restored each time.
-    let killed = job_file(&scratch.0, "killed", &input, true)?;
+    let killed = job_file(scratch.path(), "killed", &input, true)?;
     let mut kills = 0;
     for n in 0..3 {
         if !run_and_kill(&killed, &["--workers", "2"], &logs("killed", n), &mut rng)? {
@@ -453,7 +412,7 @@ fn killed_restored_and_rescaled_runs_equal_a_straight_run() -> Result<()> {
     );
 
     // (c) 1 worker, killed, restored on 2 workers with other per-stage parallelism.
-    let rescaled = job_file(&scratch.0, "rescaled", &input, true)?;
+    let rescaled = job_file(scratch.path(), "rescaled", &input, true)?;
     let parallelism = ["--parallelism", "source=1,window=1,score=1,sink=1"];
     let first = [&["--workers", "1"][..], &parallelism[..]].concat();
     ensure!(
@@ -471,16 +430,12 @@ fn killed_restored_and_rescaled_runs_equal_a_straight_run() -> Result<()> {
     ensure!(restored(&log)?, "the rescaled run did not restore");
 
     // (d) 1 process × 2 workers, killed, restored as 2 processes × 1 worker.
-    let cluster = job_file(&scratch.0, "cluster", &input, true)?;
+    let cluster = job_file(scratch.path(), "cluster", &input, true)?;
     ensure!(
         run_and_kill(&cluster, &["--workers", "2"], &logs("cluster", 0), &mut rng)?,
         "the 2-worker run finished before it could be killed"
     );
-    let hosts = scratch.0.join("hosts.txt");
-    fs::write(
-        &hosts,
-        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port()?, free_port()?),
-    )?;
+    let hosts = hosts_file(scratch.path(), 2)?;
     let hosts_arg = hosts.display().to_string();
     let mut processes = Vec::new();
     for process in ["0", "1"] {

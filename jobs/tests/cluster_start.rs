@@ -25,27 +25,11 @@ use weir::checkpointing::topology_hash;
 use weir::config::JobFile;
 use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
 use weir_features::vocab::Epoch;
+use weir_testkit::clickstream;
+use weir_testkit::cluster::hosts_file;
+use weir_testkit::files::{write_lines, Scratch};
 
 const EPOCH: u64 = 17_000_000_000;
-
-fn job_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml")
-}
-
-/// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
 
 /// One process of the 2-process cluster, reading `input` (in `scratch`), with checkpoints in
 /// `checkpoints` if given.
@@ -56,7 +40,14 @@ fn spawn(
     input: &str,
     checkpoints: Option<&Path>,
 ) -> Result<Child> {
-    spawn_job(&job_path(), scratch, process, hosts, input, checkpoints)
+    spawn_job(
+        &clickstream::job_path(),
+        scratch,
+        process,
+        hosts,
+        input,
+        checkpoints,
+    )
 }
 
 /// [`spawn`] for another job file.
@@ -94,38 +85,20 @@ fn spawn_job(
         .context("cannot start the weir binary")
 }
 
-/// A fresh scratch directory for `label`.
-fn scratch(label: &str) -> Result<Scratch> {
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("weir-cluster-{label}-{}", std::process::id())));
-    let _ = fs::remove_dir_all(&scratch.0);
-    fs::create_dir_all(&scratch.0)?;
-    Ok(scratch)
-}
-
-/// `lines` clickstream events as JSON Lines in `scratch/name`.
-fn write_events(scratch: &Path, name: &str, lines: i64) -> Result<()> {
-    let events: String = (0..lines)
-        .map(|i| {
-            format!(
-                "{{\"user\":\"u{}\",\"ts\":{},\"type\":\"view\",\"dwell_ms\":5.0}}\n",
-                i % 997,
-                1_700_000_000_000_i64 + i * 10
-            )
-        })
-        .collect();
-    fs::write(scratch.join(name), events)?;
-    Ok(())
-}
-
-/// A hosts file with two free localhost ports.
-fn hosts_file(scratch: &Path) -> Result<PathBuf> {
-    let hosts = scratch.join("hosts.txt");
-    fs::write(
-        &hosts,
-        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port()?, free_port()?),
-    )?;
-    Ok(hosts)
+/// A fresh scratch directory for `label`, removed on drop, holding `lines` clickstream events
+/// as JSON Lines in `events.jsonl` and the 2-process cluster's hosts file (returned).
+fn with_events(label: &str, lines: i64) -> Result<(Scratch, PathBuf)> {
+    let scratch = Scratch::new(&format!("cluster-{label}"));
+    let events = (0..lines).map(|i| {
+        format!(
+            "{{\"user\":\"u{}\",\"ts\":{},\"type\":\"view\",\"dwell_ms\":5.0}}",
+            i % 997,
+            1_700_000_000_000_i64 + i * 10
+        )
+    });
+    write_lines(&scratch.path().join("events.jsonl"), events)?;
+    let hosts = hosts_file(scratch.path(), 2)?;
+    Ok((scratch, hosts))
 }
 
 /// Waits until process 0 (`children[0]`) has written scores: the cluster is connected and
@@ -159,34 +132,43 @@ fn wait(child: &mut Child, deadline: Instant) -> Result<ExitStatus> {
     }
 }
 
+/// Waits for process `process` (`child`) to exit, as [`wait`], and reads its log.
+fn finish(
+    scratch: &Path,
+    process: usize,
+    child: &mut Child,
+    deadline: Instant,
+) -> Result<(ExitStatus, String)> {
+    let status = wait(child, deadline)?;
+    let log = fs::read_to_string(scratch.join(format!("process-{process}.log")))?;
+    Ok((status, log))
+}
+
 #[test]
 fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<()> {
-    let scratch = scratch("start")?;
-    write_events(&scratch.0, "events.jsonl", 40)?;
+    let (scratch, hosts) = with_events("start", 40)?;
 
     // Process 0's directory holds a committed (empty) checkpoint of this very job.
-    let job = JobFile::load(&job_path())?;
-    let (with_checkpoint, empty) = (scratch.0.join("ckpt-0"), scratch.0.join("ckpt-1"));
+    let job = JobFile::load(&clickstream::job_path())?;
+    let (with_checkpoint, empty) = (scratch.path().join("ckpt-0"), scratch.path().join("ckpt-1"));
     let mut manifest = Manifest::new(Epoch(EPOCH), job.runtime.key_groups);
     manifest.topology_hash = topology_hash(&job);
     manifest.tick_ms = job.runtime.tick as u64;
     LocalDirStore::open(&with_checkpoint)?.commit_manifest(&manifest)?;
 
-    let hosts = hosts_file(&scratch.0)?;
     let mut children = [
         spawn(
-            &scratch.0,
+            scratch.path(),
             0,
             &hosts,
             "events.jsonl",
             Some(&with_checkpoint),
         )?,
-        spawn(&scratch.0, 1, &hosts, "events.jsonl", Some(&empty))?,
+        spawn(scratch.path(), 1, &hosts, "events.jsonl", Some(&empty))?,
     ];
     let deadline = Instant::now() + Duration::from_secs(120);
     for (process, child) in children.iter_mut().enumerate() {
-        let status = wait(child, deadline)?;
-        let log = fs::read_to_string(scratch.0.join(format!("process-{process}.log")))?;
+        let (status, log) = finish(scratch.path(), process, child, deadline)?;
         ensure!(
             status.code() == Some(2),
             "process {process} exited with {status}, not 2:\n{log}"
@@ -208,7 +190,7 @@ fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<
     }
     // Neither process ran the job.
     for process in 0..2 {
-        let scores = scratch.0.join(format!("scores-{process}.jsonl"));
+        let scores = scratch.path().join(format!("scores-{process}.jsonl"));
         let written = fs::read_to_string(&scores).unwrap_or_default();
         ensure!(
             written.is_empty(),
@@ -220,15 +202,13 @@ fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<
 
 #[test]
 fn a_process_killed_mid_run_stops_the_other() -> Result<()> {
-    let scratch = scratch("kill")?;
     // Enough lines that the run lasts several seconds in a debug build (~50 k records/s).
-    write_events(&scratch.0, "events.jsonl", 600_000)?;
-    let hosts = hosts_file(&scratch.0)?;
-    let mut survivor = spawn(&scratch.0, 0, &hosts, "events.jsonl", None)?;
-    let mut victim = spawn(&scratch.0, 1, &hosts, "events.jsonl", None)?;
-    let log = scratch.0.join("process-0.log");
+    let (scratch, hosts) = with_events("kill", 600_000)?;
+    let mut survivor = spawn(scratch.path(), 0, &hosts, "events.jsonl", None)?;
+    let mut victim = spawn(scratch.path(), 1, &hosts, "events.jsonl", None)?;
+    let log = scratch.path().join("process-0.log");
     // Kill process 1 once process 0 has produced output (the cluster is connected and running).
-    wait_for_first_scores(&scratch.0, &mut [&mut survivor, &mut victim])?;
+    wait_for_first_scores(scratch.path(), &mut [&mut survivor, &mut victim])?;
     victim.kill()?;
     victim.wait()?;
     let status = wait(&mut survivor, Instant::now() + Duration::from_secs(30))?;
@@ -250,23 +230,16 @@ fn a_process_killed_mid_run_stops_the_other() -> Result<()> {
 
 #[test]
 fn a_process_whose_peer_never_starts_gives_up() -> Result<()> {
-    let scratch = scratch("alone")?;
-    write_events(&scratch.0, "events.jsonl", 40)?;
-    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/model");
-    let text = fs::read_to_string(job_path())?
-        .replace("[runtime]\n", "[runtime]\nconnect_timeout = \"1s\"\n")
-        .replace(
-            "path = \"../tests/fixtures/model\"",
-            &format!("path = \"{}\"", model.display()),
-        );
+    let (scratch, hosts) = with_events("alone", 40)?;
+    let text =
+        clickstream::job_text().replace("[runtime]\n", "[runtime]\nconnect_timeout = \"1s\"\n");
     ensure!(text.contains("connect_timeout"), "job template changed");
-    let job = scratch.0.join("job.toml");
+    let job = scratch.path().join("job.toml");
     fs::write(&job, text)?;
-    let hosts = hosts_file(&scratch.0)?;
     // Only process 1 starts: it keeps trying to reach process 0, which never comes up.
-    let mut alone = spawn_job(&job, &scratch.0, 1, &hosts, "events.jsonl", None)?;
+    let mut alone = spawn_job(&job, scratch.path(), 1, &hosts, "events.jsonl", None)?;
     let status = wait(&mut alone, Instant::now() + Duration::from_secs(60))?;
-    let log = fs::read_to_string(scratch.0.join("process-1.log"))?;
+    let log = fs::read_to_string(scratch.path().join("process-1.log"))?;
     ensure!(
         status.code() == Some(2),
         "the process exited with {status}, not 2:\n{log}"
@@ -293,18 +266,15 @@ fn count_before(line: &str, label: &str) -> Result<u64> {
 
 #[test]
 fn a_finished_run_prints_the_cluster_totals_in_every_process() -> Result<()> {
-    let scratch = scratch("totals")?;
-    write_events(&scratch.0, "events.jsonl", 3_000)?;
-    let hosts = hosts_file(&scratch.0)?;
+    let (scratch, hosts) = with_events("totals", 3_000)?;
     let mut children = [
-        spawn(&scratch.0, 0, &hosts, "events.jsonl", None)?,
-        spawn(&scratch.0, 1, &hosts, "events.jsonl", None)?,
+        spawn(scratch.path(), 0, &hosts, "events.jsonl", None)?,
+        spawn(scratch.path(), 1, &hosts, "events.jsonl", None)?,
     ];
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut totals = Vec::new();
     for (process, child) in children.iter_mut().enumerate() {
-        let status = wait(child, deadline)?;
-        let log = fs::read_to_string(scratch.0.join(format!("process-{process}.log")))?;
+        let (status, log) = finish(scratch.path(), process, child, deadline)?;
         ensure!(
             status.success(),
             "process {process} exited with {status}:\n{log}"
@@ -329,7 +299,7 @@ fn a_finished_run_prints_the_cluster_totals_in_every_process() -> Result<()> {
     );
     let written: u64 = (0..2)
         .map(|process| {
-            let scores = scratch.0.join(format!("scores-{process}.jsonl"));
+            let scores = scratch.path().join(format!("scores-{process}.jsonl"));
             fs::read_to_string(scores).map_or(0, |text| text.lines().count() as u64)
         })
         .sum();
@@ -349,16 +319,14 @@ fn a_finished_run_prints_the_cluster_totals_in_every_process() -> Result<()> {
 
 #[test]
 fn a_bounded_run_stopped_in_one_process_fails_in_every_process() -> Result<()> {
-    let scratch = scratch("stopped")?;
     // Long enough that process 0 is still reading when it is stopped (see the kill test).
-    write_events(&scratch.0, "events.jsonl", 600_000)?;
-    let hosts = hosts_file(&scratch.0)?;
+    let (scratch, hosts) = with_events("stopped", 600_000)?;
     let mut children = [
-        spawn(&scratch.0, 0, &hosts, "events.jsonl", None)?,
-        spawn(&scratch.0, 1, &hosts, "events.jsonl", None)?,
+        spawn(scratch.path(), 0, &hosts, "events.jsonl", None)?,
+        spawn(scratch.path(), 1, &hosts, "events.jsonl", None)?,
     ];
     let [first, second] = &mut children;
-    wait_for_first_scores(&scratch.0, &mut [first, second])?;
+    wait_for_first_scores(scratch.path(), &mut [first, second])?;
     // Only process 0 is told to stop: its source stops, process 1's reads to its end.
     let signal = Command::new("kill")
         .args(["-TERM", &children[0].id().to_string()])
@@ -366,8 +334,7 @@ fn a_bounded_run_stopped_in_one_process_fails_in_every_process() -> Result<()> {
     ensure!(signal.success(), "kill -TERM failed");
     let deadline = Instant::now() + Duration::from_secs(120);
     for (process, child) in children.iter_mut().enumerate() {
-        let status = wait(child, deadline)?;
-        let log = fs::read_to_string(scratch.0.join(format!("process-{process}.log")))?;
+        let (status, log) = finish(scratch.path(), process, child, deadline)?;
         ensure!(
             status.code() == Some(1),
             "process {process} exited with {status}, not 1:\n{log}"

@@ -9,7 +9,6 @@
 mod kafka;
 
 use std::fs;
-use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -17,11 +16,12 @@ use anyhow::{ensure, Context, Result};
 
 use kafka::{create_topic, produce, unique_topic};
 use weir::gen::{Clickstream, ClickstreamConfig};
+use weir_testkit::clickstream::{self, Topics};
+use weir_testkit::files::{scratch_dir, write_lines};
 
 #[test]
 fn sigterm_stops_the_job_cleanly() -> Result<()> {
-    let dir = std::env::temp_dir().join(unique_topic("weir-sigterm"));
-    fs::create_dir_all(&dir)?;
+    let dir = scratch_dir("sigterm");
     let (input, scores, dlq) = (
         unique_topic("term-clicks"),
         unique_topic("term-scores"),
@@ -39,21 +39,12 @@ fn sigterm_stops_the_job_cleanly() -> Result<()> {
     .map(|e| (e.key, e.payload))
     .collect();
     produce(&input, &events)?;
-    let template =
-        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml"))?;
-    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/model");
-    let text = template
-        .replace("\"127.0.0.1:9092\"", &format!("\"{}\"", kafka::brokers()))
-        .replace("topic = \"clicks\"", &format!("topic = \"{input}\""))
-        .replace("topic = \"scores\"", &format!("topic = \"{scores}\""))
-        .replace(
-            "dead_letter_topic = \"clicks-dlq\"",
-            &format!("dead_letter_topic = \"{dlq}\""),
-        )
-        .replace(
-            "path = \"../tests/fixtures/model\"",
-            &format!("path = \"{}\"", model.display()),
-        );
+    let topics = Topics {
+        input: &input,
+        scores: &scores,
+        dead_letters: &dlq,
+    };
+    let text = clickstream::kafka_job_text(&kafka::brokers(), &topics);
     let job = dir.join("job.toml");
     fs::write(&job, text)?;
     let log = dir.join("run.log");
@@ -111,23 +102,20 @@ fn terminate(child: &mut Child) -> Result<ExitStatus> {
 
 #[test]
 fn a_bounded_run_stopped_before_its_end_fails() -> Result<()> {
-    let dir = std::env::temp_dir().join(unique_topic("weir-sigterm-bounded"));
-    fs::create_dir_all(&dir)?;
+    let dir = scratch_dir("sigterm-bounded");
     // Far more than a debug build reads before the signal (~50 k records/s).
-    let lines: Vec<u8> = Clickstream::new(ClickstreamConfig {
+    let events = Clickstream::new(ClickstreamConfig {
         seed: 11,
         events: 1_000_000,
         users: 500,
         ..ClickstreamConfig::default()
-    })?
-    .flat_map(|e| e.payload.into_iter().chain(std::iter::once(b'\n')))
-    .collect();
+    })?;
     let input = dir.join("events.jsonl");
-    fs::write(&input, lines)?;
+    write_lines(&input, events.map(|e| e.payload))?;
     let (scores, stderr) = (dir.join("scores.jsonl"), dir.join("stderr.log"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .arg("run")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("clickstream.toml"))
+        .arg(clickstream::job_path())
         .arg("--input-file")
         .arg(&input)
         .arg("--output-file")
