@@ -60,6 +60,19 @@ fn commit(
     Ok(manifest)
 }
 
+/// Epoch 1 with every shard, epoch 2 rewriting the shards `second` and epoch 3 the shards
+/// `third`; their manifests.
+fn three_epochs(
+    store: &LocalDirStore,
+    second: &[u32],
+    third: &[u32],
+) -> anyhow::Result<[Manifest; 3]> {
+    let first = commit(store, 1, &[], None)?;
+    let second = commit(store, 2, second, Some(&first))?;
+    let third = commit(store, 3, third, Some(&second))?;
+    Ok([first, second, third])
+}
+
 fn whole() -> KeyGroupRange {
     KeyGroupRange { lo: 0, hi: G }
 }
@@ -81,9 +94,7 @@ fn restored(store: &LocalDirStore, manifest: &Manifest) -> anyhow::Result<Vec<Ve
 #[test]
 fn an_epoch_lists_unchanged_shards_from_earlier_epochs() -> anyhow::Result<()> {
     let (_dir, store) = store()?;
-    let first = commit(&store, 1, &[], None)?;
-    let second = commit(&store, 2, &[1], Some(&first))?;
-    let third = commit(&store, 3, &[2], Some(&second))?;
+    let [_, second, third] = three_epochs(&store, &[1], &[2])?;
     assert_eq!(second.written_here().count(), 1);
     assert_eq!(
         store.stored_files(Epoch(3))?.len(),
@@ -110,9 +121,7 @@ fn an_epoch_lists_unchanged_shards_from_earlier_epochs() -> anyhow::Result<()> {
 #[test]
 fn retention_keeps_files_that_kept_epochs_list() -> anyhow::Result<()> {
     let (_dir, store) = store()?;
-    let first = commit(&store, 1, &[], None)?;
-    let second = commit(&store, 2, &[1], Some(&first))?;
-    let third = commit(&store, 3, &[1, 2], Some(&second))?;
+    let [_, _, third] = three_epochs(&store, &[1], &[1, 2])?;
     let pruned = store.prune(1)?;
     assert_eq!(pruned.kept, [Epoch(3)]);
     assert_eq!(
@@ -150,9 +159,7 @@ fn retention_keeps_files_that_kept_epochs_list() -> anyhow::Result<()> {
 #[test]
 fn corruption_of_a_new_file_falls_back_and_of_a_shared_file_falls_further() -> anyhow::Result<()> {
     let (_dir, store) = store()?;
-    let first = commit(&store, 1, &[], None)?;
-    let second = commit(&store, 2, &[1], Some(&first))?;
-    commit(&store, 3, &[2], Some(&second))?;
+    three_epochs(&store, &[1], &[2])?;
     let flip = |epoch: u64| -> anyhow::Result<()> {
         let path = store.snapshot_location(Epoch(epoch), "window", whole());
         let mut bytes = fs::read(&path)?;

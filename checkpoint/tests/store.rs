@@ -5,7 +5,7 @@ mod common;
 
 use std::fs;
 
-use common::{payload, store, write_epoch, G};
+use common::{payload, store, two_epochs, write_epoch, G};
 use weir_checkpoint::{
     inspect, CheckpointError, Epoch, EpochStatus, KeyGroupRange, Manifest, SnapshotStore,
 };
@@ -59,9 +59,7 @@ fn empty_store_has_nothing_to_restore() -> anyhow::Result<()> {
 
 #[test]
 fn corrupt_byte_falls_back_to_previous_epoch() -> anyhow::Result<()> {
-    let (_dir, store) = store()?;
-    let older = write_epoch(&store, 1)?;
-    write_epoch(&store, 2)?;
+    let (_dir, store, older) = two_epochs()?;
     let path = window0(&store, 2);
     let mut bytes = fs::read(&path)?;
     let last = bytes.len() - 1;
@@ -78,9 +76,7 @@ fn corrupt_byte_falls_back_to_previous_epoch() -> anyhow::Result<()> {
 
 #[test]
 fn truncated_file_falls_back() -> anyhow::Result<()> {
-    let (_dir, store) = store()?;
-    let older = write_epoch(&store, 1)?;
-    write_epoch(&store, 2)?;
+    let (_dir, store, older) = two_epochs()?;
     let path = window0(&store, 2);
     let bytes = fs::read(&path)?;
     fs::write(&path, &bytes[..bytes.len() / 2])?;
@@ -95,9 +91,7 @@ fn truncated_file_falls_back() -> anyhow::Result<()> {
 
 #[test]
 fn missing_file_falls_back() -> anyhow::Result<()> {
-    let (_dir, store) = store()?;
-    let older = write_epoch(&store, 1)?;
-    write_epoch(&store, 2)?;
+    let (_dir, store, older) = two_epochs()?;
     fs::remove_file(window0(&store, 2))?;
     let err = store.verify_epoch(Epoch(2)).err();
     assert!(
@@ -110,9 +104,7 @@ fn missing_file_falls_back() -> anyhow::Result<()> {
 
 #[test]
 fn corrupt_manifest_falls_back() -> anyhow::Result<()> {
-    let (_dir, store) = store()?;
-    let older = write_epoch(&store, 1)?;
-    write_epoch(&store, 2)?;
+    let (_dir, store, older) = two_epochs()?;
     let path = store.manifest_path(Epoch(2));
     let text = fs::read_to_string(&path)?.replace("\"v3\"", "\"v4\"");
     fs::write(&path, text)?;

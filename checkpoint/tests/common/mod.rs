@@ -1,4 +1,5 @@
-//! Shared helpers of the checkpoint tests: a store in a temp dir and a 2-operator epoch.
+//! Shared helpers of the checkpoint tests: a store in a scratch dir, a 2-operator epoch and a
+//! store holding two of them.
 
 #![allow(dead_code)]
 
@@ -7,15 +8,25 @@ use std::collections::BTreeMap;
 use weir_checkpoint::{
     Epoch, KeyGroupRange, LocalDirStore, Manifest, SnapshotStore, SourceOffset, Watermark,
 };
+use weir_testkit::files::Scratch;
 
 /// Key groups of the test job.
 pub const G: u32 = 16;
 
-/// A fresh store in a temp dir (the dir lives as long as the returned guard).
-pub fn store() -> anyhow::Result<(tempfile::TempDir, LocalDirStore)> {
-    let dir = tempfile::tempdir()?;
+/// A fresh store in a scratch dir (the dir lives as long as the returned guard).
+pub fn store() -> anyhow::Result<(Scratch, LocalDirStore)> {
+    let dir = Scratch::new("checkpoint-store");
     let store = LocalDirStore::open(dir.path().join("ckpt"))?;
     Ok((dir, store))
+}
+
+/// A fresh store with epochs 1 and 2 committed, and epoch 1's manifest: what a restore falls
+/// back to once a test has damaged epoch 2.
+pub fn two_epochs() -> anyhow::Result<(Scratch, LocalDirStore, Manifest)> {
+    let (dir, store) = store()?;
+    let older = write_epoch(&store, 1)?;
+    write_epoch(&store, 2)?;
+    Ok((dir, store, older))
 }
 
 /// The payload instance `i` of `operator` writes at `epoch` (distinct per file and epoch).
