@@ -34,6 +34,8 @@ pub mod scored;
 mod sessions;
 mod slot;
 pub mod state_shards;
+#[cfg(test)]
+mod test_fixtures;
 mod update_plan;
 pub mod vocab;
 pub mod watermark;

@@ -3,8 +3,9 @@
 //!
 //! Rules (all times event time, per key; `gap` and `max_length` from the [`WindowSpec`]):
 //! - An event at `ts` spans `[ts, ts + gap)`. A session spans `[first ts, last ts + gap)`.
-//!   An event *touches* a session when the two spans overlap (`start < ts + gap` and
-//!   `ts < end`): events closer than `gap` belong together.
+//!   An event *touches* a session when the two spans overlap or meet (`start <= ts + gap`
+//!   and `ts <= end`): events at most `gap` apart belong together, as windows that touch
+//!   merge in Flink, Kafka Streams and Bytewax.
 //! - If the union of the event and every session it touches is at most `max_length` long,
 //!   those sessions merge into one (accumulators merged in start order, then the event
 //!   added). This is how an allowed-late event bridging two sessions joins them.
@@ -18,7 +19,8 @@
 //!   allowed-late event, or a merge with another) re-emits with `revision + 1` (the maximum of
 //!   the merged sessions' revisions, plus one) and its possibly new bounds, so its
 //!   `window_end` may differ from the superseded row's. It is dropped once
-//!   `watermark - allowed_lateness >= end`: no allowed record can touch it any more.
+//!   `watermark - allowed_lateness > end`: no allowed record (`ts >= watermark -
+//!   allowed_lateness`) can touch it any more.
 //! - Expiry (the state TTL, processing time) forgets a key's sessions but keeps each one's
 //!   span and last revision ([`ForgottenSessions`]) until the same horizon passes its end.
 //!   Every session that touches a forgotten one (whether or not `max_length` would have let
@@ -61,7 +63,7 @@ struct Forgotten {
 }
 
 /// The sessions expiry forgot that an allowed record may still touch, per key. Snapshots
-/// hold them beside the rest of the window state (`keyed_features::STATE_VERSION` 2).
+/// hold them beside the rest of the window state (since `keyed_features::STATE_VERSION` 2).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct ForgottenSessions {
     keys: HashMap<Key, Vec<Forgotten>, FastHash>,
@@ -75,28 +77,30 @@ impl ForgottenSessions {
         self.ends.insert((forgotten.end, key.clone()));
     }
 
-    /// The highest revision among `key`'s forgotten sessions that overlap `[start, end)`.
-    /// They stay until [`Self::drop_through`]: another session may touch them too.
+    /// The highest revision among `key`'s forgotten sessions that `[start, end)` touches
+    /// (overlaps or meets). They stay until [`Self::drop_before`]: another session may touch
+    /// them too.
     fn highest_touching(&self, key: &Key, start: EventTime, end: EventTime) -> Option<u32> {
         self.keys
             .get(key)?
             .iter()
-            .filter(|f| f.start < end && start < f.end)
+            .filter(|f| f.start <= end && start <= f.end)
             .map(|f| f.revision)
             .max()
     }
 
-    /// Drops the forgotten sessions ending at or before `horizon`; returns whether any went.
-    fn drop_through(&mut self, horizon: EventTime) -> bool {
+    /// Drops the forgotten sessions ending before `horizon` (a record at `horizon` still
+    /// touches one ending there); returns whether any went.
+    fn drop_before(&mut self, horizon: EventTime) -> bool {
         let mut changed = false;
         while let Some((end, key)) = self.ends.first().cloned() {
-            if end > horizon {
+            if end >= horizon {
                 break;
             }
             self.ends.pop_first();
             changed = true;
             if let Some(list) = self.keys.get_mut(&key) {
-                list.retain(|f| f.end > horizon);
+                list.retain(|f| f.end >= horizon);
                 if list.is_empty() {
                     self.keys.remove(&key);
                 }
@@ -154,6 +158,35 @@ impl SessionWindows {
         self.keys.values().map(|k| k.sessions.len()).sum()
     }
 
+    /// Merges each key's sessions that touch (one ends where the next starts), as
+    /// [`SessionWindows::apply`] would have, where the union stays within `max_length`:
+    /// state written while touching sessions stayed apart (window state format 3 and older)
+    /// then follows the current rule. A merged session changed, so it emits as a revision of
+    /// the ones it joins (like an event bridging them). Returns whether any merged.
+    pub(crate) fn merge_touching(&mut self, features: &FeatureSet) -> bool {
+        let mut merged = false;
+        for state in self.keys.values_mut() {
+            let sessions = &mut state.sessions;
+            let mut i = 0;
+            while i + 1 < sessions.len() {
+                let (a, b) = (&sessions[i], &sessions[i + 1]);
+                let union = (a.start.min(b.start), a.end.max(b.end));
+                if b.start <= a.end && union.1.saturating_sub(union.0) <= self.max_length {
+                    let next = sessions.remove(i + 1);
+                    let into = &mut sessions[i];
+                    into.slot.absorb(features, &next.slot);
+                    into.emitted = into.emitted.max(next.emitted);
+                    (into.start, into.end) = union;
+                    into.dirty = true;
+                    merged = true;
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        merged
+    }
+
     /// Applies one record (no allocation when it extends or lands in an existing session).
     #[inline]
     pub fn apply(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
@@ -167,7 +200,7 @@ impl SessionWindows {
         };
         let sessions = &mut state.sessions;
         let touched: SmallVec<[usize; 4]> = (0..sessions.len())
-            .filter(|&i| sessions[i].start < hi && lo < sessions[i].end)
+            .filter(|&i| sessions[i].start <= hi && lo <= sessions[i].end)
             .collect();
         let union = touched.iter().fold((lo, hi), |(s, e), &i| {
             (s.min(sessions[i].start), e.max(sessions[i].end))
@@ -235,7 +268,7 @@ impl SessionWindows {
     ) -> bool {
         let horizon = watermark.0.saturating_sub(allowed_lateness);
         let mut rows = Vec::new();
-        let mut changed = self.forgotten.drop_through(horizon);
+        let mut changed = self.forgotten.drop_before(horizon);
         while let Some((time, key)) = self.timers.first().cloned() {
             if time > watermark.0 {
                 break;
@@ -256,13 +289,14 @@ impl SessionWindows {
                     rows.push(s.slot.row(features, &key, bounds, revision, false));
                 }
             }
-            state.sessions.retain(|s| s.end > horizon);
-            // Next look: when a session closes, or when a fired one can be dropped.
+            state.sessions.retain(|s| s.end >= horizon);
+            // Next look: when a session closes, or when a fired one can be dropped (once the
+            // horizon is past its end).
             let next = state.sessions.iter().map(|s| {
                 if s.dirty {
                     s.end
                 } else {
-                    s.end.saturating_add(allowed_lateness)
+                    s.end.saturating_add(allowed_lateness).saturating_add(1)
                 }
             });
             match next.min() {
@@ -346,5 +380,71 @@ impl SessionWindows {
     /// Puts back the forgotten sessions of a snapshot.
     pub fn restore_forgotten(&mut self, forgotten: ForgottenSessions) {
         self.forgotten = forgotten;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Result;
+    use crate::test_fixtures::{count_feature, event};
+
+    fn rows(windows: &mut SessionWindows, features: &FeatureSet) -> Vec<(i64, i64, u32, u64)> {
+        let mut out = Vec::new();
+        windows.fire(features, Watermark::MAX, 0, &mut |r| {
+            out.push((r.window_start, r.window_end, r.revision, r.records))
+        });
+        out
+    }
+
+    #[test]
+    fn events_exactly_gap_apart_are_one_session() -> Result<()> {
+        let features = count_feature()?;
+        let mut windows = SessionWindows::new(10, 100);
+        // 10 is `gap` after 0; 20 comes last and is `gap` from both 10 and 30, so it bridges
+        // them; 41 is more than `gap` after 30: a session of its own.
+        for (seq, ts) in [0, 10, 30, 41, 20].into_iter().enumerate() {
+            windows.apply(&features, &event("k", ts), seq as u64);
+        }
+        assert_eq!(
+            rows(&mut windows, &features),
+            [(0, 40, 0, 4), (41, 51, 0, 1)]
+        );
+        Ok(())
+    }
+
+    /// State written while touching sessions stayed apart (format 3 and older) is merged into
+    /// what the current rule makes of the same events, as a revision of both.
+    #[test]
+    fn touching_sessions_of_old_state_merge_within_max_length() -> Result<()> {
+        let features = count_feature()?;
+        let mut windows = SessionWindows::new(10, 25);
+        windows.apply(&features, &event("k", 0), 0);
+        // The old rule's split of 0, 10 and 20: three sessions that touch.
+        let key = Key::from("k");
+        let state = windows.keys.get_mut(&key).expect("k has sessions");
+        state.sessions = [(0, 10), (10, 20), (20, 30)]
+            .into_iter()
+            .enumerate()
+            .map(|(seq, (start, end))| Session {
+                start,
+                end,
+                slot: Slot::new(&features, &event("k", start), seq as u64),
+                emitted: Some(0),
+                dirty: false,
+            })
+            .collect();
+        assert!(windows.merge_touching(&features));
+        // [0, 20) fits max_length 25; adding [20, 30) would make 30.
+        let spans: Vec<_> = windows.keys[&key]
+            .sessions
+            .iter()
+            .map(|s| (s.start, s.end, s.dirty, s.emitted))
+            .collect();
+        assert_eq!(spans, [(0, 20, true, Some(0)), (20, 30, false, Some(0))]);
+        assert!(!windows.merge_touching(&features), "nothing left to merge");
+        // The merged session emits as revision 1 of what it joins; the untouched one not at all.
+        assert_eq!(rows(&mut windows, &features), [(0, 20, 1, 2)]);
+        Ok(())
     }
 }

@@ -205,7 +205,7 @@ impl KeyedWindows {
     }
 
     /// The session windows' forgotten sessions, which snapshots hold beside this struct's
-    /// serialized form (`keyed_features::STATE_VERSION` 2); `None` for other window kinds.
+    /// serialized form (since `keyed_features::STATE_VERSION` 2); `None` for other window kinds.
     pub(crate) fn forgotten_sessions(&self) -> Option<&ForgottenSessions> {
         match &self.kind {
             Kind::Sessions(s) => Some(s.forgotten()),
@@ -221,6 +221,16 @@ impl KeyedWindows {
                 s.restore_forgotten(forgotten);
                 true
             }
+            Kind::Panes(_) | Kind::Range(_) => false,
+        }
+    }
+
+    /// Merges the session windows that touch (see `SessionWindows::merge_touching`): state
+    /// decoded from a snapshot written before touching sessions merged. Other kinds keep
+    /// their state.
+    pub(crate) fn merge_touching_sessions(&mut self, features: &FeatureSet) -> bool {
+        match &mut self.kind {
+            Kind::Sessions(s) => s.merge_touching(features),
             Kind::Panes(_) | Kind::Range(_) => false,
         }
     }

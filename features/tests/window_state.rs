@@ -366,14 +366,17 @@ fn allowed_late_event_bridging_two_fired_sessions_merges_them() {
     );
     assert!(same(&r.values[..3], &[4.0, 3.0, 8.0]), "{:?}", r.values);
     assert_eq!((r.first.offset, r.last.offset), (0, 3));
-    // Dropped once watermark - lateness reaches its end; then records for it are late.
+    // Kept while watermark - lateness is at its end: a record at 32 would still touch it.
     assert!(collect(&mut state, &features, Watermark(132)).is_empty());
+    assert_eq!(state.open_slots(), 1);
+    // Dropped once watermark - lateness passes its end; then records for it are late.
+    assert!(collect(&mut state, &features, Watermark(133)).is_empty());
     assert_eq!(state.open_slots(), 0);
-    let e = event("u", 31, "b", Some(5.0), 4);
+    let e = event("u", 32, "b", Some(5.0), 4);
     assert_eq!(
-        state.apply(&features, &e, Watermark(132)),
+        state.apply(&features, &e, Watermark(133)),
         Applied::Late {
-            watermark: Watermark(132)
+            watermark: Watermark(133)
         }
     );
 }
@@ -581,13 +584,16 @@ fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
     let rows = collect(&mut state, &features, Watermark(30));
     assert_eq!((rows[0].window_end, rows[0].revision), (22, 3));
 
-    // Once no allowed record can touch a forgotten session, it is dropped.
+    // Once no allowed record can touch a forgotten session, it is dropped: at watermark 122
+    // (horizon 22) a record at 22 would still touch the one ending at 22.
     state.expire(&features, 30_000, 5_000, |_| {});
     assert_eq!(state.forgotten_windows(), 3);
     collect(&mut state, &features, Watermark(122));
+    assert_eq!(state.forgotten_windows(), 1);
+    collect(&mut state, &features, Watermark(123));
     assert_eq!(state.forgotten_windows(), 0);
     let e = event("k", 25, "a", Some(5.0), 4);
-    assert_eq!(state.apply(&features, &e, Watermark(122)), Applied::Updated);
+    assert_eq!(state.apply(&features, &e, Watermark(123)), Applied::Updated);
     let rows = collect(&mut state, &features, Watermark(200));
     assert_eq!((rows[0].window_end, rows[0].revision), (35, 0));
 }
@@ -607,14 +613,14 @@ fn two_sessions_each_covering_part_of_a_forgotten_one_both_continue_its_revision
     );
     assert_eq!(state.expire(&features, 7_000, 5_000, |_| {}), 1);
 
-    // [98, 108) touches the forgotten [100, 118); so does [108, 118), which does not touch
-    // [98, 108) and ends where the forgotten session ended: it must not be (k, 118, 0) again.
+    // [97, 107) touches the forgotten [100, 118); so does [108, 118), which does not touch
+    // [97, 107) and ends where the forgotten session ended: it must not be (k, 118, 0) again.
     state.set_processing_time(8_000);
-    for (i, ts) in [98, 108].into_iter().enumerate() {
+    for (i, ts) in [97, 108].into_iter().enumerate() {
         let e = event("k", ts, "b", Some(2.0), 2 + i as i64);
         assert_eq!(state.apply(&features, &e, Watermark(118)), Applied::Updated);
     }
     let rows = collect(&mut state, &features, Watermark(118));
     let ends: Vec<(i64, u32)> = rows.iter().map(|r| (r.window_end, r.revision)).collect();
-    assert_eq!(ends, [(108, 1), (118, 1)]);
+    assert_eq!(ends, [(107, 1), (118, 1)]);
 }

@@ -114,14 +114,15 @@ fn same(a: &[f64], b: &[f64]) -> bool {
             .all(|(x, y)| (x.is_nan() && y.is_nan()) || x == y)
 }
 
-/// Naive sessions of one key's events: sorted by time, split where the next event is `gap`
-/// or more after the previous one, or would make the session longer than `max_length`.
+/// Naive sessions of one key's events: sorted by time, split where the next event is more
+/// than `gap` after the previous one (events exactly `gap` apart touch and stay together), or
+/// would make the session longer than `max_length`.
 fn naive_sessions(mut events: Vec<&Event>, gap: i64, max_length: i64) -> Vec<Vec<&Event>> {
     events.sort_by_key(|e| e.ts);
     let mut sessions: Vec<Vec<&Event>> = Vec::new();
     for e in events {
         match sessions.last_mut() {
-            Some(s) if e.ts - s[s.len() - 1].ts < gap && e.ts + gap - s[0].ts <= max_length => {
+            Some(s) if e.ts - s[s.len() - 1].ts <= gap && e.ts + gap - s[0].ts <= max_length => {
                 s.push(e)
             }
             _ => sessions.push(vec![e]),

@@ -117,7 +117,7 @@ pub enum Kind {
         max_length: i64,
     },
     /// Per-key sessions by the textbook greedy split, valid for streams in time order only:
-    /// an event extends the key's latest session when it is less than `gap` after the
+    /// an event extends the key's latest session when it is at most `gap` after the
     /// session's last event and the session stays within `max_length`, else it starts one.
     GreedySession {
         /// Inactivity gap, ms.
@@ -169,7 +169,8 @@ fn session_windows(events: &[Ev], gap: i64, max_length: i64) -> BTreeMap<WindowI
         let (lo, hi) = (e.ts, e.ts + gap);
         let mut touched: Vec<usize> = Vec::new();
         for (j, s) in sessions.iter().enumerate() {
-            if s.start < hi && lo < s.end {
+            // Touching spans (one ends where the other starts) merge too.
+            if s.start <= hi && lo <= s.end {
                 touched.push(j);
             }
         }
@@ -234,7 +235,7 @@ fn greedy_sessions(events: &[Ev], gap: i64, max_length: i64) -> BTreeMap<WindowI
         let e = &events[i];
         match &mut open {
             Some((key, start, last, members))
-                if *key == e.key && e.ts < *last + gap && e.ts + gap - *start <= max_length =>
+                if *key == e.key && e.ts <= *last + gap && e.ts + gap - *start <= max_length =>
             {
                 *last = e.ts;
                 members.push(i);

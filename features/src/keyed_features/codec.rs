@@ -23,7 +23,10 @@ use crate::window_state::KeyedWindows;
 ///   time for every window group ([`KeyActivity`]). Versions 1 and 2 kept one such table per
 ///   window group, inside each group's [`KeyedWindows`] (where version 3 writes empty ones);
 ///   decoding merges those into the one table.
-pub const STATE_VERSION: u32 = 3;
+/// - 4: as 3, written while session windows that touch (one ends where the next starts) merge.
+///   Decoding versions 1 to 3 merges each key's touching sessions first, so old state follows
+///   the current rule (a merged session emits as a revision of the ones it joins).
+pub const STATE_VERSION: u32 = 4;
 
 impl KeyedFeatures {
     /// The state as bytes (format [`STATE_VERSION`]).
@@ -76,7 +79,7 @@ impl KeyedFeatures {
         let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
         let (main, side) = match version {
             1 => (body, None),
-            2 | 3 => {
+            2..=4 => {
                 let (length, rest) = body.split_at_checked(8).ok_or_else(short)?;
                 let mut word = [0u8; 8];
                 word.copy_from_slice(length);
@@ -127,53 +130,24 @@ impl KeyedFeatures {
                 job.groups().len()
             )));
         }
+        if version < 4 {
+            for (windows, group) in state.states.iter_mut().zip(job.groups()) {
+                state.changed |= windows.merge_touching_sessions(&group.features);
+            }
+        }
         Ok(state)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-    use crate::aggregate::AggKind;
-    use crate::feature::{FeatureSet, FeatureSpec};
-    use crate::record::{Event, Value};
-    use crate::schema::{FieldDecl, FieldType, RecordSchema};
-    use crate::vocab::{Key, KeyGroup, SourcePosition, Watermark};
+    use crate::test_fixtures::{count_job, event};
+    use crate::vocab::Watermark;
     use crate::window::WindowSpec;
 
     fn job() -> Result<JobFeatures> {
-        let fields = BTreeMap::from([
-            ("k".to_owned(), FieldDecl::Type(FieldType::String)),
-            ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
-        ]);
-        let schema = RecordSchema::new(&fields, "k", "ts")?;
-        let count = FeatureSpec {
-            name: "n".to_owned(),
-            agg: AggKind::Count,
-            ..FeatureSpec::default()
-        };
-        let features = FeatureSet::compile(&[count], &schema)?;
-        Ok(JobFeatures::single(
-            WindowSpec::Tumbling { size: 1_000 },
-            features,
-        ))
-    }
-
-    fn event(key: &str, ts: i64) -> Event {
-        Event {
-            key: Key::from(key),
-            key_group: KeyGroup::of(key.as_bytes(), 16),
-            ts,
-            values: [Value::Str(Key::from(key)), Value::Num(ts as f64)]
-                .into_iter()
-                .collect(),
-            position: SourcePosition {
-                partition: 0,
-                offset: 0,
-            },
-        }
+        count_job(WindowSpec::Tumbling { size: 1_000 })
     }
 
     /// A version 2 snapshot kept each key's last-record time in its window group's own table;
