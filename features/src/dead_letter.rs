@@ -21,6 +21,10 @@ pub enum DeadLetterReason {
     Late,
     /// Inference failed for the feature vector built from this record's window.
     InferenceFailed,
+    /// The record's event time is more than `[watermark] max_future` ahead of the wall clock
+    /// (a broken device clock): it would move its partition's watermark past every later
+    /// record.
+    FutureTimestamp,
 }
 
 impl DeadLetterReason {
@@ -33,6 +37,7 @@ impl DeadLetterReason {
             DeadLetterReason::NonFinite => "non_finite",
             DeadLetterReason::Late => "late",
             DeadLetterReason::InferenceFailed => "inference_failed",
+            DeadLetterReason::FutureTimestamp => "future_timestamp",
         }
     }
 }

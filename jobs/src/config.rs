@@ -273,7 +273,11 @@ impl JobFile {
         };
         parallelism.validate(workers)?;
         let w = &self.watermark;
-        if w.max_out_of_orderness < 0 || w.idle_timeout <= 0 || w.allowed_lateness < 0 {
+        if w.max_out_of_orderness < 0
+            || w.idle_timeout <= 0
+            || w.allowed_lateness < 0
+            || w.max_future < 0
+        {
             bail!("[watermark] durations must be non-negative and idle_timeout positive");
         }
         if self.source.max_batch == 0 {
@@ -405,6 +409,7 @@ impl JobFile {
             max_batch: source.max_batch,
             max_out_of_orderness: self.watermark.max_out_of_orderness,
             idle_timeout: Duration::from_millis(self.watermark.idle_timeout.unsigned_abs()),
+            max_future: (self.watermark.max_future > 0).then_some(self.watermark.max_future),
         }
     }
 

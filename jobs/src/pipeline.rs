@@ -245,6 +245,7 @@ impl JobPlan {
             key_groups: self.job.runtime.key_groups,
             source_name: self.job.source.name.clone(),
             metrics: self.metrics.clone(),
+            max_future_ms: self.job.source.max_future,
         }
     }
 
@@ -288,6 +289,7 @@ impl JobPlan {
             stage,
             key_groups: runtime.key_groups,
             decoder: JsonDecoder::new(self.job.schema.clone()),
+            max_future_ms: source.max_future,
             max_out_of_orderness_ms: source.max_out_of_orderness,
             idle_timeout_ms: millis(source.idle_timeout),
             max_batch: source.max_batch,

@@ -144,6 +144,11 @@ pub struct WatermarkSection {
     /// Records this far behind the watermark still update (and re-emit) their window.
     #[serde(with = "duration_ms")]
     pub allowed_lateness: i64,
+    /// Records whose event time is more than this ahead of the wall clock are dead letters
+    /// (`future_timestamp`) and never move a watermark; `"0s"` turns the check off. The
+    /// default, 1 h, is Kafka's broker-side `log.message.timestamp.after.max.ms`.
+    #[serde(with = "duration_ms")]
+    pub max_future: i64,
 }
 
 impl Default for WatermarkSection {
@@ -152,6 +157,7 @@ impl Default for WatermarkSection {
             max_out_of_orderness: 5_000,
             idle_timeout: 30_000,
             allowed_lateness: 0,
+            max_future: 3_600_000,
         }
     }
 }

@@ -23,6 +23,8 @@ pub struct SourcePlan {
     pub max_out_of_orderness: EventTime,
     /// A caught-up partition quiet for this long stops holding the watermark.
     pub idle_timeout: Duration,
+    /// Event times more than this ahead of the wall clock are dead letters (`None`: off).
+    pub max_future: Option<EventTime>,
 }
 
 /// Where the records come from.

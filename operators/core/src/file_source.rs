@@ -188,7 +188,7 @@ impl SourceReader for FileReader {
                     timestamp: None,
                     key: None,
                 };
-                match self.decoder.push(record, events, dead) {
+                match self.decoder.push(record, now_ms, events, dead) {
                     Some(ts) => self.watermarks.observe(file.partition, ts, now_ms),
                     None => self.watermarks.touch(file.partition, now_ms),
                 }

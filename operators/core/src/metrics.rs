@@ -57,7 +57,7 @@ pub struct JobMetrics {
     pub lag_episodes: AtomicU64,
     /// Checkpoint epochs committed (manifests written).
     pub checkpoints_committed: AtomicU64,
-    dead_letters: [AtomicU64; 6],
+    dead_letters: [AtomicU64; 7],
     /// Late records by source partition (DESIGN.md §2: "counted per partition").
     late_by_partition: Mutex<BTreeMap<i32, u64>>,
     latency_us: Mutex<Option<Histogram<u64>>>,
@@ -71,16 +71,18 @@ fn reason_index(reason: DeadLetterReason) -> usize {
         DeadLetterReason::NonFinite => 3,
         DeadLetterReason::Late => 4,
         DeadLetterReason::InferenceFailed => 5,
+        DeadLetterReason::FutureTimestamp => 6,
     }
 }
 
-const REASONS: [DeadLetterReason; 6] = [
+const REASONS: [DeadLetterReason; 7] = [
     DeadLetterReason::Malformed,
     DeadLetterReason::MissingField,
     DeadLetterReason::WrongType,
     DeadLetterReason::NonFinite,
     DeadLetterReason::Late,
     DeadLetterReason::InferenceFailed,
+    DeadLetterReason::FutureTimestamp,
 ];
 
 impl JobMetrics {

@@ -54,6 +54,10 @@ pub struct RecordDecoder {
     pub source_name: String,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
+    /// Records whose event time is more than this many ms ahead of the wall clock are dead
+    /// letters (`future_timestamp`) and never move a watermark (`[watermark] max_future`;
+    /// `None`: no limit).
+    pub max_future_ms: Option<i64>,
 }
 
 /// One raw record as read from a source.
@@ -70,11 +74,13 @@ pub struct RawRecord<'a> {
 }
 
 impl RecordDecoder {
-    /// Decodes `record` into `events` or `dead`; returns the event time when it decoded.
+    /// Decodes `record`, read at wall-clock time `now_ms`, into `events` or `dead`; returns the
+    /// event time when it decoded into an event.
     #[inline]
     pub fn push(
         &self,
         record: RawRecord<'_>,
+        now_ms: u64,
         events: &mut Vec<Event>,
         dead: &mut Vec<DeadLetter>,
     ) -> Option<EventTime> {
@@ -89,6 +95,7 @@ impl RecordDecoder {
                 message: TOMBSTONE.to_owned(),
             }),
         };
+        let decoded = decoded.and_then(|d| self.check_future(d.ts, now_ms).map(|()| d));
         match decoded {
             Ok(decoded) => {
                 JobMetrics::add(&self.metrics.events_in, 1);
@@ -116,6 +123,25 @@ impl RecordDecoder {
                 None
             }
         }
+    }
+
+    /// Refuses an event time more than `max_future_ms` ahead of `now_ms`.
+    #[inline]
+    fn check_future(&self, ts: EventTime, now_ms: u64) -> Result<(), DecodeError> {
+        let Some(max_future) = self.max_future_ms else {
+            return Ok(());
+        };
+        let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+        let ahead = ts.saturating_sub(now);
+        if ahead <= max_future {
+            return Ok(());
+        }
+        Err(DecodeError {
+            reason: DeadLetterReason::FutureTimestamp,
+            message: format!(
+                "event time {ts} is {ahead} ms ahead of the wall clock ({now}), more than [watermark] max_future ({max_future} ms); it would hold back every later record of its partition"
+            ),
+        })
     }
 }
 
@@ -159,8 +185,12 @@ mod tests {
             key_groups: 16,
             source_name: "clicks".to_owned(),
             metrics: Arc::new(JobMetrics::default()),
+            max_future_ms: Some(3_600_000),
         }
     }
+
+    /// The wall clock the tests decode at (Unix ms).
+    const NOW: u64 = 1_767_225_600_000;
 
     fn record(payload: Option<&[u8]>) -> RawRecord<'_> {
         RawRecord {
@@ -178,7 +208,10 @@ mod tests {
     fn a_tombstone_is_a_dead_letter_that_says_so() {
         let (mut events, mut dead) = (Vec::new(), Vec::new());
         let decoder = decoder();
-        assert_eq!(decoder.push(record(None), &mut events, &mut dead), None);
+        assert_eq!(
+            decoder.push(record(None), NOW, &mut events, &mut dead),
+            None
+        );
         assert!(events.is_empty());
         assert_eq!(dead.len(), 1);
         assert_eq!(dead[0].reason, DeadLetterReason::Malformed);
@@ -191,13 +224,53 @@ mod tests {
     #[test]
     fn an_empty_payload_is_malformed_json_not_a_tombstone() {
         let (mut events, mut dead) = (Vec::new(), Vec::new());
-        decoder().push(record(Some(b"")), &mut events, &mut dead);
+        decoder().push(record(Some(b"")), NOW, &mut events, &mut dead);
         assert_eq!(dead.len(), 1);
         assert_ne!(dead[0].error, TOMBSTONE);
         let good = br#"{"user":"u1","ts":5}"#;
         assert_eq!(
-            decoder().push(record(Some(good)), &mut events, &mut dead),
+            decoder().push(record(Some(good)), NOW, &mut events, &mut dead),
             Some(5)
         );
+    }
+
+    #[test]
+    fn an_event_time_too_far_ahead_of_the_wall_clock_is_a_dead_letter() {
+        let (mut events, mut dead) = (Vec::new(), Vec::new());
+        let decoder = decoder();
+        let at = |ts: u64| format!(r#"{{"user":"u1","ts":{ts}}}"#);
+        let (limit, over) = (at(NOW + 3_600_000), at(NOW + 3_600_001));
+        let limit = decoder.push(record(Some(limit.as_bytes())), NOW, &mut events, &mut dead);
+        assert_eq!(
+            limit,
+            Some((NOW + 3_600_000) as i64),
+            "exactly max_future ahead is fine"
+        );
+        let pushed = decoder.push(record(Some(over.as_bytes())), NOW, &mut events, &mut dead);
+        assert_eq!(pushed, None, "it must not reach the watermark");
+        assert_eq!(events.len(), 1);
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].reason, DeadLetterReason::FutureTimestamp);
+        assert_eq!(dead[0].reason.as_str(), "future_timestamp");
+        assert!(
+            dead[0].error.contains("3600001 ms ahead") && dead[0].error.contains("max_future"),
+            "{}",
+            dead[0].error
+        );
+        assert_eq!(dead[0].raw, over.as_bytes());
+        let counted = decoder.metrics.dead_letters_by_reason();
+        assert!(
+            counted.contains(&(DeadLetterReason::FutureTimestamp, 1)),
+            "{counted:?}"
+        );
+        // Off: any event time is an event.
+        let off = RecordDecoder {
+            max_future_ms: None,
+            ..decoder.clone()
+        };
+        let far = at(NOW * 2);
+        assert!(off
+            .push(record(Some(far.as_bytes())), NOW, &mut events, &mut dead)
+            .is_some());
     }
 }

@@ -63,6 +63,8 @@ pub struct KafkaSourceConfig {
     pub key_groups: u32,
     /// Payload decoder.
     pub decoder: JsonDecoder,
+    /// Event times further ahead of the wall clock are dead letters (`RecordDecoder`).
+    pub max_future_ms: Option<i64>,
     /// Bounded out-of-orderness of event time.
     pub max_out_of_orderness_ms: i64,
     /// How long a caught-up partition must be quiet to stop holding the watermark.
@@ -297,6 +299,7 @@ impl Reader {
             key_groups: config.key_groups,
             source_name: config.topic.clone(),
             metrics: config.metrics.clone(),
+            max_future_ms: config.max_future_ms,
         };
         let watch = match config.partition_discovery_ms {
             Some(every) if !config.bounded => Some(PartitionWatch::start(WatchConfig {
@@ -400,7 +403,7 @@ fn handle(
         timestamp: message.timestamp().to_millis(),
         key: message.key(),
     };
-    match decoder.push(record, events, dead) {
+    match decoder.push(record, now_ms, events, dead) {
         Some(ts) => watermarks.observe(partition, ts, now_ms),
         None => watermarks.touch(partition, now_ms),
     }

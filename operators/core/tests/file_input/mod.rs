@@ -52,6 +52,8 @@ pub fn file_config(
             key_groups: 16,
             source_name: source_name.to_owned(),
             metrics: metrics.clone(),
+            // The job file's default, `[watermark] max_future = "1h"`.
+            max_future_ms: Some(3_600_000),
         },
         max_out_of_orderness_ms: 0,
         max_batch: 64,
