@@ -280,20 +280,17 @@ impl JobPlan {
     }
 
     fn kafka_source_config(&self, kafka: &KafkaInput, stage: SourceStage) -> KafkaSourceConfig {
-        let (runtime, source) = (&self.job.runtime, &self.job.source);
+        let source = &self.job.source;
         KafkaSourceConfig {
             topic: kafka.topic.clone(),
             properties: kafka.properties.clone(),
             start: kafka.start,
             bounded: source.bounded,
             stage,
-            key_groups: runtime.key_groups,
-            decoder: JsonDecoder::new(self.job.schema.clone()),
-            max_future_ms: source.max_future,
+            decoder: self.record_decoder(),
             max_out_of_orderness_ms: source.max_out_of_orderness,
             idle_timeout_ms: millis(source.idle_timeout),
             max_batch: source.max_batch,
-            metrics: self.metrics.clone(),
             resume: self.resume(),
             partition_discovery_ms: kafka.partition_discovery.map(millis),
         }

@@ -8,7 +8,6 @@
 //! ([`crate::partition_watch`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -20,12 +19,10 @@ use timely::dataflow::Scope;
 
 use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
-use weir_features::decode::JsonDecoder;
 use weir_features::record::Event;
 use weir_features::vocab::{SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 use weir_operators::clock::unix_ms;
-use weir_operators::metrics::JobMetrics;
 use weir_operators::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
 use weir_operators::source_operator::{build_placed_source, SourceReader, SourceStage};
 
@@ -59,20 +56,14 @@ pub struct KafkaSourceConfig {
     /// source ends without declaring the end of input, so open windows are not flushed as if
     /// the input were complete.
     pub stage: SourceStage,
-    /// Key groups of the job.
-    pub key_groups: u32,
-    /// Payload decoder.
-    pub decoder: JsonDecoder,
-    /// Event times further ahead of the wall clock are dead letters (`RecordDecoder`).
-    pub max_future_ms: Option<i64>,
+    /// Decoding of payloads into events or dead letters (the same as the file source's).
+    pub decoder: RecordDecoder,
     /// Bounded out-of-orderness of event time.
     pub max_out_of_orderness_ms: i64,
     /// How long a caught-up partition must be quiet to stop holding the watermark.
     pub idle_timeout_ms: u64,
     /// Records read per activation at most (keeps ticks and other operators moving).
     pub max_batch: usize,
-    /// Counters.
-    pub metrics: Arc<JobMetrics>,
     /// Where to resume, per partition, from a checkpoint. Without a checkpoint partitions
     /// start at `start`; when restoring, a partition the checkpoint lacks was added to the
     /// topic after it was taken and starts at its earliest offset.
@@ -294,13 +285,7 @@ impl Reader {
             resumed = ?next_offsets,
             "source instance assigned"
         );
-        let decoder = RecordDecoder {
-            decoder: config.decoder.clone(),
-            key_groups: config.key_groups,
-            source_name: config.topic.clone(),
-            metrics: config.metrics.clone(),
-            max_future_ms: config.max_future_ms,
-        };
+        let decoder = config.decoder.clone();
         let watch = match config.partition_discovery_ms {
             Some(every) if !config.bounded => Some(PartitionWatch::start(WatchConfig {
                 topic: config.topic.clone(),
