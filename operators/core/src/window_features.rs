@@ -122,7 +122,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             config.metrics.clone(),
         );
         if let Some(instance) = instance {
-            restore_state(&config, instance, &mut window)?;
+            restore_state(&config, (instance, range), &mut window)?;
         }
         let worker = self.scope().worker();
         let mut builder = OperatorBuilder::new("WindowFeatures".to_owned(), self.scope());
@@ -259,7 +259,7 @@ fn stash_entry<'a>(
 /// overlaps its key-group range.
 fn restore_state(
     config: &WindowConfig,
-    instance: usize,
+    (instance, range): (usize, KeyGroupRange),
     window: &mut WindowInstance,
 ) -> Result<()> {
     let checkpoints = &config.checkpoints;
@@ -274,7 +274,6 @@ fn restore_state(
         window.restore(range, bytes, now_ms, watermark)
     })?;
     if let Some(manifest) = checkpoints.restore.as_ref().filter(|_| restored) {
-        let range = KeyGroupRange::of_instance(instance, config.parallelism, config.key_groups);
         tracing::info!(
             epoch = manifest.epoch.0,
             lo = range.lo,
