@@ -25,6 +25,12 @@ pub enum DeadLetterReason {
     /// (a broken device clock): it would move its partition's watermark past every later
     /// record.
     FutureTimestamp,
+    /// The record's key or whole payload is over the source's `max_key_bytes` /
+    /// `max_record_bytes`: an output built from it could exceed what the broker accepts.
+    Oversize,
+    /// The broker refused a score or dead letter built from this record for good (too large,
+    /// invalid); retriable errors are retried and never end here.
+    Undeliverable,
 }
 
 impl DeadLetterReason {
@@ -38,8 +44,23 @@ impl DeadLetterReason {
             DeadLetterReason::Late => "late",
             DeadLetterReason::InferenceFailed => "inference_failed",
             DeadLetterReason::FutureTimestamp => "future_timestamp",
+            DeadLetterReason::Oversize => "oversize",
+            DeadLetterReason::Undeliverable => "undeliverable",
         }
     }
+
+    /// Every reason, in declaration order (`reason as usize` indexes this list).
+    pub const ALL: [DeadLetterReason; 9] = [
+        DeadLetterReason::Malformed,
+        DeadLetterReason::MissingField,
+        DeadLetterReason::WrongType,
+        DeadLetterReason::NonFinite,
+        DeadLetterReason::Late,
+        DeadLetterReason::InferenceFailed,
+        DeadLetterReason::FutureTimestamp,
+        DeadLetterReason::Oversize,
+        DeadLetterReason::Undeliverable,
+    ];
 }
 
 /// A record that could not be used.
@@ -60,4 +81,16 @@ pub struct DeadLetter {
     pub key: Option<Vec<u8>>,
     /// The original payload, byte for byte.
     pub raw: Vec<u8>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeadLetterReason;
+
+    #[test]
+    fn all_lists_every_reason_at_its_discriminant() {
+        for (index, reason) in DeadLetterReason::ALL.iter().enumerate() {
+            assert_eq!(*reason as usize, index, "{}", reason.as_str());
+        }
+    }
 }

@@ -57,33 +57,11 @@ pub struct JobMetrics {
     pub lag_episodes: AtomicU64,
     /// Checkpoint epochs committed (manifests written).
     pub checkpoints_committed: AtomicU64,
-    dead_letters: [AtomicU64; 7],
+    dead_letters: [AtomicU64; DeadLetterReason::ALL.len()],
     /// Late records by source partition (DESIGN.md §2: "counted per partition").
     late_by_partition: Mutex<BTreeMap<i32, u64>>,
     latency_us: Mutex<Option<Histogram<u64>>>,
 }
-
-fn reason_index(reason: DeadLetterReason) -> usize {
-    match reason {
-        DeadLetterReason::Malformed => 0,
-        DeadLetterReason::MissingField => 1,
-        DeadLetterReason::WrongType => 2,
-        DeadLetterReason::NonFinite => 3,
-        DeadLetterReason::Late => 4,
-        DeadLetterReason::InferenceFailed => 5,
-        DeadLetterReason::FutureTimestamp => 6,
-    }
-}
-
-const REASONS: [DeadLetterReason; 7] = [
-    DeadLetterReason::Malformed,
-    DeadLetterReason::MissingField,
-    DeadLetterReason::WrongType,
-    DeadLetterReason::NonFinite,
-    DeadLetterReason::Late,
-    DeadLetterReason::InferenceFailed,
-    DeadLetterReason::FutureTimestamp,
-];
 
 impl JobMetrics {
     /// Counts one instance's snapshot of an epoch: `files` files of `bytes` in all, encoded on
@@ -114,19 +92,14 @@ impl JobMetrics {
 
     /// Counts a dead letter by reason.
     pub fn dead_letter(&self, reason: DeadLetterReason) {
-        self.dead_letters[reason_index(reason)].fetch_add(1, Ordering::Relaxed);
+        self.dead_letters[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Dead letters produced so far, by reason (non-zero only).
     pub fn dead_letters_by_reason(&self) -> Vec<(DeadLetterReason, u64)> {
-        REASONS
+        DeadLetterReason::ALL
             .iter()
-            .map(|r| {
-                (
-                    *r,
-                    self.dead_letters[reason_index(*r)].load(Ordering::Relaxed),
-                )
-            })
+            .map(|r| (*r, self.dead_letters[*r as usize].load(Ordering::Relaxed)))
             .filter(|(_, n)| *n > 0)
             .collect()
     }
