@@ -17,6 +17,7 @@ use weir_features::job_features::Trigger;
 use weir_features::schema::RecordSchema;
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
 use weir_features::window::WindowSpec;
+use weir_operators::source::RecordLimits;
 use weir_operators::{Placement, StageParallelism};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -283,6 +284,9 @@ impl JobFile {
         if self.source.max_batch == 0 {
             bail!("[source] max_batch must be at least 1");
         }
+        if self.source.max_key_bytes == 0 || self.source.max_record_bytes == 0 {
+            bail!("[source] max_key_bytes and max_record_bytes must be at least 1");
+        }
         // The CPU budget is per process: each has `runtime.workers` threads and its share of
         // the score instances.
         let placement = Placement::new(workers, runtime.processes);
@@ -410,6 +414,10 @@ impl JobFile {
             max_out_of_orderness: self.watermark.max_out_of_orderness,
             idle_timeout: Duration::from_millis(self.watermark.idle_timeout.unsigned_abs()),
             max_future: (self.watermark.max_future > 0).then_some(self.watermark.max_future),
+            limits: RecordLimits {
+                max_key_bytes: source.max_key_bytes,
+                max_record_bytes: source.max_record_bytes,
+            },
         }
     }
 

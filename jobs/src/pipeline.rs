@@ -246,6 +246,7 @@ impl JobPlan {
             source_name: self.job.source.name.clone(),
             metrics: self.metrics.clone(),
             max_future_ms: self.job.source.max_future,
+            limits: self.job.source.limits,
         }
     }
 

@@ -13,6 +13,7 @@ use weir_features::duration_ms;
 use weir_features::schema::FieldDecl;
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
 use weir_kafka::StartFrom;
+use weir_operators::source::RecordLimits;
 
 /// `[runtime]`.
 #[derive(Clone, Debug, Deserialize)]
@@ -109,6 +110,13 @@ pub struct SourceSection {
     /// Records read per source activation at most.
     #[serde(default = "default_max_batch")]
     pub max_batch: usize,
+    /// Largest decoded entity key in bytes; longer keys are `oversize` dead letters.
+    #[serde(default = "default_max_key_bytes")]
+    pub max_key_bytes: usize,
+    /// Largest record (source key plus payload) in bytes; larger ones are `oversize` dead
+    /// letters.
+    #[serde(default = "default_max_record_bytes")]
+    pub max_record_bytes: usize,
     /// Declared fields: `name = "type"` or `name = { type = "...", required = false }`.
     pub fields: BTreeMap<String, FieldDecl>,
     /// Consumer-only librdkafka properties, on top of `[kafka]`.
@@ -129,6 +137,14 @@ fn default_partition_discovery() -> i64 {
 
 fn default_max_batch() -> usize {
     4096
+}
+
+fn default_max_key_bytes() -> usize {
+    RecordLimits::DEFAULT_MAX_KEY_BYTES
+}
+
+fn default_max_record_bytes() -> usize {
+    RecordLimits::DEFAULT_MAX_RECORD_BYTES
 }
 
 /// `[watermark]`.

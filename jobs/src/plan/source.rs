@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use weir_features::vocab::EventTime;
 use weir_kafka::StartFrom;
+use weir_operators::source::RecordLimits;
 
 /// `[source]` and `[watermark]` as the source operators use them.
 #[derive(Clone, Debug)]
@@ -25,6 +26,8 @@ pub struct SourcePlan {
     pub idle_timeout: Duration,
     /// Event times more than this ahead of the wall clock are dead letters (`None`: off).
     pub max_future: Option<EventTime>,
+    /// Largest key and record accepted at decode.
+    pub limits: RecordLimits,
 }
 
 /// Where the records come from.

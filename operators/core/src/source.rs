@@ -58,6 +58,68 @@ pub struct RecordDecoder {
     /// letters (`future_timestamp`) and never move a watermark (`[watermark] max_future`;
     /// `None`: no limit).
     pub max_future_ms: Option<i64>,
+    /// Largest key and record accepted (`[source] max_key_bytes`, `max_record_bytes`).
+    pub limits: RecordLimits,
+}
+
+/// Size limits checked at decode: a record over either is an `oversize` dead letter, so no
+/// score or state built from it can exceed what the broker or the job can carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordLimits {
+    /// Bytes of the decoded entity key (the key of every score and state entry built from it).
+    pub max_key_bytes: usize,
+    /// Bytes of the record as stored: its source key plus its payload.
+    pub max_record_bytes: usize,
+}
+
+impl RecordLimits {
+    /// Default key limit: 4 KiB, far above any id, far below a Kafka message.
+    pub const DEFAULT_MAX_KEY_BYTES: usize = 4 * 1024;
+    /// Default record limit: 1 MiB, Kafka's default `message.max.bytes`.
+    pub const DEFAULT_MAX_RECORD_BYTES: usize = 1024 * 1024;
+
+    /// Refuses a record whose key plus payload is over `max_record_bytes`.
+    #[inline]
+    fn check_record(&self, record: &RawRecord<'_>) -> Result<(), DecodeError> {
+        let key = record.key.map_or(0, <[u8]>::len);
+        let payload = record.payload.map_or(0, <[u8]>::len);
+        if key + payload <= self.max_record_bytes {
+            return Ok(());
+        }
+        Err(DecodeError {
+            reason: DeadLetterReason::Oversize,
+            message: format!(
+                "record of {} bytes (key {key}, payload {payload}) is over [source] max_record_bytes ({})",
+                key + payload,
+                self.max_record_bytes
+            ),
+        })
+    }
+
+    /// Refuses a decoded entity key over `max_key_bytes`.
+    #[inline]
+    fn check_key(&self, key: &str) -> Result<(), DecodeError> {
+        if key.len() <= self.max_key_bytes {
+            return Ok(());
+        }
+        Err(DecodeError {
+            reason: DeadLetterReason::Oversize,
+            message: format!(
+                "key of {} bytes is over [source] max_key_bytes ({}); every score of it would carry it",
+                key.len(),
+                self.max_key_bytes
+            ),
+        })
+    }
+}
+
+impl Default for RecordLimits {
+    fn default() -> Self {
+        RecordLimits {
+            max_key_bytes: Self::DEFAULT_MAX_KEY_BYTES,
+            max_record_bytes: Self::DEFAULT_MAX_RECORD_BYTES,
+        }
+    }
 }
 
 /// One raw record as read from a source.
@@ -88,14 +150,21 @@ impl RecordDecoder {
         // A tombstone (null payload: a delete in a compacted topic) is not an event. Its dead
         // letter has an empty payload, not a null one: a null record in a compacted
         // dead-letter topic would delete the earlier letters of its key.
-        let decoded = match record.payload {
-            Some(payload) => self.decoder.decode(payload),
-            None => Err(DecodeError {
-                reason: DeadLetterReason::Malformed,
-                message: TOMBSTONE.to_owned(),
-            }),
-        };
-        let decoded = decoded.and_then(|d| self.check_future(d.ts, now_ms).map(|()| d));
+        let decoded = self
+            .limits
+            .check_record(&record)
+            .and_then(|()| match record.payload {
+                Some(payload) => self.decoder.decode(payload),
+                None => Err(DecodeError {
+                    reason: DeadLetterReason::Malformed,
+                    message: TOMBSTONE.to_owned(),
+                }),
+            });
+        let decoded = decoded.and_then(|d| {
+            self.limits.check_key(&d.key)?;
+            self.check_future(d.ts, now_ms)?;
+            Ok(d)
+        });
         match decoded {
             Ok(decoded) => {
                 JobMetrics::add(&self.metrics.events_in, 1);
@@ -186,6 +255,10 @@ mod tests {
             source_name: "clicks".to_owned(),
             metrics: Arc::new(JobMetrics::default()),
             max_future_ms: Some(3_600_000),
+            limits: RecordLimits {
+                max_key_bytes: 8,
+                max_record_bytes: 64,
+            },
         }
     }
 
@@ -272,5 +345,59 @@ mod tests {
         assert!(off
             .push(record(Some(far.as_bytes())), NOW, &mut events, &mut dead)
             .is_some());
+    }
+
+    #[test]
+    fn a_key_or_record_over_its_limit_is_an_oversize_dead_letter_with_its_bytes() {
+        let (mut events, mut dead) = (Vec::new(), Vec::new());
+        let decoder = decoder();
+        let with_user = |user: &str| format!(r#"{{"user":"{user}","ts":5}}"#);
+        // Exactly at the limits (8-byte key; 2-byte source key + 62-byte payload) is fine.
+        let at_key = with_user("12345678");
+        assert!(decoder
+            .push(record(Some(at_key.as_bytes())), NOW, &mut events, &mut dead)
+            .is_some());
+        let at_record = format!(r#"{{"user":"u1","ts":5,"pad":"{}"}}"#, "x".repeat(33));
+        assert_eq!(at_record.len(), 62);
+        assert!(decoder
+            .push(
+                record(Some(at_record.as_bytes())),
+                NOW,
+                &mut events,
+                &mut dead
+            )
+            .is_some());
+        assert!(dead.is_empty(), "{dead:?}");
+
+        let long_key = with_user("123456789");
+        let long_record = format!(r#"{{"user":"u1","ts":5,"pad":"{}"}}"#, "x".repeat(34));
+        for raw in [&long_key, &long_record] {
+            let pushed = decoder.push(record(Some(raw.as_bytes())), NOW, &mut events, &mut dead);
+            assert_eq!(
+                pushed, None,
+                "an oversize record never reaches the watermark"
+            );
+        }
+        assert_eq!(events.len(), 2);
+        assert_eq!(dead.len(), 2);
+        assert!(dead.iter().all(|d| d.reason == DeadLetterReason::Oversize));
+        assert!(
+            dead[0].error.contains("max_key_bytes (8)"),
+            "{}",
+            dead[0].error
+        );
+        assert!(
+            dead[1].error.contains("max_record_bytes (64)"),
+            "{}",
+            dead[1].error
+        );
+        assert_eq!(dead[0].raw, long_key.as_bytes());
+        assert_eq!(dead[1].raw, long_record.as_bytes());
+        assert_eq!(dead[1].key.as_deref(), Some(&b"u1"[..]));
+        let counted = decoder.metrics.dead_letters_by_reason();
+        assert!(
+            counted.contains(&(DeadLetterReason::Oversize, 2)),
+            "{counted:?}"
+        );
     }
 }

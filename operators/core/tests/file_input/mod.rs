@@ -13,7 +13,7 @@ use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::epochs::EpochClock;
 use weir_operators::file_source::FileSourceConfig;
 use weir_operators::metrics::JobMetrics;
-use weir_operators::source::RecordDecoder;
+use weir_operators::source::{RecordDecoder, RecordLimits};
 use weir_operators::source_operator::{Pacing, SourceStage};
 use weir_operators::Placement;
 use weir_testkit::schema::schema;
@@ -54,6 +54,7 @@ pub fn file_config(
             metrics: metrics.clone(),
             // The job file's default, `[watermark] max_future = "1h"`.
             max_future_ms: Some(3_600_000),
+            limits: RecordLimits::default(),
         },
         max_out_of_orderness_ms: 0,
         max_batch: 64,
