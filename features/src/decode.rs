@@ -71,6 +71,13 @@ impl JsonDecoder {
         };
         let parsed = seed.deserialize(&mut de).and_then(|()| de.end());
         if let Err(err) = parsed {
+            // A field error stops the decoder where it is; bytes that are not JSON further on
+            // make the record malformed all the same (checked only on this path).
+            if reason.get().is_some() {
+                if let Err(syntax) = serde_json::from_str::<IgnoredAny>(text) {
+                    return Err(classify(&syntax, None));
+                }
+            }
             return Err(classify(&err, reason.get()));
         }
         self.finish(values)

@@ -117,6 +117,28 @@ fn truncated_payload() -> TestResult {
     expect_reason(cut, DeadLetterReason::Malformed, "EOF")
 }
 
+/// Found by `fuzz/fuzz_targets/json_decoder.rs`: a field error used to stop the decoder
+/// before the syntax error after it, so bytes that are not JSON were called `wrong_type`.
+#[test]
+fn a_field_error_before_a_syntax_error_is_still_malformed() -> TestResult {
+    expect_reason(
+        br#"{"user":"u1","ts":170001700000000000,"dwell":3.5,"n":2,"flag":tkind":"view"}"#,
+        DeadLetterReason::Malformed,
+        "expected ident",
+    )?;
+    expect_reason(
+        br#"{"user":7,"ts":1000"#,
+        DeadLetterReason::Malformed,
+        "EOF",
+    )?;
+    // The same field errors in well-formed JSON keep their reason.
+    expect_reason(
+        br#"{"user":"u1","ts":170001700000000000,"dwell":3.5,"n":2,"flag":true,"kind":"view"}"#,
+        DeadLetterReason::WrongType,
+        "2^53",
+    )
+}
+
 #[test]
 fn trailing_garbage() -> TestResult {
     expect_reason(

@@ -1,0 +1,50 @@
+//! Fuzz target: the source's JSON decoder (`weir_features::decode::JsonDecoder`) on arbitrary
+//! bytes, with a schema declaring every field type, required and optional. It must never
+//! panic, and it must agree with serde_json on what JSON is: a payload serde_json cannot parse
+//! is `malformed`, and a payload the decoder accepts is a JSON object whose key and event time
+//! are the ones decoded.
+
+#![no_main]
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+use weir_features::dead_letter::DeadLetterReason;
+use weir_features::decode::JsonDecoder;
+use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+
+fn decoder() -> &'static JsonDecoder {
+    static DECODER: OnceLock<JsonDecoder> = OnceLock::new();
+    DECODER.get_or_init(|| {
+        let optional = |t| FieldDecl::Full {
+            ty: t,
+            required: false,
+        };
+        let fields = BTreeMap::from([
+            ("user".to_owned(), FieldDecl::Type(FieldType::String)),
+            ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
+            ("amount".to_owned(), FieldDecl::Type(FieldType::F64)),
+            ("count".to_owned(), optional(FieldType::I64)),
+            ("flag".to_owned(), optional(FieldType::Bool)),
+            ("kind".to_owned(), optional(FieldType::String)),
+        ]);
+        let schema = RecordSchema::new(&fields, "user", "ts").expect("a valid schema");
+        JsonDecoder::new(schema)
+    })
+}
+
+fuzz_target!(|payload: &[u8]| {
+    let decoded = decoder().decode(payload);
+    let parsed = serde_json::from_slice::<Value>(payload);
+    match (&decoded, &parsed) {
+        (Ok(decoded), Ok(Value::Object(object))) => {
+            assert_eq!(object.get("user").and_then(Value::as_str), Some(decoded.key.as_str()));
+            assert_eq!(object.get("ts").and_then(Value::as_i64), Some(decoded.ts));
+        }
+        (Ok(decoded), _) => panic!("accepted {decoded:?} from bytes that are not a JSON object"),
+        (Err(error), Err(_)) => assert_eq!(error.reason, DeadLetterReason::Malformed, "{error:?}"),
+        (Err(_), Ok(_)) => {}
+    }
+});
