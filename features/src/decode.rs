@@ -118,7 +118,7 @@ impl JsonDecoder {
 fn classify(err: &serde_json::Error, reason: Option<DeadLetterReason>) -> DecodeError {
     let message = err.to_string();
     let reason = reason.unwrap_or_else(|| {
-        if message.contains("number out of range") {
+        if message.starts_with("number out of range") {
             DeadLetterReason::NonFinite
         } else {
             DeadLetterReason::Malformed

@@ -139,6 +139,22 @@ fn a_field_error_before_a_syntax_error_is_still_malformed() -> TestResult {
     )
 }
 
+/// Found by the fuzz target: the reason came from a substring of serde_json's message, so a
+/// string in the payload that read "number out of range" made a non-object `non_finite`.
+#[test]
+fn a_string_that_reads_like_an_error_does_not_change_the_reason() -> TestResult {
+    expect_reason(
+        br#""number out of range""#,
+        DeadLetterReason::Malformed,
+        "expected a JSON object",
+    )?;
+    expect_reason(
+        br#"{"user":"u1","ts":1000,"dwell":1e999}"#,
+        DeadLetterReason::NonFinite,
+        "number out of range",
+    )
+}
+
 #[test]
 fn trailing_garbage() -> TestResult {
     expect_reason(

@@ -1,7 +1,7 @@
 //! Fuzz target: the source's JSON decoder (`weir_features::decode::JsonDecoder`) on arbitrary
 //! bytes, with a schema declaring every field type, required and optional. It must never
 //! panic, and it must agree with serde_json on what JSON is: a payload serde_json cannot parse
-//! is `malformed`, and a payload the decoder accepts is a JSON object whose key and event time
+//! is `malformed` (unless what it refuses is a number beyond f64, which is JSON text), and a payload the decoder accepts is a JSON object whose key and event time
 //! are the ones decoded.
 
 #![no_main]
@@ -40,10 +40,16 @@ fuzz_target!(|payload: &[u8]| {
     let parsed = serde_json::from_slice::<Value>(payload);
     match (&decoded, &parsed) {
         (Ok(decoded), Ok(Value::Object(object))) => {
-            assert_eq!(object.get("user").and_then(Value::as_str), Some(decoded.key.as_str()));
+            assert_eq!(
+                object.get("user").and_then(Value::as_str),
+                Some(decoded.key.as_str())
+            );
             assert_eq!(object.get("ts").and_then(Value::as_i64), Some(decoded.ts));
         }
         (Ok(decoded), _) => panic!("accepted {decoded:?} from bytes that are not a JSON object"),
+        // serde_json refuses numbers beyond f64 too: valid JSON text, a bad record for some
+        // reason (non_finite when that number is the first problem the decoder meets).
+        (Err(_), Err(syntax)) if syntax.to_string().starts_with("number out of range") => {}
         (Err(error), Err(_)) => assert_eq!(error.reason, DeadLetterReason::Malformed, "{error:?}"),
         (Err(_), Ok(_)) => {}
     }
