@@ -343,8 +343,15 @@ impl JobPlan {
         topic: &str,
         properties: &BTreeMap<String, String>,
     ) -> KafkaSinkConfig {
+        let dead_letter_topic = match &self.job.sinks {
+            SinkPlan::Kafka {
+                dead_letter_topic, ..
+            } => dead_letter_topic.clone(),
+            SinkPlan::File { .. } => topic.to_owned(),
+        };
         KafkaSinkConfig {
             topic: topic.to_owned(),
+            dead_letter_topic,
             properties: properties.clone(),
             parallelism: self.job.parallelism.sink,
             placement: self.job.runtime.placement,

@@ -7,8 +7,8 @@
 //! operators and re-checks every millisecond; files: fsync), so the committer cannot commit `E`
 //! while output of ticks `<= E` could still be lost. At the end of the input it flushes once
 //! more (blocking), waits briefly for the acknowledgements of that flush to be counted, and
-//! releases the writer; if anything it wrote is not durable then (a delivery failed, now or
-//! earlier), it sends [`CheckpointPart::OutputLost`] at the tick it
+//! releases the writer; if anything it wrote is not durable then (a file write failed, or
+//! Kafka records were still unacknowledged), it sends [`CheckpointPart::OutputLost`] at the tick it
 //! held before letting go, so the committer commits no epoch from there on — releasing the
 //! capability alone would let them all pass. Sinks differ only in their [`SinkWriter`].
 

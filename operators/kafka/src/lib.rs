@@ -10,6 +10,8 @@
 
 pub mod admin;
 pub mod dead_letter_fit;
+mod delivery;
+pub mod delivery_error;
 pub mod error;
 pub mod group_offsets;
 pub mod partition_watch;
@@ -19,6 +21,7 @@ pub mod sink;
 pub mod source;
 pub mod topic_reader;
 
+pub use delivery::SINK_FAILED_EXIT;
 pub use error::{KafkaEdgeError, Result};
 pub use sink::{KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig};
 pub use source::{kafka_source, KafkaSourceConfig, StartFrom};
