@@ -38,12 +38,16 @@ WEIR_MACHINE_CACHE="${WEIR_MACHINE_CACHE:-$HOME/.cache/weir}"
 TANSU_ROOT="$WEIR_MACHINE_CACHE/tansu-$TANSU_VERSION"
 TANSU_BIN="$TANSU_ROOT/bin/tansu"
 
-# Packages needed to build the workspace. rdkafka-sys (features libz, tokio;
-# no ssl/sasl/zstd/curl) runs librdkafka's mklove ./configure + make, which
-# needs bash, a C/C++ toolchain, make and pkg-config; libz-sys links the
-# system zlib when zlib1g-dev is present. libssl-dev is for tools built with
-# openssl-sys (cheap to have; needed by several common crates).
-APT_PACKAGES=(build-essential pkg-config zlib1g-dev libssl-dev ca-certificates libgomp1)
+# Packages needed to build the workspace. rdkafka-sys (features libz, tokio,
+# ssl, gssapi, zstd-pkg-config; see Cargo.toml) runs librdkafka's mklove
+# ./configure + make, which needs bash, a C/C++ toolchain, make and
+# pkg-config, and links the system libraries found through pkg-config:
+# zlib1g-dev (gzip), libssl-dev (TLS, SASL SCRAM and OAUTHBEARER),
+# libsasl2-dev (Cyrus SASL: GSSAPI/Kerberos) and libzstd-dev (zstd). lz4,
+# snappy and SASL PLAIN are built into librdkafka. Kerberos clients also need
+# the GSSAPI plugin at run time (libsasl2-modules-gssapi-mit, not installed
+# here: no test uses it).
+APT_PACKAGES=(build-essential pkg-config zlib1g-dev libssl-dev libsasl2-dev libzstd-dev ca-certificates libgomp1)
 
 do_apt=1 do_ort=1 do_venv=1 do_broker=1
 
