@@ -11,6 +11,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use crate::dead_letter::DeadLetterReason;
 use crate::record::{Value, Values};
 use crate::schema::{FieldType, RecordSchema};
+use crate::timestamp::{self, JsonNumber, TimestampError};
 use crate::vocab::{EventTime, Key};
 
 /// Why a payload could not be decoded.
@@ -225,10 +226,42 @@ impl FieldSeed<'_> {
     fn wrong<E: de::Error>(&self, got: &str) -> E {
         self.fail(
             DeadLetterReason::WrongType,
-            format_args!("expected {:?}, got {got}", self.ty),
+            format_args!("expected {}, got {got}", self.expected()),
         )
     }
-    fn number<E: de::Error>(&self, x: f64) -> Result<Value, E> {
+    fn expected(&self) -> &'static str {
+        match self.ty {
+            FieldType::String => "a string",
+            FieldType::F64 => "a number (f64)",
+            FieldType::I64 => "an integer (i64)",
+            FieldType::Bool => "a boolean",
+            FieldType::TimestampMs => "integer epoch milliseconds (timestamp_ms)",
+            FieldType::TimestampS => "epoch seconds (timestamp_s)",
+            FieldType::TimestampRfc3339 => "an RFC 3339 string (timestamp_rfc3339)",
+        }
+    }
+    /// A timestamp parser's verdict: the value in ms, or a dead letter naming the format.
+    fn timestamp<E: de::Error>(
+        &self,
+        parsed: Result<EventTime, TimestampError>,
+    ) -> Result<Value, E> {
+        match parsed {
+            Ok(ms) => Ok(Value::Num(ms as f64)),
+            Err(e @ TimestampError::NonFinite(_)) => {
+                Err(self.fail(DeadLetterReason::NonFinite, format_args!("{e}")))
+            }
+            Err(e) => Err(self.fail(
+                DeadLetterReason::WrongType,
+                format_args!("expected {}: {e}", self.expected()),
+            )),
+        }
+    }
+    fn number<E: de::Error>(&self, n: JsonNumber) -> Result<Value, E> {
+        let x = match n {
+            JsonNumber::I64(v) => v as f64,
+            JsonNumber::U64(v) => v as f64,
+            JsonNumber::F64(x) => x,
+        };
         if !x.is_finite() {
             return Err(self.fail(
                 DeadLetterReason::NonFinite,
@@ -237,27 +270,18 @@ impl FieldSeed<'_> {
         }
         match self.ty {
             FieldType::F64 => Ok(Value::Num(x)),
-            FieldType::I64 | FieldType::TimestampMs if x.fract() != 0.0 => {
-                Err(self.wrong("a fractional number"))
+            FieldType::I64 if x.fract() != 0.0 => Err(self.wrong("a fractional number")),
+            FieldType::I64 if exceeds_exact(n) => Err(self.out_of_range(x)),
+            FieldType::I64 => Ok(Value::Num(x)),
+            FieldType::TimestampMs => self.timestamp(timestamp::from_epoch_millis(n)),
+            FieldType::TimestampS => self.timestamp(timestamp::from_epoch_seconds(n)),
+            FieldType::String | FieldType::Bool | FieldType::TimestampRfc3339 => {
+                Err(self.wrong("a number"))
             }
-            FieldType::I64 | FieldType::TimestampMs if x.abs() > MAX_EXACT_INT as f64 => {
-                Err(self.out_of_range(x))
-            }
-            FieldType::I64 | FieldType::TimestampMs => Ok(Value::Num(x)),
-            _ => Err(self.wrong("a number")),
         }
     }
-    /// A JSON integer (`magnitude` is its exact absolute value, `x` its f64 rounding).
-    fn integer<E: de::Error>(&self, magnitude: u64, x: f64) -> Result<Value, E> {
-        match self.ty {
-            FieldType::I64 | FieldType::TimestampMs if magnitude > MAX_EXACT_INT => {
-                Err(self.out_of_range(x))
-            }
-            _ => self.number(x),
-        }
-    }
-    /// i64 and timestamp values are held as f64: beyond ±2^53 two different integers would
-    /// become the same value (two keys merged, a timestamp saturating window arithmetic).
+    /// i64 values are held as f64: beyond ±2^53 two different integers would become the same
+    /// value (two keys merged).
     fn out_of_range<E: de::Error>(&self, x: f64) -> E {
         self.fail(
             DeadLetterReason::WrongType,
@@ -266,6 +290,15 @@ impl FieldSeed<'_> {
                 self.ty
             ),
         )
+    }
+}
+
+/// Whether an integer's exact magnitude is beyond what an f64 holds exactly.
+fn exceeds_exact(n: JsonNumber) -> bool {
+    match n {
+        JsonNumber::I64(v) => v.unsigned_abs() > MAX_EXACT_INT,
+        JsonNumber::U64(v) => v > MAX_EXACT_INT,
+        JsonNumber::F64(x) => x.abs() > MAX_EXACT_INT as f64,
     }
 }
 
@@ -291,17 +324,18 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        self.integer(v.unsigned_abs(), v as f64)
+        self.number(JsonNumber::I64(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        self.integer(v, v as f64)
+        self.number(JsonNumber::U64(v))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        self.number(v)
+        self.number(JsonNumber::F64(v))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
         match self.ty {
             FieldType::String => Ok(Value::Str(Key::from(v))),
+            FieldType::TimestampRfc3339 => self.timestamp(timestamp::from_rfc3339(v)),
             _ => Err(self.wrong("a string")),
         }
     }

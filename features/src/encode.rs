@@ -6,8 +6,9 @@ use serde_json::{json, Map, Value as Json};
 
 use crate::record::{Event, Value};
 use crate::row::score_id;
-use crate::schema::RecordSchema;
+use crate::schema::{FieldType, RecordSchema};
 use crate::scored::ScoreView;
+use crate::timestamp;
 
 fn number(x: f64) -> Json {
     serde_json::Number::from_f64(x).map_or(Json::Null, Json::Number)
@@ -35,19 +36,38 @@ pub fn unscored_row_json(row: &crate::row::FeatureRow, feature_names: &[String])
 }
 
 /// The JSON object of a decoded event, fields in schema order (missing fields omitted).
+/// Timestamps are written in their declared format (`timestamp_s` as seconds,
+/// `timestamp_rfc3339` as a UTC string with milliseconds), so the letter decodes again as the
+/// same event when it is replayed to the source topic.
 pub fn event_json(schema: &RecordSchema, event: &Event) -> Vec<u8> {
     let mut object = Map::new();
     for (field, value) in schema.fields().iter().zip(event.values.iter()) {
-        let value = match value {
-            Value::Missing => continue,
-            Value::Num(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => Json::from(*x as i64),
-            Value::Num(x) => number(*x),
-            Value::Str(s) => Json::from(s.as_str()),
-            Value::Bool(b) => Json::from(*b),
+        let value = match (field.ty, value) {
+            (_, Value::Missing) => continue,
+            (FieldType::TimestampS, Value::Num(ms)) => {
+                number(timestamp::seconds_from_millis(*ms as i64))
+            }
+            (FieldType::TimestampRfc3339, Value::Num(ms)) => {
+                match timestamp::rfc3339_from_millis(*ms as i64) {
+                    Some(text) => Json::from(text),
+                    None => number(*ms),
+                }
+            }
+            (_, value) => plain_json(value),
         };
         object.insert(field.name.clone(), value);
     }
     serde_json::to_vec(&Json::Object(object)).unwrap_or_default()
+}
+
+fn plain_json(value: &Value) -> Json {
+    match value {
+        Value::Missing => Json::Null,
+        Value::Num(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => Json::from(*x as i64),
+        Value::Num(x) => number(*x),
+        Value::Str(s) => Json::from(s.as_str()),
+        Value::Bool(b) => Json::from(*b),
+    }
 }
 
 /// The score record written to the output topic (see docs/ARCHITECTURE.md, "Score records").

@@ -12,7 +12,7 @@ use crate::predicate::Predicate;
 use crate::ratio;
 use crate::record::Value;
 use crate::row::RowValues;
-use crate::schema::{FieldType, RecordSchema};
+use crate::schema::RecordSchema;
 use crate::update_plan::UpdatePlan;
 use crate::vocab::EventTime;
 
@@ -192,10 +192,7 @@ fn field_slot(
             let slot = schema
                 .index_of(field)
                 .ok_or_else(|| format!("field `{field}` is not declared in [source.fields]"))?;
-            let numeric = matches!(
-                schema.fields()[slot].ty,
-                FieldType::F64 | FieldType::I64 | FieldType::TimestampMs
-            );
+            let numeric = schema.fields()[slot].ty.is_numeric();
             if spec.agg.needs_numeric_field() && !numeric {
                 return Err(format!(
                     "{:?} needs a numeric field, `{field}` is not",

@@ -36,6 +36,7 @@ mod slot;
 pub mod state_shards;
 #[cfg(test)]
 mod test_fixtures;
+pub mod timestamp;
 mod update_plan;
 pub mod vocab;
 pub mod watermark;

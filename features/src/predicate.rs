@@ -132,7 +132,11 @@ fn parse_literal(text: &str, ty: FieldType) -> Result<Literal, String> {
             "false" => Ok(Literal::Bool(false)),
             _ => Err(format!("boolean field needs true or false, got `{text}`")),
         },
-        FieldType::F64 | FieldType::I64 | FieldType::TimestampMs => text
+        FieldType::F64
+        | FieldType::I64
+        | FieldType::TimestampMs
+        | FieldType::TimestampS
+        | FieldType::TimestampRfc3339 => text
             .parse::<f64>()
             .ok()
             .filter(|x| x.is_finite())

@@ -23,6 +23,39 @@ pub enum FieldType {
     Bool,
     /// Event time as integer milliseconds since the Unix epoch.
     TimestampMs,
+    /// Event time as seconds since the Unix epoch, integer or fractional (held in ms).
+    TimestampS,
+    /// Event time as an RFC 3339 string, e.g. `"2026-11-30T12:00:00Z"` (held in ms).
+    TimestampRfc3339,
+}
+
+impl FieldType {
+    /// Whether values of this type are event times (held as epoch milliseconds).
+    pub fn is_timestamp(self) -> bool {
+        matches!(
+            self,
+            FieldType::TimestampMs | FieldType::TimestampS | FieldType::TimestampRfc3339
+        )
+    }
+
+    /// Whether values of this type are numbers in records (aggregatable, compared as f64):
+    /// f64, i64 and every timestamp format (as epoch milliseconds).
+    pub fn is_numeric(self) -> bool {
+        matches!(self, FieldType::F64 | FieldType::I64) || self.is_timestamp()
+    }
+
+    /// The name a job file uses for this type.
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldType::String => "string",
+            FieldType::F64 => "f64",
+            FieldType::I64 => "i64",
+            FieldType::Bool => "bool",
+            FieldType::TimestampMs => "timestamp_ms",
+            FieldType::TimestampS => "timestamp_s",
+            FieldType::TimestampRfc3339 => "timestamp_rfc3339",
+        }
+    }
 }
 
 /// A field declaration in a job file: either just a type (`amount = "f64"`) or a table
@@ -65,8 +98,8 @@ impl<'de> Deserialize<'de> for FieldDecl {
             type Value = FieldDecl;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str(
-                    "a field type (\"string\", \"f64\", \"i64\", \"bool\", \"timestamp_ms\") \
-                     or a table like { type = \"f64\", required = false }",
+                    "a field type (\"string\", \"f64\", \"i64\", \"bool\", \"timestamp_ms\", \
+                     \"timestamp_s\", \"timestamp_rfc3339\") or a table like { type = \"f64\", required = false }",
                 )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<FieldDecl, E> {
@@ -123,7 +156,7 @@ pub struct RecordSchema {
 
 impl RecordSchema {
     /// Compiles declared fields; `key` must be a string or i64 field and `event_time` a
-    /// `timestamp_ms` field, both required.
+    /// timestamp field (`timestamp_ms`, `timestamp_s` or `timestamp_rfc3339`), both required.
     pub fn new(fields: &BTreeMap<String, FieldDecl>, key: &str, event_time: &str) -> Result<Self> {
         let fields: Vec<Field> = fields
             .iter()
@@ -149,9 +182,10 @@ impl RecordSchema {
             )));
         }
         let time_field = &fields[time_idx];
-        if time_field.ty != FieldType::TimestampMs || !time_field.required {
+        if !time_field.ty.is_timestamp() || !time_field.required {
             return Err(FeatureError::Schema(format!(
-                "the event_time field `{event_time}` must be a required \"timestamp_ms\" field"
+                "the event_time field `{event_time}` must be a required timestamp field \
+                 (\"timestamp_ms\", \"timestamp_s\" or \"timestamp_rfc3339\")"
             )));
         }
         Ok(RecordSchema {

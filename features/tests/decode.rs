@@ -4,8 +4,10 @@
 use proptest::prelude::*;
 use weir_features::dead_letter::DeadLetterReason;
 use weir_features::decode::{DecodeError, Decoded, JsonDecoder};
-use weir_features::record::Value;
+use weir_features::encode::event_json;
+use weir_features::record::{Event, Value};
 use weir_features::schema::{FieldDecl, FieldType, RecordSchema};
+use weir_features::vocab::{EventTime, KeyGroup, SourcePosition};
 use weir_testkit::schema::{schema_of, BOOL, F64, F64_OPTIONAL, I64, STRING, TIMESTAMP_MS};
 
 type TestResult = Result<(), String>;
@@ -541,5 +543,162 @@ proptest! {
         let at = ((payload.len() as f64) * cut) as usize;
         let err = decoder().decode(&payload.as_bytes()[..at]);
         prop_assert_eq!(err.map(|_| ()).map_err(|e| e.reason), Err(DeadLetterReason::Malformed));
+    }
+}
+
+/// A decoder for `{user: string, ts: <format>}`.
+fn time_decoder(format: FieldType) -> JsonDecoder {
+    JsonDecoder::new(schema_of(
+        &[("user", STRING), ("ts", FieldDecl::Type(format))],
+        "user",
+        "ts",
+    ))
+}
+
+fn decode_ts(format: FieldType, ts_json: &str) -> Result<EventTime, DecodeError> {
+    let payload = format!("{{\"user\":\"u\",\"ts\":{ts_json}}}");
+    time_decoder(format)
+        .decode(payload.as_bytes())
+        .map(|d| d.ts)
+}
+
+/// The decode error of a record whose event time is `ts_json`, or what it decoded to.
+fn ts_err(format: FieldType, ts_json: &str) -> Result<DecodeError, String> {
+    match decode_ts(format, ts_json) {
+        Ok(ts) => Err(format!("{ts_json} decoded to {ts}, expected an error")),
+        Err(e) => Ok(e),
+    }
+}
+
+#[test]
+fn event_time_in_epoch_seconds_is_held_in_milliseconds() -> TestResult {
+    let s = FieldType::TimestampS;
+    for (json, want) in [
+        ("1796040000", 1_796_040_000_000),
+        ("1796040000.25", 1_796_040_000_250),
+        ("1796040000.001", 1_796_040_000_001),
+        ("1.0", 1000),
+        ("-1.5", -1500),
+        ("1e3", 1_000_000),
+    ] {
+        assert_eq!(decode_ts(s, json).map_err(|e| e.message)?, want, "{json}");
+    }
+    for (json, reason, needle) in [
+        (
+            "\"1796040000\"",
+            DeadLetterReason::WrongType,
+            "expected epoch seconds (timestamp_s), got a string",
+        ),
+        ("true", DeadLetterReason::WrongType, "field `ts`"),
+        ("1e13", DeadLetterReason::WrongType, "2^53"),
+        ("18446744073709551615", DeadLetterReason::WrongType, "2^53"),
+        ("1e400", DeadLetterReason::NonFinite, ""),
+    ] {
+        let err = ts_err(s, json)?;
+        assert_eq!(err.reason, reason, "{json}: {err:?}");
+        assert!(err.message.contains(needle), "{json}: {err:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn event_time_as_rfc3339_is_held_in_milliseconds() -> TestResult {
+    let r = FieldType::TimestampRfc3339;
+    let noon = 1_796_040_000_000;
+    for (json, want) in [
+        ("\"2026-11-30T12:00:00Z\"", noon),
+        ("\"2026-11-30T13:00:00+01:00\"", noon),
+        ("\"2026-11-30T12:00:00.123456Z\"", noon + 123),
+        ("\"1970-01-01T00:00:00Z\"", 0),
+        // An escaped string is unescaped first.
+        ("\"2026-11-30T12:00:00\\u005a\"", noon),
+    ] {
+        assert_eq!(decode_ts(r, json).map_err(|e| e.message)?, want, "{json}");
+    }
+    for (json, needle) in [
+        (
+            "1796040000000",
+            "expected an RFC 3339 string (timestamp_rfc3339), got a number",
+        ),
+        ("\"2026-11-30T12:00:00\"", "not an RFC 3339 date-time"),
+        ("\"2026-11-30\"", "not an RFC 3339 date-time"),
+        ("\"30/11/2026 12:00\"", "field `ts`"),
+        ("\"\"", "field `ts`"),
+        ("null", "missing"),
+    ] {
+        let err = ts_err(r, json)?;
+        let want = if json == "null" {
+            DeadLetterReason::MissingField
+        } else {
+            DeadLetterReason::WrongType
+        };
+        assert_eq!(err.reason, want, "{json}: {err:?}");
+        assert!(err.message.contains(needle), "{json}: {err:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn epoch_millis_refuse_strings_and_fractions_with_their_format_named() -> TestResult {
+    let err = ts_err(FieldType::TimestampMs, "\"2026-11-30T12:00:00Z\"")?;
+    assert_eq!(err.reason, DeadLetterReason::WrongType);
+    assert!(
+        err.message
+            .contains("integer epoch milliseconds (timestamp_ms)"),
+        "{err:?}"
+    );
+    let err = ts_err(FieldType::TimestampMs, "1.5")?;
+    assert!(err.message.contains("fractional"), "{err:?}");
+    Ok(())
+}
+
+/// A `late` dead letter re-encodes the decoded event; replayed, it must decode to the same time.
+fn re_encoded_ts(format: FieldType, ts_json: &str) -> Result<EventTime, String> {
+    let d = time_decoder(format);
+    let payload = format!("{{\"user\":\"u\",\"ts\":{ts_json}}}");
+    let got = d.decode(payload.as_bytes()).map_err(|e| e.message)?;
+    let event = Event {
+        key: got.key,
+        key_group: KeyGroup(0),
+        ts: got.ts,
+        values: got.values,
+        position: SourcePosition {
+            partition: 0,
+            offset: 0,
+        },
+    };
+    let again = event_json(d.schema(), &event);
+    d.decode(&again)
+        .map(|back| back.ts)
+        .map_err(|e| format!("{}: {}", String::from_utf8_lossy(&again), e.message))
+}
+
+proptest! {
+    #[test]
+    fn the_three_formats_of_one_instant_decode_alike(ms in -62_135_596_800_000i64..253_402_300_799_999) {
+        let seconds = serde_json::to_string(&(ms as f64 / 1000.0)).unwrap_or_default();
+        let text = weir_features::timestamp::rfc3339_from_millis(ms).unwrap_or_default();
+        prop_assert_eq!(decode_ts(FieldType::TimestampMs, &ms.to_string()).map_err(|e| e.message), Ok(ms));
+        prop_assert_eq!(decode_ts(FieldType::TimestampS, &seconds).map_err(|e| e.message), Ok(ms), "{}", seconds);
+        prop_assert_eq!(decode_ts(FieldType::TimestampRfc3339, &format!("\"{text}\"")).map_err(|e| e.message), Ok(ms), "{}", text);
+    }
+
+    #[test]
+    fn a_re_encoded_event_decodes_to_the_same_time(ms in -62_135_596_800_000i64..253_402_300_799_999) {
+        prop_assert_eq!(re_encoded_ts(FieldType::TimestampMs, &ms.to_string()), Ok(ms));
+        let seconds = serde_json::to_string(&(ms as f64 / 1000.0)).unwrap_or_default();
+        prop_assert_eq!(re_encoded_ts(FieldType::TimestampS, &seconds), Ok(ms));
+        let text = weir_features::timestamp::rfc3339_from_millis(ms).unwrap_or_default();
+        prop_assert_eq!(re_encoded_ts(FieldType::TimestampRfc3339, &format!("\"{text}\"")), Ok(ms));
+    }
+
+    #[test]
+    fn any_text_in_a_timestamp_field_is_a_time_or_wrong_type(text in "\\PC{0,40}") {
+        for format in [FieldType::TimestampMs, FieldType::TimestampS, FieldType::TimestampRfc3339] {
+            let json = serde_json::to_string(&text).unwrap_or_default();
+            if let Err(e) = decode_ts(format, &json) {
+                prop_assert_eq!(e.reason, DeadLetterReason::WrongType, "{}: {:?}", json, e);
+            }
+        }
     }
 }

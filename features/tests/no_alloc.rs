@@ -225,3 +225,41 @@ fn assert_apply_does_not_allocate(
         (events.len() + warm_up) * windows_per_record
     );
 }
+
+/// The decoder calls the event-time parsers once per record: none of them may touch the heap,
+/// on success or failure (their errors carry no heap data).
+#[test]
+fn timestamp_parsers_allocate_nothing() {
+    use weir_features::timestamp::{
+        from_epoch_millis, from_epoch_seconds, from_rfc3339, JsonNumber,
+    };
+    let numbers = [
+        JsonNumber::U64(1_796_040_000_000),
+        JsonNumber::I64(-1),
+        JsonNumber::F64(1_796_040_000.25),
+        JsonNumber::F64(1000.5),
+        JsonNumber::F64(f64::NAN),
+        JsonNumber::U64(u64::MAX),
+    ];
+    let texts = [
+        "2026-11-30T12:00:00Z",
+        "2026-11-30T13:00:00.123456789+01:00",
+        "2026-11-30",
+        "not a time",
+    ];
+    let (count, outcomes) = allocations_in(|| {
+        let mut ok = 0;
+        for n in numbers {
+            ok += usize::from(from_epoch_millis(n).is_ok());
+            ok += usize::from(from_epoch_seconds(n).is_ok());
+        }
+        for text in texts {
+            ok += usize::from(from_rfc3339(text).is_ok());
+        }
+        ok
+    });
+    assert_eq!(count, 0, "the timestamp parsers allocated {count} times");
+    // U64 and I64 pass both numeric parsers, the two fractions only as seconds, two texts
+    // are times.
+    assert_eq!(outcomes, 2 + 2 + 1 + 1 + 2);
+}

@@ -207,7 +207,7 @@ fn unknown_field_option_in_a_field_declaration_is_rejected() -> Result<()> {
 fn unknown_field_type_is_rejected() -> Result<()> {
     assert_rejected(
         &edited("kind = \"string\"", "kind = \"text\""),
-        &["unknown variant `text`, expected one of `string`, `f64`, `i64`, `bool`, `timestamp_ms`"],
+        &["unknown variant `text`, expected one of `string`, `f64`, `i64`, `bool`, `timestamp_ms`, `timestamp_s`, `timestamp_rfc3339`"],
     )?;
     assert_rejected(
         &edited("kind = \"string\"", "kind = 5"),
@@ -396,7 +396,7 @@ fn key_field_of_wrong_type_or_optional_is_rejected() -> Result<()> {
 fn event_time_not_timestamp_ms_is_rejected() -> Result<()> {
     assert_rejected(
         &edited("ts = \"timestamp_ms\"", "ts = \"i64\""),
-        &["event_time field `ts` must be a required \"timestamp_ms\" field"],
+        &["event_time field `ts` must be a required timestamp field (\"timestamp_ms\", \"timestamp_s\" or \"timestamp_rfc3339\")"],
     )
 }
 

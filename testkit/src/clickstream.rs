@@ -144,13 +144,7 @@ pub fn fields_toml() -> String {
 }
 
 fn type_name(ty: FieldType) -> &'static str {
-    match ty {
-        FieldType::String => "string",
-        FieldType::F64 => "f64",
-        FieldType::I64 => "i64",
-        FieldType::Bool => "bool",
-        FieldType::TimestampMs => "timestamp_ms",
-    }
+    ty.name()
 }
 
 #[cfg(test)]
