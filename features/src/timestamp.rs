@@ -100,9 +100,16 @@ pub fn from_epoch_seconds(n: JsonNumber) -> Result<EventTime, TimestampError> {
 /// too, as RFC 3339 §5.6 allows). Fractions are cut to the millisecond toward the past; a leap
 /// second (`:60`) is the last millisecond of its minute. Years 0000–9999, always in range.
 pub fn from_rfc3339(text: &str) -> Result<EventTime, TimestampError> {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|t| t.timestamp_millis())
-        .map_err(|e| TimestampError::NotRfc3339(Rfc3339Error(e)))
+    use chrono::Timelike as _;
+    let time = chrono::DateTime::parse_from_rfc3339(text)
+        .map_err(|e| TimestampError::NotRfc3339(Rfc3339Error(e)))?;
+    // chrono holds a leap second as second 59 with 1 s or more of nanoseconds, which
+    // `timestamp_millis` would put in the next minute, after records stamped `:00.000` that
+    // came later; the last millisecond of its own minute keeps event time in order.
+    if time.nanosecond() >= 1_000_000_000 {
+        return Ok(time.timestamp() * 1_000 + 999);
+    }
+    Ok(time.timestamp_millis())
 }
 
 /// `ms` as epoch seconds, the inverse of [`from_epoch_seconds`] (`1001` → `1.001`).

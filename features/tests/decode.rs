@@ -612,6 +612,11 @@ fn event_time_as_rfc3339_is_held_in_milliseconds() -> TestResult {
         ("\"1970-01-01T00:00:00Z\"", 0),
         // An escaped string is unescaped first.
         ("\"2026-11-30T12:00:00\\u005a\"", noon),
+        // A leap second is the last millisecond of its minute, before the next minute's
+        // first (found by fuzz/fuzz_targets/timestamps.rs: it was put after it).
+        ("\"2016-12-31T23:59:60Z\"", 1_483_228_799_999),
+        ("\"2016-12-31T23:59:60.5Z\"", 1_483_228_799_999),
+        ("\"1998-12-31T23:59:60.5-00:30\"", 915_150_599_999),
     ] {
         assert_eq!(decode_ts(r, json).map_err(|e| e.message)?, want, "{json}");
     }
