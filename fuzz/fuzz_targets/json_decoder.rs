@@ -29,6 +29,8 @@ fn decoder() -> &'static JsonDecoder {
             ("count".to_owned(), optional(FieldType::I64)),
             ("flag".to_owned(), optional(FieldType::Bool)),
             ("kind".to_owned(), optional(FieldType::String)),
+            ("seen_s".to_owned(), optional(FieldType::TimestampS)),
+            ("seen_at".to_owned(), optional(FieldType::TimestampRfc3339)),
         ]);
         let schema = RecordSchema::new(&fields, "user", "ts").expect("a valid schema");
         JsonDecoder::new(schema)
