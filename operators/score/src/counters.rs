@@ -1,5 +1,5 @@
 //! The scoring stage's own counters ([`ScoreCounters`]): reloads, second-version changes,
-//! canary rows, shadow errors, batches, in-flight high water and inference time.
+//! canary rows, shadow errors, batches, split runs, in-flight high water and inference time.
 //!
 //! Written by the inference threads (`crate::model_set`, `crate::reload`,
 //! `crate::inference_thread`) and the batcher, read by the job's summary; the job-wide
@@ -27,6 +27,9 @@ pub struct ScoreCounters {
     pub shadow_errors: AtomicU64,
     /// Batches scored.
     pub batches: AtomicU64,
+    /// Session runs beyond the first of a version's rows, spent splitting runs that failed
+    /// so that only rows failing alone get errors (`crate::bisect`).
+    pub split_runs: AtomicU64,
     /// Most batches ever queued or running at once on one instance (high-water mark; never
     /// above `max_in_flight`).
     pub in_flight_high_water: AtomicU64,

@@ -7,12 +7,13 @@
 //! each row's canary bucket, its key's stable hash, when a canary version runs, or started or
 //! stopped while the batch filled). The inference thread decides which rows the canary
 //! scores, against the share serving when it takes the batch, and writes one `f32` score per
-//! row, those per-row canary flags and one [`Verdict`] per model version into the same
+//! row, those per-row canary flags, one [`Verdict`] per model version and the rows a version
+//! failed on alone ([`RowErrors`]) into the same
 //! [`InferenceBatch`] and sends it back; the operator hands the rows on with
 //! their scores as scored batches (`crate::records`) and keeps the spent batch for a later
 //! one, so a steady stream allocates no batch buffers.
 
-pub use weir_features::scored::Verdict;
+pub use weir_features::scored::{RowErrors, Verdict};
 
 /// The canary bucket of a row pushed without one: above every cut, so in no canary.
 pub const NO_BUCKET: u16 = u16::MAX;
@@ -81,6 +82,11 @@ pub struct BatchScores {
     pub shadow: Option<Verdict>,
     /// The shadow version's score per row (empty without a shadow).
     pub shadow_values: Vec<f32>,
+    /// Rows the version that scored them (primary or canary) failed on alone, by batch row:
+    /// a run of their own failed, or their output was not a finite number (`crate::bisect`).
+    pub row_errors: RowErrors,
+    /// Rows the shadow version failed on alone, by batch row.
+    pub shadow_row_errors: RowErrors,
 }
 
 impl BatchScores {
@@ -91,6 +97,8 @@ impl BatchScores {
         self.canary = None;
         self.shadow = None;
         self.shadow_values.clear();
+        self.row_errors.clear();
+        self.shadow_row_errors.clear();
     }
 }
 

@@ -16,6 +16,7 @@
 //! | 9 | [`canary`] | the stable canary split by key, and the share a thread serves |
 //! | 10 | [`counters`] | the scoring stage's counters (reloads, canary rows, busy time) |
 //! | 11 | [`model_set`] | primary + shadow/canary versions, one batch split between them |
+//! | 11a | [`bisect`] | a failed run split and retried: only rows failing alone get errors |
 //! | 12 | [`budget`] | one CPU budget: pinned inference threads vs Timely workers |
 //! | 13 | [`config`] | the stage's settings, and each inference thread's (a leaf) |
 //! | 14 | [`reload`] | load at start, hot reload of both versions between batches |
@@ -32,6 +33,7 @@
 #![deny(missing_docs)]
 
 pub mod batcher;
+pub mod bisect;
 pub mod budget;
 pub mod canary;
 pub mod config;

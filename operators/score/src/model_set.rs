@@ -15,8 +15,11 @@
 //! primary, and so is every row once the canary stopped.
 //!
 //! Runs on the inference thread, on a [`InferenceBatch`]'s contiguous values: every version that
-//! scores part of the batch leaves a [`Verdict`] naming itself (and its error when it failed),
-//! from which the operator builds the scored batches and dead letters (`crate::records`).
+//! scores part of the batch leaves a [`Verdict`] naming itself (and its error when it could not
+//! run at all), and the rows it failed on alone in `row_errors` / `shadow_row_errors`: a failed
+//! run is split and retried (`crate::bisect`), and a row whose output is not a finite number is
+//! an error of that row, for every version. From these the operator builds the scored batches
+//! and dead letters (`crate::records`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,12 +28,13 @@ use weir_features::row::ModelTag;
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 
+use crate::bisect::{score_rows, RowsScored};
 use crate::canary::{canary_cut, CanaryShare};
 use crate::counters::ScoreCounters;
 use crate::error::{Result, ScoreError};
-use crate::inference_batch::{InferenceBatch, Verdict};
+use crate::inference_batch::{InferenceBatch, RowErrors, Verdict};
 use crate::secondary::SecondaryRole;
-use crate::session::{BatchStats, ModelSession};
+use crate::session::ModelSession;
 
 /// The part of a canary batch a session run scores: the rows outside the canary (scored by
 /// the primary) or the rows in it (scored by the canary version).
@@ -69,9 +73,12 @@ pub struct ModelSet {
     canary_share: Arc<CanaryShare>,
     metrics: Arc<JobMetrics>,
     counters: Arc<ScoreCounters>,
-    /// Scratch: the values of one part of a canary batch.
+    /// Scratch: the values of one part of a canary batch, its scores and its row errors.
     values: Vec<f64>,
     out: Vec<f32>,
+    part_errors: RowErrors,
+    /// Scratch: the scores of the smaller runs of a split (`crate::bisect`).
+    split_out: Vec<f32>,
 }
 
 impl ModelSet {
@@ -90,6 +97,8 @@ impl ModelSet {
             counters,
             values: Vec::new(),
             out: Vec::new(),
+            part_errors: RowErrors::default(),
+            split_out: Vec::new(),
         };
         set.publish_share();
         set
@@ -168,16 +177,13 @@ impl ModelSet {
     pub fn fail_batch(&self, batch: &mut InferenceBatch, error: ScoreError) {
         batch.canary.clear();
         batch.scores.clear();
-        batch.scores.primary = Some(count(
-            &self.metrics,
-            &self.primary.tag,
-            batch.rows,
-            Err(error),
-        ));
+        batch.scores.primary = Some(self.count(&self.primary.tag, batch.rows, Err(error)));
     }
 
     /// Scores one batch: writes a score per row and a verdict per version into
-    /// `batch.scores` (cleared first); a version that fails marks its rows with the error.
+    /// `batch.scores` (cleared first); a version that cannot run at all marks its rows with the
+    /// error in its verdict, and the rows it fails on alone go to `row_errors` (primary and
+    /// canary) or `shadow_row_errors`.
     /// With a canary serving, the rows whose bucket is below the cut of its share now are
     /// the canary's: `batch.canary` gets one flag per row (left empty when no row is).
     pub fn score(&mut self, batch: &mut InferenceBatch) {
@@ -203,7 +209,16 @@ impl ModelSet {
             }
         }
         if canary_rows == 0 {
-            scores.primary = Some(self.run_primary(values, rows, &mut scores.values));
+            let primary = &mut self.primary;
+            let result = score_rows(
+                |v, n, out| primary.session.score_batch(v, n, out),
+                values,
+                rows,
+                &mut scores.values,
+                &mut scores.row_errors,
+                &mut self.split_out,
+            );
+            scores.primary = Some(self.count(&self.primary.tag, rows, result));
         } else {
             ScoreCounters::add(&self.counters.canary_rows, canary_rows as u64);
             scores.values.clear();
@@ -213,7 +228,14 @@ impl ModelSet {
                 (Part::Canary, canary_rows),
             ];
             for (part, n) in split.into_iter().filter(|(_, n)| *n > 0) {
-                let verdict = self.run_part(part, values, canary, n, &mut scores.values);
+                let verdict = self.run_part(
+                    part,
+                    values,
+                    canary,
+                    n,
+                    &mut scores.values,
+                    &mut scores.row_errors,
+                );
                 match part {
                     Part::Canary => scores.canary = Some(verdict),
                     Part::Primary => scores.primary = Some(verdict),
@@ -229,13 +251,24 @@ impl ModelSet {
             }
         }
         if let (Some(SecondaryRole::Shadow), Some((_, shadow))) = (role, self.secondary.as_mut()) {
-            let result = shadow
-                .session
-                .score_batch(values, rows, &mut scores.shadow_values);
-            let error = result.err().map(|e| {
-                ScoreCounters::add(&self.counters.shadow_errors, rows as u64);
-                e.to_string()
-            });
+            let result = score_rows(
+                |v, n, out| shadow.session.score_batch(v, n, out),
+                values,
+                rows,
+                &mut scores.shadow_values,
+                &mut scores.shadow_row_errors,
+                &mut self.split_out,
+            );
+            // A shadow's rows are not the job's scores: only its errors and runs are counted.
+            let (failed, error) = match result {
+                Ok(done) => {
+                    let extra = done.runs.saturating_sub(1) as u64;
+                    ScoreCounters::add(&self.counters.split_runs, extra);
+                    (done.failed, None)
+                }
+                Err(error) => (rows, Some(error.to_string())),
+            };
+            ScoreCounters::add(&self.counters.shadow_errors, failed as u64);
             scores.shadow = Some(Verdict {
                 model: shadow.tag.clone(),
                 error,
@@ -244,15 +277,9 @@ impl ModelSet {
         }
     }
 
-    /// Scores all `rows` of `values` with the primary version into `out`.
-    fn run_primary(&mut self, values: &[f64], rows: usize, out: &mut Vec<f32>) -> Verdict {
-        let result = self.primary.session.score_batch(values, rows, out);
-        count(&self.metrics, &self.primary.tag, rows, result)
-    }
-
     /// Scores the rows of `part` (`n` of them, by their canary flags as decided by
     /// [`Self::score`]) with the canary (or the primary) version, writing their scores into
-    /// their slots of `out`.
+    /// their slots of `out` and the rows it failed on alone into `errors`, by batch row.
     fn run_part(
         &mut self,
         part: Part,
@@ -260,6 +287,7 @@ impl ModelSet {
         canary: &[bool],
         n: usize,
         out: &mut [f32],
+        errors: &mut RowErrors,
     ) -> Verdict {
         let model = match (&mut self.secondary, part) {
             (Some((_, loaded)), Part::Canary) => loaded,
@@ -267,6 +295,9 @@ impl ModelSet {
         };
         let in_part = part == Part::Canary;
         let width = model.session.features().len();
+        self.part_errors.clear();
+        let mut run =
+            |v: &[f64], rows: usize, out: &mut Vec<f32>| model.session.score_batch(v, rows, out);
         let result = if values.len() == canary.len() * width {
             self.values.clear();
             for (row, _) in values
@@ -276,43 +307,66 @@ impl ModelSet {
             {
                 self.values.extend_from_slice(row);
             }
-            model.session.score_batch(&self.values, n, &mut self.out)
+            score_rows(
+                &mut run,
+                &self.values,
+                n,
+                &mut self.out,
+                &mut self.part_errors,
+                &mut self.split_out,
+            )
         } else {
             // Not whole rows: the session reports the mismatch for the whole batch.
-            model
-                .session
-                .score_batch(values, canary.len(), &mut self.out)
+            run(values, canary.len(), &mut self.out).map(|_| RowsScored::default())
         };
-        let verdict = count(&self.metrics, &model.tag, n, result);
+        let tag = model.tag.clone();
+        let verdict = self.count(&tag, n, result);
         if verdict.error.is_none() {
+            let rows_of_part = canary.iter().enumerate().filter(|(_, c)| **c == in_part);
             let slots = out.iter_mut().zip(canary).filter(|(_, c)| **c == in_part);
             for ((slot, _), score) in slots.zip(&self.out) {
                 *slot = *score;
             }
+            if !self.part_errors.is_empty() {
+                let rows_of_part: Vec<usize> = rows_of_part.map(|(i, _)| i).collect();
+                for (j, error) in self.part_errors.iter() {
+                    if let Some(row) = rows_of_part.get(j) {
+                        errors.insert(*row, error.to_owned());
+                    }
+                }
+            }
         }
         verdict
     }
-}
 
-/// The verdict of one session run over `rows` rows, counted in the job's metrics.
-fn count(metrics: &JobMetrics, tag: &ModelTag, rows: usize, result: Result<BatchStats>) -> Verdict {
-    let inference_ts_ms = unix_ms() as i64;
-    let error = match result {
-        Ok(stats) => {
-            JobMetrics::add(&metrics.scores, rows as u64);
-            JobMetrics::add(&metrics.defaults_used, stats.defaults_used as u64);
-            None
+    /// The verdict of a version over its `rows` rows, counted in the job's metrics: rows scored
+    /// and rows failed alone, or every row failed when the version could not run them.
+    fn count(&self, tag: &ModelTag, rows: usize, result: Result<RowsScored>) -> Verdict {
+        let inference_ts_ms = unix_ms() as i64;
+        let metrics = &self.metrics;
+        let error = match result {
+            Ok(done) => {
+                JobMetrics::add(&metrics.scores, done.scored as u64);
+                JobMetrics::add(&metrics.defaults_used, done.defaults_used as u64);
+                JobMetrics::add(&metrics.inference_errors, done.failed as u64);
+                let extra = done.runs.saturating_sub(1) as u64;
+                ScoreCounters::add(&self.counters.split_runs, extra);
+                if done.failed > 0 {
+                    tracing::warn!(failed = done.failed, rows, runs = done.runs, version = %tag.version, "inference failed on rows alone; the rest of the batch is scored, the failed rows get error records");
+                }
+                None
+            }
+            Err(error) => {
+                let error = error.to_string();
+                tracing::warn!(%error, rows, version = %tag.version, "inference failed; emitting error records");
+                JobMetrics::add(&metrics.inference_errors, rows as u64);
+                Some(error)
+            }
+        };
+        Verdict {
+            model: tag.clone(),
+            error,
+            inference_ts_ms,
         }
-        Err(error) => {
-            let error = error.to_string();
-            tracing::warn!(%error, rows, version = %tag.version, "inference failed; emitting error records");
-            JobMetrics::add(&metrics.inference_errors, rows as u64);
-            Some(error)
-        }
-    };
-    Verdict {
-        model: tag.clone(),
-        error,
-        inference_ts_ms,
     }
 }

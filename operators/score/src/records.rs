@@ -4,9 +4,11 @@
 //! arrive in runs (each a container of the operator's input, moved whole into the batch and
 //! never row by row); when the batch's scores return, [`scored_batches`] turns every run into
 //! a [`ScoredBatch`]: the run's rows, its slice of the scores and the verdict of each version
-//! (primary, canary with its per-row flags, shadow with its scores). A row whose version
-//! failed reads as an error and no score ([`ScoredBatch::view`]) and also becomes an
-//! `inference_failed` dead letter.
+//! (primary, canary with its per-row flags, shadow with its scores) and the rows a version
+//! failed on alone. A row whose version failed, on the whole batch or on the row alone (its
+//! own run failed, or its output was not a finite number), reads as an error and no score
+//! ([`ScoredBatch::view`]) and also becomes an `inference_failed` dead letter with the error;
+//! a shadow's failures only show in the record's `shadow` part.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
 use weir_features::encode::unscored_row_json;
 use weir_features::row::{FeatureRow, ModelTag};
-use weir_features::scored::{ScoredBatch, Verdict};
+use weir_features::scored::{RowErrors, ScoredBatch, Verdict};
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::JobMetrics;
 
@@ -62,12 +64,11 @@ impl RecordContext {
         }
     }
 
-    /// Appends a dead letter for each row of `batch` whose version failed.
+    /// Appends a dead letter for each row of `batch` without a score: its version failed.
     fn dead_letters(&self, batch: &ScoredBatch, dead: &mut Vec<DeadLetter>) {
-        for (i, row) in batch.rows.iter().enumerate() {
-            let verdict = batch.verdict(i);
-            if let Some(error) = &verdict.error {
-                dead.push(self.dead_letter(row, &verdict.model, error));
+        for view in batch.views() {
+            if let Some(error) = view.error {
+                dead.push(self.dead_letter(view.row, view.model, error));
             }
         }
     }
@@ -103,8 +104,9 @@ pub fn scored_batches(
         dead: Vec::new(),
     };
     // A failed shadow version dead-letters nothing: it never gives a row its score.
-    let failed =
-        primary.error.is_some() || scores.canary.as_ref().is_some_and(|v| v.error.is_some());
+    let failed = primary.error.is_some()
+        || scores.canary.as_ref().is_some_and(|v| v.error.is_some())
+        || !scores.row_errors.is_empty();
     let mut at = 0;
     for rows in runs {
         let range = at..at + rows.len();
@@ -120,6 +122,8 @@ pub fn scored_batches(
                 .shadow
                 .clone()
                 .map(|v| (v, slice_of(&scores.shadow_values, batch.rows, &range))),
+            row_errors: scores.row_errors.slice(range.clone()),
+            shadow_row_errors: scores.shadow_row_errors.slice(range),
             rows,
         };
         if failed {
@@ -151,6 +155,8 @@ pub fn unscorable(
             primary: verdict.clone(),
             canary: None,
             shadow: None,
+            row_errors: RowErrors::default(),
+            shadow_row_errors: RowErrors::default(),
         };
         JobMetrics::add(&context.metrics.inference_errors, scored.len() as u64);
         context.dead_letters(&scored, &mut outcome.dead);

@@ -4,13 +4,14 @@
 //! [`ModelSession::load`] reads `manifest.json`, checks it against the job's feature list
 //! and against `model.onnx`, builds the ONNX Runtime session once and warms it up;
 //! [`ModelSession::score_batch`] then turns one micro-batch of feature rows into one
-//! `f32` score per row. The Timely operator owns one `ModelSession` per model version
+//! `f32` score per row, and names the rows whose output is not a finite number. The Timely operator owns one `ModelSession` per model version
 //! and never shares it between workers.
 
 use std::path::{Path, PathBuf};
 
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::{TensorElementType, TensorRef, ValueType};
+use weir_features::scored::RowErrors;
 
 use crate::error::{Result, ScoreError};
 use crate::manifest::{FeatureSpec, ModelManifest, MANIFEST_FILE};
@@ -48,12 +49,15 @@ impl Default for SessionOptions {
 }
 
 /// What one [`ModelSession::score_batch`] call did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchStats {
-    /// Rows scored.
+    /// Rows run through the model.
     pub rows: usize,
     /// Missing (NaN) feature values replaced by the manifest's defaults.
     pub defaults_used: usize,
+    /// Rows whose output has a value that is not a finite number (NaN, ±inf) in any column,
+    /// not only the scored one, with what it was: these rows have no score.
+    pub non_finite: RowErrors,
 }
 
 /// One loaded model version, ready to score batches.
@@ -147,7 +151,9 @@ impl ModelSession {
     /// feature's default before preprocessing. The input buffer is reused across calls,
     /// so no Weir-side allocation happens once a batch this large has been seen.
     ///
-    /// Errors (wrong `values` length, ONNX Runtime failure, unexpected output shape) are
+    /// A row whose output (any of its columns) is NaN or ±inf is named in
+    /// [`BatchStats::non_finite`] with the value; its slot in `out` holds whatever the model
+    /// gave. Errors (wrong `values` length, ONNX Runtime failure, unexpected output shape) are
     /// returned for the caller to turn into error records; `out` is then empty.
     pub fn score_batch(
         &mut self,
@@ -170,7 +176,10 @@ impl ModelSession {
         let defaults_used = self.preprocessor.fill(values, &mut self.input);
         let (name, version) = (&self.manifest.name, &self.manifest.version);
         let ort_err = |source: ort::Error| ScoreError::Inference {
-            context: format!("scoring {n_rows} rows with model `{name}` version `{version}`"),
+            context: match n_rows {
+                1 => format!("scoring 1 row with model `{name}` version `{version}`"),
+                n => format!("scoring {n} rows with model `{name}` version `{version}`"),
+            },
             source,
         };
         let tensor = TensorRef::from_array_view(([n_rows, width], self.input.as_slice()))
@@ -196,10 +205,27 @@ impl ModelSession {
             }
         };
         out.extend(data.iter().skip(output.column).step_by(stride).take(n_rows));
+        let mut non_finite = RowErrors::default();
+        for (row, values) in data.chunks_exact(stride).take(n_rows).enumerate() {
+            if let Some((column, value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+                let at = match stride {
+                    1 => String::new(),
+                    columns => format!(" at column {column} of {columns}"),
+                };
+                non_finite.insert(
+                    row,
+                    format!(
+                        "model output `{}` is {value}{at}; a score must be a finite number",
+                        output.name
+                    ),
+                );
+            }
+        }
         self.defaults_used_total += defaults_used as u64;
         Ok(BatchStats {
             rows: n_rows,
             defaults_used,
+            non_finite,
         })
     }
 
