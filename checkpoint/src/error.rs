@@ -135,6 +135,14 @@ pub enum CheckpointError {
         /// Why it is invalid.
         reason: &'static str,
     },
+    /// A checkpoint location (`[checkpoint] dir`, `--checkpoint-dir`) cannot be used.
+    #[error("checkpoint location `{location}` cannot be used: {reason}")]
+    InvalidLocation {
+        /// The location as given.
+        location: String,
+        /// Why not.
+        reason: String,
+    },
     /// The job's key-group count differs from the checkpoint's: state cannot be mapped.
     #[error("checkpoint of epoch {} was written with {stored} key groups but the job uses {current}: the key-group count is fixed for the life of a job; set `key_groups = {stored}` or start without restoring", epoch.0)]
     KeyGroupsChanged {

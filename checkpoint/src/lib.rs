@@ -9,11 +9,12 @@
 //! Pipeline position: beside `operators` — the dataflow calls this crate when a frontier
 //! passes a checkpoint epoch and when a job starts; nothing here knows about Timely or Kafka.
 //!
-//! Layout of a store (see [`LocalDirStore`]):
+//! Layout of a store (see [`LocalDirStore`]; [`ObjectStoreSnapshotStore`] keeps the same keys
+//! under `s3://bucket/prefix`, and [`open_store`] picks one from a location):
 //!
 //! ```text
 //! ckpt/<epoch>/<operator>/kg-<lo>-<hi>   snapshot of key groups lo..hi (half-open), see format
-//! ckpt/<epoch>/MANIFEST                  written last; its atomic rename commits the epoch
+//! ckpt/<epoch>/MANIFEST                  written last; its atomic rename (or PUT) commits the epoch
 //! ```
 //!
 //! Checkpoints are incremental: an operator writes only the key-group shards that changed
@@ -27,14 +28,18 @@ pub mod error;
 pub mod format;
 pub mod inspect;
 mod local;
+mod location;
 pub mod manifest;
+pub mod object;
 pub mod range;
 pub mod store;
 
 pub use error::{CheckpointError, Result};
 pub use inspect::{inspect, EpochStatus, EpochSummary};
 pub use local::LocalDirStore;
+pub use location::{is_object_store_url, open_store};
 pub use manifest::{Manifest, SourceOffset};
+pub use object::{ObjectStoreSnapshotStore, Retries, S3Options};
 pub use range::{KeyGroupRange, Section, SnapshotEntry};
 pub use store::{Pruned, SnapshotStore, StoredFile, MANIFEST_FILE};
 pub use weir_features::vocab::{Epoch, Watermark};

@@ -11,6 +11,7 @@
 //! - [`files`]: scratch directories, JSON Lines files and job-file snippets.
 //! - [`job_toml`]: a minimal valid job file as text, for the job-file tests.
 //! - [`cluster`]: free localhost ports and a hosts file for a cluster of test processes.
+//! - [`s3_server`]: moto's S3 server on a free port, and a proxy that makes it fail requests.
 
 pub mod clickstream;
 pub mod cluster;
@@ -18,5 +19,6 @@ pub mod event;
 pub mod files;
 pub mod job_toml;
 pub mod row;
+pub mod s3_server;
 pub mod schema;
 pub mod spec;

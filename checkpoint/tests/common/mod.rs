@@ -1,7 +1,10 @@
 //! Shared helpers of the checkpoint tests: a store in a scratch dir, a 2-operator epoch and a
-//! store holding two of them.
+//! store holding two of them; the incremental epochs of [`incremental`]. The epoch writers
+//! take any [`SnapshotStore`], so the object-store tests reuse them.
 
 #![allow(dead_code)]
+
+pub mod incremental;
 
 use std::collections::BTreeMap;
 
@@ -37,7 +40,7 @@ pub fn payload(epoch: u64, operator: &str, i: usize) -> Vec<u8> {
 }
 
 /// Writes and commits `epoch`: operator `window` at parallelism 2, `score` at 1.
-pub fn write_epoch(store: &LocalDirStore, epoch: u64) -> anyhow::Result<Manifest> {
+pub fn write_epoch(store: &dyn SnapshotStore, epoch: u64) -> anyhow::Result<Manifest> {
     let mut manifest = Manifest::new(Epoch(epoch), G);
     for (operator, p) in [("window", 2usize), ("score", 1)] {
         manifest.parallelism.insert(operator.into(), p);
