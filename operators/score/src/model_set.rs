@@ -177,7 +177,13 @@ impl ModelSet {
     pub fn fail_batch(&self, batch: &mut InferenceBatch, error: ScoreError) {
         batch.canary.clear();
         batch.scores.clear();
-        batch.scores.primary = Some(self.count(&self.primary.tag, batch.rows, Err(error)));
+        batch.scores.primary = Some(count(
+            &self.metrics,
+            &self.counters,
+            &self.primary.tag,
+            batch.rows,
+            Err(error),
+        ));
     }
 
     /// Scores one batch: writes a score per row and a verdict per version into
@@ -218,7 +224,13 @@ impl ModelSet {
                 &mut scores.row_errors,
                 &mut self.split_out,
             );
-            scores.primary = Some(self.count(&self.primary.tag, rows, result));
+            scores.primary = Some(count(
+                &self.metrics,
+                &self.counters,
+                &self.primary.tag,
+                rows,
+                result,
+            ));
         } else {
             ScoreCounters::add(&self.counters.canary_rows, canary_rows as u64);
             scores.values.clear();
@@ -319,16 +331,16 @@ impl ModelSet {
             // Not whole rows: the session reports the mismatch for the whole batch.
             run(values, canary.len(), &mut self.out).map(|_| RowsScored::default())
         };
-        let tag = model.tag.clone();
-        let verdict = self.count(&tag, n, result);
+        let verdict = count(&self.metrics, &self.counters, &model.tag, n, result);
         if verdict.error.is_none() {
-            let rows_of_part = canary.iter().enumerate().filter(|(_, c)| **c == in_part);
             let slots = out.iter_mut().zip(canary).filter(|(_, c)| **c == in_part);
             for ((slot, _), score) in slots.zip(&self.out) {
                 *slot = *score;
             }
             if !self.part_errors.is_empty() {
-                let rows_of_part: Vec<usize> = rows_of_part.map(|(i, _)| i).collect();
+                let rows_of_part: Vec<usize> = (0..canary.len())
+                    .filter(|i| canary[*i] == in_part)
+                    .collect();
                 for (j, error) in self.part_errors.iter() {
                     if let Some(row) = rows_of_part.get(j) {
                         errors.insert(*row, error.to_owned());
@@ -338,35 +350,40 @@ impl ModelSet {
         }
         verdict
     }
+}
 
-    /// The verdict of a version over its `rows` rows, counted in the job's metrics: rows scored
-    /// and rows failed alone, or every row failed when the version could not run them.
-    fn count(&self, tag: &ModelTag, rows: usize, result: Result<RowsScored>) -> Verdict {
-        let inference_ts_ms = unix_ms() as i64;
-        let metrics = &self.metrics;
-        let error = match result {
-            Ok(done) => {
-                JobMetrics::add(&metrics.scores, done.scored as u64);
-                JobMetrics::add(&metrics.defaults_used, done.defaults_used as u64);
-                JobMetrics::add(&metrics.inference_errors, done.failed as u64);
-                let extra = done.runs.saturating_sub(1) as u64;
-                ScoreCounters::add(&self.counters.split_runs, extra);
-                if done.failed > 0 {
-                    tracing::warn!(failed = done.failed, rows, runs = done.runs, version = %tag.version, "inference failed on rows alone; the rest of the batch is scored, the failed rows get error records");
-                }
-                None
+/// The verdict of a version over its `rows` rows, counted in the job's metrics: rows scored
+/// and rows failed alone, or every row failed when the version could not run them.
+fn count(
+    metrics: &JobMetrics,
+    counters: &ScoreCounters,
+    tag: &ModelTag,
+    rows: usize,
+    result: Result<RowsScored>,
+) -> Verdict {
+    let inference_ts_ms = unix_ms() as i64;
+    let error = match result {
+        Ok(done) => {
+            JobMetrics::add(&metrics.scores, done.scored as u64);
+            JobMetrics::add(&metrics.defaults_used, done.defaults_used as u64);
+            JobMetrics::add(&metrics.inference_errors, done.failed as u64);
+            let extra = done.runs.saturating_sub(1) as u64;
+            ScoreCounters::add(&counters.split_runs, extra);
+            if done.failed > 0 {
+                tracing::warn!(failed = done.failed, rows, runs = done.runs, version = %tag.version, "inference failed on rows alone; the rest of the batch is scored, the failed rows get error records");
             }
-            Err(error) => {
-                let error = error.to_string();
-                tracing::warn!(%error, rows, version = %tag.version, "inference failed; emitting error records");
-                JobMetrics::add(&metrics.inference_errors, rows as u64);
-                Some(error)
-            }
-        };
-        Verdict {
-            model: tag.clone(),
-            error,
-            inference_ts_ms,
+            None
         }
+        Err(error) => {
+            let error = error.to_string();
+            tracing::warn!(%error, rows, version = %tag.version, "inference failed; emitting error records");
+            JobMetrics::add(&metrics.inference_errors, rows as u64);
+            Some(error)
+        }
+    };
+    Verdict {
+        model: tag.clone(),
+        error,
+        inference_ts_ms,
     }
 }
