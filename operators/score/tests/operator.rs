@@ -1,5 +1,6 @@
 //! Acceptance tests of the scoring operator (issue #5): hot reload under load, a corrupt new
-//! version, rollback, the canary split and shadow scores. No timing assertions: every wait is
+//! version, rollback, the canary split and shadow scores; failed batches and rows a model
+//! fails on alone (issue #15). No timing assertions: every wait is
 //! "until the thing happened", bounded by a tick budget that only fails a broken build.
 
 mod support;
@@ -334,6 +335,77 @@ fn a_failed_batch_becomes_error_records_and_dead_letters() -> anyhow::Result<()>
         assert_eq!(JobMetrics::get(&metrics.scores), 8);
         assert_eq!(metrics.dead_letters_total(), 8);
     }
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+/// Rows of one tick in batches of 8 for `tests/fixtures/row_faults`: row 2 makes the run fail
+/// (`cart_adds` above 100), row 9 scores `ln(0) = -inf`, row 13 has NaN in the other output
+/// column (`sqrt(-1)`); the others score `ln(i + 1)`.
+fn rows_with_faults() -> (Vec<weir_features::row::FeatureRow>, HashSet<usize>) {
+    let rows = (0..16)
+        .map(|i| {
+            let mut r = row(&format!("k{i:02}"), 0, i);
+            let mut values = [i as f64 + 1.0, 4.0, 0.0];
+            match i {
+                2 => values[2] = 500.0,
+                9 => values[0] = 0.0,
+                13 => values[1] = -1.0,
+                _ => {}
+            }
+            r.values = values.into_iter().collect();
+            r
+        })
+        .collect();
+    (rows, HashSet::from([2, 9, 13]))
+}
+
+#[test]
+fn only_the_rows_a_model_fails_on_alone_become_error_records() -> anyhow::Result<()> {
+    let root = scratch_dir("row-faults");
+    write_version("row_faults", &root.join("m"), "rf", "1")?;
+    let cfg = config(ModelSource::Dir(root.join("m")), None);
+    let (metrics, counters) = (cfg.metrics.clone(), cfg.counters.clone());
+    let (rows, faulty) = rows_with_faults();
+    let ((), out) = with_score_dataflow(cfg, |driver| {
+        driver.tick(rows);
+    })?;
+    let mut scores = out.scores.clone();
+    scores.sort_by_key(|(_, s)| s.row.window_end);
+    assert_eq!(scores.len(), 16);
+    for (i, (_, s)) in scores.iter().enumerate() {
+        if faulty.contains(&i) {
+            assert_eq!(s.score, None, "row {i}");
+            assert!(s.error.is_some(), "row {i} has no error");
+        } else {
+            let score = s.score.unwrap_or(f64::NAN);
+            assert!(
+                (score - (i as f64 + 1.0).ln()).abs() < 1e-6,
+                "row {i}: {score}"
+            );
+            assert_eq!(s.error, None, "row {i}");
+        }
+    }
+    let dead: HashMap<Vec<u8>, String> = out
+        .dead
+        .iter()
+        .map(|(_, d)| (d.key.clone().unwrap_or_default(), d.error.clone()))
+        .collect();
+    assert_eq!(dead.len(), faulty.len());
+    let error_of = |i: usize| dead.get(format!("k{i:02}").as_bytes()).cloned();
+    let error = error_of(2).unwrap_or_default();
+    assert!(
+        error.contains("scoring 1 row") && error.contains("out of data bounds"),
+        "{error}"
+    );
+    let error = error_of(9).unwrap_or_default();
+    assert!(error.contains("is -inf at column 1 of 2"), "{error}");
+    let error = error_of(13).unwrap_or_default();
+    assert!(error.contains("is NaN at column 0 of 2"), "{error}");
+    assert_eq!(JobMetrics::get(&metrics.inference_errors), 3);
+    assert_eq!(JobMetrics::get(&metrics.scores), 13);
+    // The batch of rows 0..8 failed: both halves, then rows 0..4 and 2..4 were split too.
+    assert_eq!(ScoreCounters::get(&counters.split_runs), 6);
     std::fs::remove_dir_all(&root)?;
     Ok(())
 }
