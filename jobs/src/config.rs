@@ -401,7 +401,7 @@ impl JobFile {
             EdgeKind::Kafka => SourceInput::Kafka(KafkaInput {
                 topic: source.topic.clone(),
                 properties: self.consumer_properties(),
-                start: source.start,
+                start: source.start.clone(),
                 partition_discovery: positive(source.partition_discovery),
             }),
             EdgeKind::File => SourceInput::Files(self.source_paths()),

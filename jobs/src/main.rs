@@ -38,7 +38,7 @@ enum Command {
     Features(FeaturesArgs),
     /// Create the topics a job needs.
     Topics(TopicsArgs),
-    /// List or inspect the checkpoints in a checkpoint directory.
+    /// List or inspect the checkpoints in a checkpoint directory or `s3://bucket/prefix`.
     Checkpoints {
         #[command(subcommand)]
         action: CheckpointsAction,
@@ -49,12 +49,12 @@ enum Command {
 enum CheckpointsAction {
     /// One line per epoch: status, files, size.
     List {
-        /// The checkpoint directory.
+        /// The checkpoint directory, or `s3://bucket/prefix`.
         dir: PathBuf,
     },
     /// Everything a manifest records: offsets, watermarks, parallelism, models, files.
     Inspect {
-        /// The checkpoint directory.
+        /// The checkpoint directory, or `s3://bucket/prefix`.
         dir: PathBuf,
         /// Only this epoch.
         #[arg(long)]
@@ -75,6 +75,12 @@ struct RunArgs {
     /// Stop at the end offsets seen at start and flush all windows.
     #[arg(long)]
     bounded: bool,
+    /// Where to start when there is no checkpoint (overrides [source] start): `earliest`,
+    /// `latest`, an RFC 3339 time (`2026-11-30T12:00:00Z`: the first record at or after it,
+    /// per partition) or offsets per partition (`0:1200,1:900`). A checkpoint to restore
+    /// wins (use `--restore none` to start fresh).
+    #[arg(long, value_name = "TIME|OFFSETS")]
+    from: Option<weir_kafka::StartFrom>,
     /// Kafka bootstrap servers (overrides [kafka] bootstrap.servers).
     #[arg(long)]
     brokers: Option<String>,
@@ -140,6 +146,9 @@ struct TopicsArgs {
     /// Partitions of the source topic (outputs get the same count).
     #[arg(long, default_value_t = 4)]
     partitions: i32,
+    /// Replicas of each partition (at most the number of brokers; 3 is usual in production).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
+    replication_factor: i32,
     /// Kafka bootstrap servers (overrides [kafka] bootstrap.servers).
     #[arg(long)]
     brokers: Option<String>,
@@ -164,6 +173,9 @@ fn run(args: RunArgs) -> Result<()> {
     }
     if args.bounded {
         job.source.bounded = true;
+    }
+    if let Some(start) = &args.from {
+        job.source.start = start.clone();
     }
     if !args.input_files.is_empty() {
         job.use_input_files(args.input_files.clone());
@@ -243,11 +255,11 @@ fn checkpoints(action: CheckpointsAction) -> Result<()> {
         CheckpointsAction::List { dir } => (dir, None, false),
         CheckpointsAction::Inspect { dir, epoch } => (dir, epoch, true),
     };
-    if !dir.is_dir() {
+    if !weir_checkpoint::is_object_store_url(&dir) && !dir.is_dir() {
         anyhow::bail!("{} is not a checkpoint directory", dir.display());
     }
-    let store = weir_checkpoint::LocalDirStore::open(&dir)?;
-    let summaries = weir_checkpoint::inspect(&store)?;
+    let store = weir_checkpoint::open_store(&dir)?;
+    let summaries = weir_checkpoint::inspect(store.as_ref())?;
     if summaries.is_empty() {
         println!("no checkpoints in {}", dir.display());
     }
@@ -284,7 +296,12 @@ fn main() -> ExitCode {
                 &job.sink.topic,
                 &job.sink.dead_letter_topic,
             ] {
-                weir_kafka::admin::ensure_topic(&job.kafka, topic, args.partitions)?;
+                weir_kafka::admin::ensure_replicated_topic(
+                    &job.kafka,
+                    topic,
+                    args.partitions,
+                    args.replication_factor,
+                )?;
                 println!("topic {topic} ready");
             }
             Ok(())

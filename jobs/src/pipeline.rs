@@ -285,7 +285,7 @@ impl JobPlan {
         KafkaSourceConfig {
             topic: kafka.topic.clone(),
             properties: kafka.properties.clone(),
-            start: kafka.start,
+            start: kafka.start.clone(),
             bounded: source.bounded,
             stage,
             decoder: self.record_decoder(),

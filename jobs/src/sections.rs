@@ -97,7 +97,8 @@ pub struct SourceSection {
     /// JSON Lines files to read, one partition each (kind = "file"; relative to the job file).
     #[serde(default)]
     pub paths: Vec<PathBuf>,
-    /// Where to start without a checkpoint.
+    /// Where to start without a checkpoint: `earliest`, `latest`, an RFC 3339 time or
+    /// per-partition offsets (`0:1200,1:900`); `weir run --from` overrides it.
     #[serde(default = "earliest")]
     pub start: StartFrom,
     /// Stop at the end offsets seen at start, flushing all windows.

@@ -17,11 +17,24 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
     futures_executor::block_on(future)
 }
 
-/// Creates `topic` with `partitions` partitions; an existing topic is left as it is.
+/// Creates `topic` with `partitions` partitions and one replica; an existing topic is left as
+/// it is.
 pub fn ensure_topic(
     properties: &BTreeMap<String, String>,
     topic: &str,
     partitions: i32,
+) -> Result<()> {
+    ensure_replicated_topic(properties, topic, partitions, 1)
+}
+
+/// Creates `topic` with `partitions` partitions of `replication_factor` replicas each (the
+/// broker refuses more replicas than it has brokers, and says so); an existing topic is left
+/// as it is, whatever its replication.
+pub fn ensure_replicated_topic(
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i32,
 ) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = client_config(properties, &[])
         .create()
@@ -29,7 +42,11 @@ pub fn ensure_topic(
             role: "admin",
             source,
         })?;
-    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let new_topic = NewTopic::new(
+        topic,
+        partitions,
+        TopicReplication::Fixed(replication_factor),
+    );
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
     let results = block_on(admin.create_topics([&new_topic], &options)).map_err(|source| {
         KafkaEdgeError::Request {

@@ -22,6 +22,14 @@ pub enum KafkaEdgeError {
         /// What went wrong.
         detail: String,
     },
+    /// `[source] start` (or `--from`) does not fit the topic.
+    #[error("cannot start reading `{topic}` where [source] start / --from says: {detail}")]
+    Start {
+        /// Topic name.
+        topic: String,
+        /// What does not fit, with the partition's offsets.
+        detail: String,
+    },
     /// Some other broker request failed.
     #[error("Kafka request `{what}` failed: {source}")]
     Request {

@@ -19,6 +19,7 @@ pub mod properties;
 pub mod record_producer;
 pub mod sink;
 pub mod source;
+pub mod start_offsets;
 pub mod topic_reader;
 
 pub use delivery::SINK_FAILED_EXIT;

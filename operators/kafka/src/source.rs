@@ -30,16 +30,9 @@ use crate::admin::partition_count;
 use crate::error::{KafkaEdgeError, Result};
 use crate::partition_watch::{owned_between, NewPartition, PartitionWatch, WatchConfig};
 use crate::properties::{brokers, client_config};
+use crate::start_offsets::{resolve_start, PartitionRange};
 
-/// Where a source starts reading when there is no checkpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StartFrom {
-    /// The oldest retained offset.
-    Earliest,
-    /// Only records produced after the job starts.
-    Latest,
-}
+pub use crate::start_offsets::StartFrom;
 
 /// Configuration of the Kafka source stage.
 #[derive(Clone, Debug)]
@@ -235,6 +228,31 @@ impl Reader {
         let mut next_offsets = BTreeMap::new();
         let request = |what: String| move |source| KafkaEdgeError::Request { what, source };
         let restoring = !config.resume.is_empty();
+        let start_error = |detail: String| KafkaEdgeError::Start {
+            topic: config.topic.clone(),
+            detail,
+        };
+        let at_time = if restoring {
+            if config.start != StartFrom::Earliest {
+                tracing::info!(
+                    start = %config.start,
+                    "restoring from a checkpoint: its offsets win over [source] start / --from"
+                );
+            }
+            HashMap::new()
+        } else {
+            config
+                .start
+                .check_partitions(&config.topic, partitions)
+                .map_err(start_error)?;
+            match &config.start {
+                StartFrom::Time(ms) => {
+                    let answer = offsets_for_time(&consumer, &config.topic, &owned, *ms)?;
+                    checked_offsets_for_time(&config.properties, &config.topic, answer, *ms)?
+                }
+                _ => HashMap::new(),
+            }
+        };
         for &partition in &owned {
             watermarks.assign(partition, now);
             let resume = config.resume.get(&partition);
@@ -247,12 +265,12 @@ impl Reader {
             // Every owned partition starts at a concrete offset, recorded as its resume
             // position at once: a partition that stays quiet is still in every checkpoint, so
             // a restore resumes it where this run started instead of at the then-latest end.
-            let first = match (resume, config.start) {
-                (Some(resume), _) => {
+            let first = match resume {
+                Some(resume) => {
                     watermarks.resume(partition, resume.watermark);
                     resume.next_offset
                 }
-                (None, _) if restoring => {
+                None if restoring => {
                     tracing::info!(
                         topic = config.topic,
                         partition,
@@ -261,8 +279,15 @@ impl Reader {
                     );
                     low
                 }
-                (None, StartFrom::Earliest) => low,
-                (None, StartFrom::Latest) => high,
+                None => {
+                    let range = PartitionRange {
+                        low,
+                        high,
+                        at_time: at_time.get(&partition).copied().flatten(),
+                    };
+                    resolve_start(&config.start, &config.topic, partition, range)
+                        .map_err(start_error)?
+                }
             };
             next_offsets.insert(partition, first);
             assignment
@@ -282,6 +307,7 @@ impl Reader {
             instance,
             ?owned,
             bounded = config.bounded,
+            start = %config.start,
             resumed = ?next_offsets,
             "source instance assigned"
         );
@@ -395,4 +421,113 @@ fn handle(
     if end.is_some_and(|end| offset + 1 >= end) {
         watermarks.finish(partition);
     }
+}
+
+/// The broker's offsets-for-times answer for `partitions` at `ms`: per partition the offset of
+/// the first record whose timestamp is at or after `ms`, `None` when there is none (the
+/// partition then starts at its end, reading only what is produced from now on).
+fn offsets_for_time<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    partitions: &[i32],
+    ms: i64,
+) -> Result<HashMap<i32, Option<i64>>> {
+    let mut query = TopicPartitionList::new();
+    for &partition in partitions {
+        query
+            .add_partition_offset(topic, partition, Offset::Offset(ms))
+            .map_err(|source| KafkaEdgeError::Request {
+                what: "offsets for times".to_owned(),
+                source,
+            })?;
+    }
+    let answer = consumer
+        .offsets_for_times(query, Duration::from_secs(10))
+        .map_err(|source| KafkaEdgeError::Request {
+            what: format!("offsets for time {ms} ms of {topic}"),
+            source,
+        })?;
+    let mut offsets = HashMap::new();
+    for element in answer.elements() {
+        element.error().map_err(|source| KafkaEdgeError::Request {
+            what: format!(
+                "offsets for time {ms} ms of {topic}/{}",
+                element.partition()
+            ),
+            source,
+        })?;
+        let offset = match element.offset() {
+            Offset::Offset(offset) => Some(offset),
+            _ => None,
+        };
+        offsets.insert(element.partition(), offset);
+    }
+    Ok(offsets)
+}
+
+/// The broker's offsets-for-times answer, checked by reading the record it points at: some
+/// brokers (tansu 0.6) answer offset 0 instead of "none" for a partition whose records are
+/// all older than the time. When the record is older, the partition is read forward to the
+/// first record at or after the time (or its end); a correct answer costs one fetch.
+fn checked_offsets_for_time(
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    answer: HashMap<i32, Option<i64>>,
+    ms: i64,
+) -> Result<HashMap<i32, Option<i64>>> {
+    let request = |what: String| move |source| KafkaEdgeError::Request { what, source };
+    let consumer: BaseConsumer<SourceContext> = client_config(
+        properties,
+        &[
+            ("enable.auto.commit", "false"),
+            ("group.id", "weir-start-time"),
+        ],
+    )
+    .set("enable.partition.eof", "true")
+    .create_with_context(SourceContext)
+    .map_err(|source| KafkaEdgeError::Client {
+        role: "consumer",
+        source,
+    })?;
+    let mut checked = HashMap::new();
+    for (partition, offset) in answer {
+        let Some(offset) = offset else {
+            checked.insert(partition, None);
+            continue;
+        };
+        let mut one = TopicPartitionList::new();
+        one.add_partition_offset(topic, partition, Offset::Offset(offset))
+            .map_err(request("assign".to_owned()))?;
+        consumer
+            .assign(&one)
+            .map_err(request("assign".to_owned()))?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let found = loop {
+            if std::time::Instant::now() > deadline {
+                break Some(offset); // trust the broker rather than wait forever
+            }
+            match consumer.poll(Duration::from_millis(100)) {
+                None => {}
+                Some(Err(KafkaError::PartitionEOF(_))) => break None,
+                Some(Err(e)) => {
+                    return Err(request(format!("read {topic}/{partition}"))(e));
+                }
+                Some(Ok(m)) if m.timestamp().to_millis().is_none_or(|t| t >= ms) => {
+                    break Some(m.offset());
+                }
+                Some(Ok(_)) => {}
+            }
+        };
+        if found != Some(offset) {
+            tracing::warn!(
+                topic,
+                partition,
+                broker_answer = offset,
+                first_at_or_after = ?found,
+                "the broker's offsets-for-times answer points at an older record; corrected"
+            );
+        }
+        checked.insert(partition, found);
+    }
+    Ok(checked)
 }
