@@ -17,6 +17,7 @@ use weir_features::job_features::Trigger;
 use weir_features::schema::RecordSchema;
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
 use weir_features::window::WindowSpec;
+use weir_kafka::DeliveryGuarantee;
 use weir_operators::source::RecordLimits;
 use weir_operators::{Placement, StageParallelism};
 use xxhash_rust::xxh3::Xxh3;
@@ -26,6 +27,9 @@ use crate::plan::{
     CheckpointSettings, KafkaInput, RuntimePlan, ScorePlan, SinkPlan, SourceInput, SourcePlan,
     TopicCheck, WindowPlan,
 };
+
+/// librdkafka's default `transaction.timeout.ms`.
+const LIBRDKAFKA_TRANSACTION_TIMEOUT_MS: i64 = 60_000;
 
 pub use crate::model_config::ModelSection;
 pub use crate::sections::{
@@ -192,11 +196,7 @@ impl JobFile {
         interval: Option<&str>,
     ) -> Result<()> {
         if let Some(dir) = dir {
-            let dir = if weir_checkpoint::is_object_store_url(&dir) {
-                dir
-            } else {
-                absolute(dir)
-            };
+            let dir = absolute(dir);
             match &mut self.checkpoint {
                 Some(section) => section.dir = dir,
                 None => {
@@ -329,6 +329,7 @@ impl JobFile {
         let state_ttl = self.state.ttl_ms()?;
         if state_ttl.is_some_and(|ttl| ttl <= 0) {
             bail!("[state] ttl must be positive, e.g. \"30m\"");
+        self.check_exactly_once()?;
         }
         let schema = RecordSchema::new(
             &self.source.fields,
@@ -429,6 +430,37 @@ impl JobFile {
         match (self.sink.kind, self.sink_paths()) {
             (EdgeKind::File, Some((scores, dead_letters))) => SinkPlan::File {
                 scores,
+    /// `[sink] delivery = "exactly_once"`: Kafka sinks, checkpoints (one transaction per
+    /// epoch), and a `transaction.timeout.ms` that outlasts a checkpoint interval (a
+    /// transaction stays open for one interval and its flush; the broker aborts one that
+    /// passes its timeout).
+    fn check_exactly_once(&self) -> Result<()> {
+        if self.sink.delivery != DeliveryGuarantee::ExactlyOnce {
+            return Ok(());
+        }
+        if self.sink.kind != EdgeKind::Kafka {
+            bail!("[sink] delivery = \"exactly_once\" needs kind = \"kafka\" (a file sink is rewritten from the checkpoint on restore)");
+        }
+        let Some(checkpoint) = &self.checkpoint else {
+            bail!("[sink] delivery = \"exactly_once\" commits one Kafka transaction per checkpoint epoch: add a [checkpoint] section");
+        };
+        let key = "transaction.timeout.ms";
+        let timeout = match self.sink.kafka.get(key).or_else(|| self.kafka.get(key)) {
+            Some(text) => text.trim().parse::<i64>().with_context(|| {
+                format!("[sink.kafka] {key} = {text:?} is not a number of milliseconds")
+            })?,
+            None => LIBRDKAFKA_TRANSACTION_TIMEOUT_MS,
+        };
+        if timeout < 2 * checkpoint.interval {
+            bail!(
+                "[sink.kafka] {key} = {timeout} ms is less than twice the checkpoint interval ({} ms): a transaction is open for an interval and its flush, and the broker aborts it after {key}; set {key} to at least {} (and the broker's transaction.max.timeout.ms at least as high) or shorten [checkpoint] interval",
+                checkpoint.interval,
+                2 * checkpoint.interval
+            );
+        }
+        Ok(())
+    }
+
                 dead_letters,
             },
             _ => {
@@ -442,6 +474,7 @@ impl JobFile {
             }
         }
     }
+                    delivery: self.sink.delivery,
 
     fn topic_check(&self) -> Option<TopicCheck> {
         if !self.uses_kafka() {
@@ -467,12 +500,7 @@ impl JobFile {
             bail!("[checkpoint] interval must be positive, e.g. \"10s\"");
         };
         Ok(Some(CheckpointSettings {
-            // A local directory is relative to the job file; s3://bucket/prefix is as given.
-            dir: if weir_checkpoint::is_object_store_url(&section.dir) {
-                section.dir.clone()
-            } else {
-                self.base_dir.join(&section.dir)
-            },
+            dir: self.base_dir.join(&section.dir),
             interval,
             retain: section.retain.max(1),
         }))

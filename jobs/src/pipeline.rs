@@ -30,7 +30,8 @@ use weir_features::encode::{dead_letter_json, feature_row_json, score_json};
 use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
 use weir_kafka::{
-    kafka_source, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig, KafkaSourceConfig,
+    kafka_source, DeliveryGuarantee, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig,
+    KafkaSourceConfig,
 };
 use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::committer::{CommitCheckpoints, CommitHook, CommitterConfig};
@@ -343,11 +344,13 @@ impl JobPlan {
         topic: &str,
         properties: &BTreeMap<String, String>,
     ) -> KafkaSinkConfig {
-        let dead_letter_topic = match &self.job.sinks {
+        let (dead_letter_topic, delivery) = match &self.job.sinks {
             SinkPlan::Kafka {
-                dead_letter_topic, ..
-            } => dead_letter_topic.clone(),
-            SinkPlan::File { .. } => topic.to_owned(),
+                dead_letter_topic,
+                delivery,
+                ..
+            } => (dead_letter_topic.clone(), *delivery),
+            SinkPlan::File { .. } => (topic.to_owned(), DeliveryGuarantee::AtLeastOnce),
         };
         KafkaSinkConfig {
             topic: topic.to_owned(),
@@ -358,6 +361,8 @@ impl JobPlan {
             key_groups: self.job.runtime.key_groups,
             metrics: self.metrics.clone(),
             epochs: self.epochs(),
+            delivery,
+            job: self.job.name.clone(),
         }
     }
 

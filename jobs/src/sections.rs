@@ -12,7 +12,7 @@ use serde::Deserialize;
 use weir_features::duration_ms;
 use weir_features::schema::FieldDecl;
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
-use weir_kafka::StartFrom;
+use weir_kafka::{DeliveryGuarantee, StartFrom};
 use weir_operators::source::RecordLimits;
 
 /// `[runtime]`.
@@ -222,15 +222,17 @@ pub struct SinkSection {
     /// Producer-only librdkafka properties, on top of `[kafka]`.
     #[serde(default)]
     pub kafka: BTreeMap<String, String>,
+    /// `at_least_once` (default) or `exactly_once` (kind = "kafka"; needs `[checkpoint]`).
+    #[serde(default)]
+    pub delivery: DeliveryGuarantee,
 }
 
 /// `[checkpoint]`: absent = no checkpoints.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointSection {
-    /// Checkpoint location: a directory (local disk or a mount shared by every process),
-    /// relative to the job file, or `s3://bucket/prefix` (credentials from the `AWS_*`
-    /// environment).
+    /// Checkpoint directory (local disk or a mount shared by every process), relative to
+    /// the job file.
     pub dir: PathBuf,
     /// Processing time between checkpoint epochs.
     #[serde(with = "duration_ms", default = "ten_seconds")]

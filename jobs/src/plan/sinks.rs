@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use weir_kafka::DeliveryGuarantee;
+
 /// `[sink]` as the sinks use it.
 #[derive(Clone, Debug)]
 pub enum SinkPlan {
@@ -14,6 +16,8 @@ pub enum SinkPlan {
         dead_letter_topic: String,
         /// Producer properties: `[kafka]`, then `[sink.kafka]`.
         properties: BTreeMap<String, String>,
+        /// `[sink] delivery`.
+        delivery: DeliveryGuarantee,
     },
     /// JSON Lines files (resolved against the job file).
     File {

@@ -25,6 +25,19 @@ use crate::epochs::{CheckpointPart, CheckpointStream, EpochClock};
 pub trait SinkWriter<D>: 'static {
     /// Writes (or queues for delivery) a batch, draining it.
     fn write(&mut self, batch: &mut Vec<D>);
+
+    /// Writes a batch of tick `tick` ([`SinkWriter::write`] unless the writer keeps records of
+    /// later epochs back, as a transactional Kafka sink does).
+    fn write_at(&mut self, tick: Tick, batch: &mut Vec<D>) {
+        let _ = tick;
+        self.write(batch);
+    }
+
+    /// No record before tick `frontier` will arrive any more; called before each
+    /// [`SinkWriter::mark`] (a writer that kept records back sends those before `frontier`).
+    fn input_passed(&mut self, frontier: Tick) {
+        let _ = frontier;
+    }
     /// Makes everything written so far durable, blocking; `false` when it could not (logged
     /// by the writer; at the end of the input — `end_of_input` — the writer counts what is
     /// lost as delivery failures).
@@ -89,9 +102,9 @@ where
             let mut waiting: Option<(Tick, u64)> = None;
             let activator = worker.activator_for(info.address);
             move |(input, frontier), output| {
-                input.for_each(|_time, batch| {
-                    if let Some(writer) = writer.as_mut() {
-                        writer.write(batch);
+                input.for_each(|time, batch| {
+                    if let (Some(writer), Some(&tick)) = (writer.as_mut(), time.least()) {
+                        writer.write_at(tick, batch);
                     }
                 });
                 let Some(capability) = held.as_mut() else {
@@ -121,7 +134,10 @@ where
                                 capability.downgrade(&next);
                                 return;
                             }
-                            None => *waiting.insert((next, writer.mark())),
+                            None => {
+                                writer.input_passed(next);
+                                *waiting.insert((next, writer.mark()))
+                            }
                         };
                         // `Some(false)` (lost output) keeps the epoch from ever passing.
                         if writer.durable_through(mark) == Some(true) {

@@ -19,6 +19,12 @@
 //!   the job stops ([`stop_job`], exit status [`SINK_FAILED_EXIT`]). The record is still in
 //!   flight, so its epoch never passed: no later checkpoint was committed and a restart
 //!   resumes from the last one.
+//!
+//! An exactly-once sink ([`crate::sink`]) writes through a transactional producer: one record
+//! the broker reports undelivered fails the open transaction, which can then only be aborted,
+//! so any such report stops the job (the restart's `init_transactions` aborts it and replays
+//! from the last checkpoint); refusals at `send` (librdkafka's own checks, e.g. its
+//! `message.max.bytes`) never enter the transaction and become dead letters as above.
 
 use std::cell::Cell;
 use std::collections::BTreeSet;
@@ -41,7 +47,7 @@ use crate::dead_letter_fit::{
 use crate::delivery_error::{classify, DeliveryClass};
 use crate::error::{KafkaEdgeError, Result};
 use crate::properties::client_config;
-use crate::sink::KafkaSinkConfig;
+use crate::sink::{DeliveryGuarantee, KafkaSinkConfig};
 
 /// Exit status of a job stopped because a sink cannot write its topic.
 pub const SINK_FAILED_EXIT: i32 = 3;
@@ -52,6 +58,16 @@ pub const REFIT_BYTES: usize = 16 * 1024;
 
 /// How long a flush waits for every record to be acknowledged (resends included).
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long the transaction requests (init, commit) may take.
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The `transactional.id` of a sink instance: the job, the sink and the instance — never a
+/// worker index, so the instance of a restarted (or rescaled onto other workers) job fences
+/// the producer of the run before it.
+pub fn transactional_id(job: &str, sink: &str, instance: usize) -> String {
+    format!("weir.{job}.{sink}.{instance}")
+}
 
 /// Which try of a record this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +112,8 @@ struct Undelivered {
     payload: Vec<u8>,
     headers: Option<OwnedHeaders>,
     error: KafkaError,
+    /// Reported by the broker (it was part of the open transaction), not refused at `send`.
+    reported: bool,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -136,6 +154,7 @@ impl ProducerContext for DeliveryContext {
                     payload: message.payload().map(<[u8]>::to_vec).unwrap_or_default(),
                     headers: message.headers().map(|h| h.detach()),
                     error: error.clone(),
+                    reported: true,
                     sent,
                 };
                 locked(&self.undelivered).push(undelivered);
@@ -160,39 +179,65 @@ pub(crate) struct Delivery {
     metrics: Arc<JobMetrics>,
     /// The next record's number.
     next_seq: Cell<u64>,
+    /// `transactional.id` when the sink writes one transaction per checkpoint epoch.
+    transactional: Option<String>,
 }
 
 impl Delivery {
-    /// The producer of the sink instance on `worker`, if there is one there.
+    /// The producer of the sink instance on `worker`, if there is one there. `sink` names the
+    /// sink in its `transactional.id` (exactly-once).
     pub(crate) fn on_worker(
         config: &KafkaSinkConfig,
+        sink: &str,
         source_topic: &str,
         worker: usize,
     ) -> Result<Option<Self>> {
-        if config
-            .placement
-            .instance_on(worker, config.parallelism)
-            .is_none()
-        {
+        let Some(instance) = config.placement.instance_on(worker, config.parallelism) else {
             return Ok(None);
+        };
+        let transactional = (config.delivery == DeliveryGuarantee::ExactlyOnce)
+            .then(|| transactional_id(&config.job, sink, instance));
+        let mut defaults = vec![
+            ("acks", "all"),
+            ("linger.ms", "5"),
+            ("message.timeout.ms", "60000"),
+            // No duplicates from librdkafka's own retries, and per-partition order kept.
+            ("enable.idempotence", "true"),
+        ];
+        if let Some(id) = &transactional {
+            defaults.push(("transactional.id", id.as_str()));
         }
-        let producer = client_config(
-            &config.properties,
-            &[
-                ("acks", "all"),
-                ("linger.ms", "5"),
-                ("message.timeout.ms", "60000"),
-            ],
-        )
-        .create_with_context(DeliveryContext {
-            metrics: config.metrics.clone(),
-            in_flight: Mutex::default(),
-            undelivered: Mutex::default(),
-        })
-        .map_err(|source| KafkaEdgeError::Client {
-            role: "producer",
-            source,
-        })?;
+        let producer: SinkProducer = client_config(&config.properties, &defaults)
+            .create_with_context(DeliveryContext {
+                metrics: config.metrics.clone(),
+                in_flight: Mutex::default(),
+                undelivered: Mutex::default(),
+            })
+            .map_err(|source| KafkaEdgeError::Client {
+                role: "producer",
+                source,
+            })?;
+        if let Some(id) = &transactional {
+            // Fences a producer of an earlier run with the same id and aborts the transaction
+            // it left open: that output is replayed from the restored checkpoint.
+            let request = |what: &str, source| {
+                KafkaEdgeError::Request {
+                what: format!("{what} for transactional.id `{id}` (exactly-once needs a broker with transactions)"),
+                source,
+            }
+            };
+            producer
+                .init_transactions(TRANSACTION_TIMEOUT)
+                .map_err(|e| request("init_transactions", e))?;
+            producer
+                .begin_transaction()
+                .map_err(|e| request("begin_transaction", e))?;
+            tracing::info!(
+                transactional_id = id,
+                topic = config.topic,
+                "transactional sink ready"
+            );
+        }
         Ok(Some(Delivery {
             producer,
             topic: config.topic.clone(),
@@ -201,7 +246,35 @@ impl Delivery {
             max_bytes: message_max_bytes(&config.properties),
             metrics: config.metrics.clone(),
             next_seq: Cell::new(0),
+            transactional,
         }))
+    }
+
+    /// Whether the sink writes transactions.
+    pub(crate) fn transactional(&self) -> bool {
+        self.transactional.is_some()
+    }
+
+    /// Commits the open transaction (everything sent is acknowledged) and, unless `last`,
+    /// begins the next one. A transaction that cannot commit stops the job: the restart
+    /// aborts it and replays from the last checkpoint.
+    pub(crate) fn commit_transaction(&self, last: bool) {
+        if let Err(error) = self.producer.commit_transaction(TRANSACTION_TIMEOUT) {
+            stop_job(
+                &self.topic,
+                &error,
+                "the epoch's transaction could not be committed",
+            );
+        }
+        if !last {
+            if let Err(error) = self.producer.begin_transaction() {
+                stop_job(
+                    &self.topic,
+                    &error,
+                    "the next epoch's transaction could not begin",
+                );
+            }
+        }
     }
 
     fn next_seq(&self) -> u64 {
@@ -350,6 +423,7 @@ impl Delivery {
                         headers: returned.headers,
                         sent: returned.delivery_opaque,
                         error,
+                        reported: false,
                     };
                     return self.redo(undelivered);
                 }
@@ -373,7 +447,17 @@ impl Delivery {
             payload,
             headers,
             error,
+            reported,
         } = record;
+        if reported && self.transactional.is_some() {
+            // The transaction holds a failed record: it can only be aborted. The restart's
+            // init_transactions aborts it and the job replays from the last checkpoint.
+            stop_job(
+                &topic,
+                &error,
+                "a record of the epoch's transaction was not delivered, so the transaction cannot commit",
+            );
+        }
         match classify(&error) {
             DeliveryClass::Retriable => {
                 tracing::warn!(%error, topic, "a record was not delivered in time; sending it again");

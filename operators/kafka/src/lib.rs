@@ -14,6 +14,7 @@ mod delivery;
 pub mod delivery_error;
 pub mod error;
 pub mod group_offsets;
+pub mod mock_broker;
 pub mod partition_watch;
 pub mod properties;
 pub mod record_producer;
@@ -22,8 +23,8 @@ pub mod source;
 pub mod start_offsets;
 pub mod topic_reader;
 
-pub use delivery::SINK_FAILED_EXIT;
+pub use delivery::{transactional_id, SINK_FAILED_EXIT};
 pub use error::{KafkaEdgeError, Result};
-pub use sink::{KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig};
+pub use sink::{DeliveryGuarantee, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig};
 pub use source::{kafka_source, KafkaSourceConfig, StartFrom};
 pub use weir_operators::source::SourceStreams;

@@ -8,6 +8,24 @@
 //! flushed ([`weir_operators::epoch_sink`]). A record the broker refuses becomes an
 //! `undeliverable` dead letter, a transient failure is sent again, and only a topic that
 //! cannot be written stops the job ([`crate::delivery`]).
+//!
+//! With `[sink] delivery = "exactly_once"` ([`DeliveryGuarantee::ExactlyOnce`]) each sink
+//! instance (score sink and dead-letter sink alike) writes one Kafka transaction per checkpoint
+//! epoch, `transactional.id = weir.<job>.<sink>.<instance>`
+//! ([`crate::delivery::transactional_id`]): the records of ticks up to and including epoch `E`
+//! (records of later ticks that arrive earlier are kept back), committed once all of them are
+//! acknowledged and *before* the sink lets `E` pass, so the manifest of `E` is written after
+//! every sink's commit. On restore, `init_transactions` with the same id fences the killed
+//! run's producer and aborts the transaction it left open; the restored run replays that
+//! output from the checkpoint. Why not commit after the manifest, as Flink's two-phase commit
+//! does: Flink commits the pending transaction on recovery, and librdkafka cannot resume
+//! another producer's transaction — `init_transactions` aborts it — so a crash between a
+//! manifest and its commits would lose that epoch's output for good. Committing first turns
+//! the same window (between the sinks' commits and the manifest's rename) into a replay of one
+//! epoch whose outputs a `read_committed` consumer then sees twice, with the same score ids.
+//! Closing it needs the restored sinks to skip what was already committed (read back, with
+//! `read_committed`, the records written after the restored epoch and drop those replayed with
+//! the same identity); not built yet.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,6 +68,23 @@ pub struct KafkaSinkConfig {
     pub metrics: Arc<JobMetrics>,
     /// Checkpoint epochs (the producer is flushed before each one passes).
     pub epochs: EpochClock,
+    /// At-least-once or one transaction per checkpoint epoch.
+    pub delivery: DeliveryGuarantee,
+    /// The job's name (the first part of a transactional sink's `transactional.id`).
+    pub job: String,
+}
+
+/// What a Kafka sink guarantees (`[sink] delivery`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryGuarantee {
+    /// Every record acknowledged before its epoch passes; the idempotent producer; a restart
+    /// may write a record again (with the same deterministic score id).
+    #[default]
+    AtLeastOnce,
+    /// One Kafka transaction per sink instance per checkpoint epoch: a `read_committed`
+    /// consumer sees only the output of epochs the sink committed.
+    ExactlyOnce,
 }
 
 /// How a sink turns its input into Kafka records (scores, dead letters).
@@ -58,21 +93,101 @@ trait KafkaRecords<T> {
     fn send(&self, item: &T, out: &Delivery);
 }
 
-/// A Kafka sink's writer on one instance: its records, sent through its producer.
-struct KafkaWriter<R> {
+/// A Kafka sink's writer on one instance: its records, sent through its producer. With
+/// exactly-once delivery the open transaction takes the records of ticks before `open_below`
+/// (up to and including its checkpoint epoch); records of later ticks are kept back until
+/// the transaction is committed, once everything in it is acknowledged, and the next begun.
+struct KafkaWriter<T, R> {
     out: Delivery,
     records: R,
+    epochs: EpochClock,
+    /// Records of ticks before this go into the open transaction; `None` before the first.
+    open_below: Option<Tick>,
+    /// Records of later ticks, kept for the transactions after the open one.
+    kept: BTreeMap<Tick, Vec<T>>,
+    /// The last transaction is committed (the input has ended).
+    finished: bool,
 }
 
-impl<T, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<R> {
+impl<T, R> KafkaWriter<T, R> {
+    fn new(out: Delivery, records: R, epochs: EpochClock) -> Self {
+        KafkaWriter {
+            out,
+            records,
+            epochs,
+            open_below: None,
+            kept: BTreeMap::new(),
+            finished: false,
+        }
+    }
+
+    /// One past the first checkpoint epoch at or after `tick`: the bound of the transaction
+    /// that takes `tick`.
+    fn transaction_end(&self, tick: Tick) -> Tick {
+        self.epochs
+            .epochs_in(tick, Tick::MAX)
+            .next()
+            .map_or(Tick::MAX, |epoch| epoch.saturating_add(1))
+    }
+}
+
+impl<T: 'static, R: KafkaRecords<T> + 'static> KafkaWriter<T, R> {
+    /// Sends the kept records of ticks before `open_below` (all of them when it is `None`).
+    fn send_kept(&mut self) {
+        let later = match self.open_below {
+            Some(bound) => self.kept.split_off(&bound),
+            None => BTreeMap::new(),
+        };
+        for (_, batch) in std::mem::replace(&mut self.kept, later) {
+            for item in &batch {
+                self.records.send(item, &self.out);
+            }
+        }
+    }
+}
+
+impl<T: 'static, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<T, R> {
     fn write(&mut self, batch: &mut Vec<T>) {
         for item in batch.drain(..) {
             self.records.send(&item, &self.out);
         }
     }
 
+    fn write_at(&mut self, tick: Tick, batch: &mut Vec<T>) {
+        if !self.out.transactional() {
+            return self.write(batch);
+        }
+        let bound = match self.open_below {
+            Some(bound) => bound,
+            None => *self.open_below.insert(self.transaction_end(tick)),
+        };
+        if tick < bound {
+            self.write(batch);
+        } else {
+            self.kept.entry(tick).or_default().append(batch);
+        }
+    }
+
+    fn input_passed(&mut self, frontier: Tick) {
+        if self.out.transactional() {
+            // The epochs before `frontier` are complete: the open transaction takes them all.
+            self.open_below = Some(self.open_below.map_or(frontier, |b| b.max(frontier)));
+            self.send_kept();
+        }
+    }
+
     fn flush(&mut self, end_of_input: bool) -> bool {
-        self.out.flush(end_of_input)
+        if !(end_of_input && self.out.transactional() && !self.finished) {
+            return self.out.flush(end_of_input);
+        }
+        self.open_below = None;
+        self.send_kept();
+        let flushed = self.out.flush(true);
+        if flushed {
+            self.out.commit_transaction(true);
+            self.finished = true;
+        }
+        flushed
     }
 
     fn mark(&mut self) -> u64 {
@@ -80,7 +195,17 @@ impl<T, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<R> {
     }
 
     fn durable_through(&mut self, mark: u64) -> Option<bool> {
-        self.out.durable_through(mark)
+        let durable = self.out.durable_through(mark);
+        if durable == Some(true) && self.out.transactional() && !self.finished {
+            // Everything of the passed epochs is acknowledged: commit them before the sink lets
+            // the checkpoint pass (the manifest is written after every sink's commit).
+            self.out.commit_transaction(false);
+            if let Some(bound) = self.open_below {
+                self.open_below = Some(self.transaction_end(bound));
+            }
+            self.send_kept();
+        }
+        durable
     }
 }
 
@@ -162,7 +287,7 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredBatch>> {
         feature_names: Arc<[String]>,
         source_topic: String,
     ) -> Result<CheckpointStream<'scope>> {
-        let out = Delivery::on_worker(&config, &source_topic, self.scope().index())?;
+        let out = Delivery::on_worker(&config, "scores", &source_topic, self.scope().index())?;
         let (placement, key_groups, parallelism) =
             (config.placement, config.key_groups, config.parallelism);
         let instance =
@@ -177,13 +302,11 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredBatch>> {
             })
         };
         let epochs = config.epochs;
-        let writer = out.map(|out| KafkaWriter {
-            out,
-            records: ScoreRecords {
-                feature_names,
-                source_topic,
-            },
-        });
+        let records = ScoreRecords {
+            feature_names,
+            source_topic,
+        };
+        let writer = out.map(|out| KafkaWriter::new(out, records, epochs));
         Ok(epoch_sink(
             parts,
             Exchange::new(route),
@@ -202,15 +325,12 @@ pub trait KafkaDeadLetterSink<'scope> {
 
 impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter>> {
     fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<CheckpointStream<'scope>> {
-        let out = Delivery::on_worker(&config, "", self.scope().index())?;
+        let out = Delivery::on_worker(&config, "dead-letters", "", self.scope().index())?;
         let (placement, parallelism) = (config.placement, config.parallelism);
         let route =
             move |d: &DeadLetter| placement.partition_route(d.position.partition, parallelism);
         let epochs = config.epochs;
-        let writer = out.map(|out| KafkaWriter {
-            out,
-            records: DeadLetterRecords,
-        });
+        let writer = out.map(|out| KafkaWriter::new(out, DeadLetterRecords, epochs));
         Ok(epoch_sink(
             self,
             Exchange::new(route),
