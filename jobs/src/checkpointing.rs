@@ -1,5 +1,6 @@
 //! Checkpointing of a run (`--restore`; the `[checkpoint]` section is in
-//! [`crate::sections`]) and the choice, before the workers start, of the checkpoint to restore (DESIGN.md §5): the newest
+//! [`crate::sections`]; its `dir` is a directory or `s3://bucket/prefix`, opened by
+//! [`weir_checkpoint::open_store`]) and the choice, before the workers start, of the checkpoint to restore (DESIGN.md §5): the newest
 //! valid one (a corrupt or partial epoch is skipped with a log line naming the reason), or a
 //! named epoch; a checkpoint of a job whose features or key groups changed is refused.
 
@@ -9,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
+use weir_checkpoint::{Manifest, SnapshotStore};
 use weir_features::vocab::Epoch;
 use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
 
@@ -101,8 +102,9 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
     };
     let dir = &settings.dir;
     let tick_ms = millis(job.runtime.tick);
-    let store = LocalDirStore::open(dir)
-        .with_context(|| format!("cannot open the checkpoint directory {}", dir.display()))?;
+    let store: Arc<dyn SnapshotStore> = weir_checkpoint::open_store(dir)
+        .with_context(|| format!("cannot open the checkpoint store {}", dir.display()))?
+        .into();
     let manifest = match choice {
         RestoreChoice::Fresh => {
             // New epochs share the directory with these: they must be numbered alike.
@@ -141,7 +143,7 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
         tracing::info!(dir = %dir.display(), "starting without a checkpoint");
     }
     Ok(Some(CheckpointPlan {
-        store: Arc::new(store),
+        store,
         clock: EpochClock::every(millis(settings.interval), tick_ms),
         retain: settings.retain,
         restore: manifest.map(Arc::new),

@@ -196,7 +196,11 @@ impl JobFile {
         interval: Option<&str>,
     ) -> Result<()> {
         if let Some(dir) = dir {
-            let dir = absolute(dir);
+            let dir = if weir_checkpoint::is_object_store_url(&dir) {
+                dir
+            } else {
+                absolute(dir)
+            };
             match &mut self.checkpoint {
                 Some(section) => section.dir = dir,
                 None => {
@@ -500,7 +504,12 @@ impl JobFile {
             bail!("[checkpoint] interval must be positive, e.g. \"10s\"");
         };
         Ok(Some(CheckpointSettings {
-            dir: self.base_dir.join(&section.dir),
+            // A local directory is relative to the job file; s3://bucket/prefix is as given.
+            dir: if weir_checkpoint::is_object_store_url(&section.dir) {
+                section.dir.clone()
+            } else {
+                self.base_dir.join(&section.dir)
+            },
             interval,
             retain: section.retain.max(1),
         }))

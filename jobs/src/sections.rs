@@ -231,8 +231,9 @@ pub struct SinkSection {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointSection {
-    /// Checkpoint directory (local disk or a mount shared by every process), relative to
-    /// the job file.
+    /// Checkpoint location: a directory (local disk or a mount shared by every process),
+    /// relative to the job file, or `s3://bucket/prefix` (credentials from the `AWS_*`
+    /// environment).
     pub dir: PathBuf,
     /// Processing time between checkpoint epochs.
     #[serde(with = "duration_ms", default = "ten_seconds")]

@@ -8,7 +8,8 @@ use std::time::Duration;
 /// `[checkpoint]`, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckpointSettings {
-    /// Checkpoint directory, resolved against the job file.
+    /// Checkpoint location: a directory resolved against the job file, or
+    /// `s3://bucket/prefix` as given (`weir_checkpoint::open_store` opens either).
     pub dir: PathBuf,
     /// Processing time between checkpoint epochs (positive).
     pub interval: Duration,

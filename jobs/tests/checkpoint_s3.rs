@@ -1,0 +1,239 @@
+//! A job with its checkpoints on S3 (issue #17 item 1), end to end: the clickstream job over
+//! a JSON Lines file (no Kafka) is run once straight through without checkpoints, and once
+//! with `[checkpoint] dir = "s3://<bucket>/<prefix>"` on a real S3-compatible server (moto,
+//! reached through the `AWS_*` environment as in production) — killed with SIGKILL right
+//! after its first commit and run again, restoring from the S3 checkpoint. The scores of the
+//! two must be the same set of records (everything but the inference time; the restored run
+//! appends, so rows after the checkpoint may appear twice, identically), and the second run
+//! must have restored and resumed rather than started over. `weir checkpoints list` reads the
+//! same bucket.
+//!
+//! Run: `cargo test -p weir --test checkpoint_s3` (needs moto in .cache/venv and the ONNX
+//! Runtime library, both from scripts/setup.sh).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use serde_json::Value;
+
+use weir::gen::{Clickstream, ClickstreamConfig};
+use weir_checkpoint::{ObjectStoreSnapshotStore, S3Options, SnapshotStore};
+use weir_testkit::clickstream;
+use weir_testkit::files::Scratch;
+use weir_testkit::s3_server::{aws_env, aws_options, S3Server};
+
+const EVENTS: u64 = 100_000;
+const RUN_LIMIT: Duration = Duration::from_secs(240);
+
+/// The clickstream job reading `input` and writing `output`, checkpointing to `checkpoints`.
+fn job_text(input: &Path, output: &Path, checkpoints: Option<&str>) -> String {
+    let text = clickstream::job_text();
+    let source = "[source]\ntopic = \"clicks\"\nstart = \"earliest\"\nbounded = false\n";
+    let sink = "[sink]\ntopic = \"scores\"\ndead_letter_topic = \"clicks-dlq\"\n";
+    assert!(
+        text.contains(source) && text.contains(sink),
+        "jobs/clickstream.toml changed its [source] or [sink]"
+    );
+    // Sources held to the scores' pace, so a checkpoint falls mid-input.
+    let runtime = "tick = \"100ms\"\n";
+    assert!(
+        text.contains(runtime),
+        "jobs/clickstream.toml changed its tick"
+    );
+    let mut text = text
+        .replace(runtime, "tick = \"100ms\"\nmax_lag = \"200ms\"\n")
+        .replace(
+            source,
+            &format!(
+                "[source]\nkind = \"file\"\npaths = [\"{}\"]\n",
+                input.display()
+            ),
+        )
+        .replace(
+            sink,
+            &format!("[sink]\nkind = \"file\"\npath = \"{}\"\n", output.display()),
+        );
+    if let Some(dir) = checkpoints {
+        text.push_str(&format!(
+            "\n[checkpoint]\ndir = \"{dir}\"\ninterval = \"200ms\"\nretain = 2\n"
+        ));
+    }
+    text
+}
+
+fn weir(job: &Path, server: &str, log: &Path) -> Result<Child> {
+    let log_file = fs::File::create(log)?;
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("run")
+        .arg(job)
+        .arg("--bounded")
+        .envs(aws_env(server))
+        .env("RUST_LOG", "info")
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .spawn()
+        .context("cannot start the weir binary")
+}
+
+fn wait(child: &mut Child, log: &Path) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            ensure!(
+                status.success(),
+                "weir exited with {status}; log {}:\n{}",
+                log.display(),
+                fs::read_to_string(log).unwrap_or_default()
+            );
+            return Ok(());
+        }
+        if started.elapsed() > RUN_LIMIT {
+            let _ = child.kill();
+            bail!("weir still running after {RUN_LIMIT:?}: {}", log.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The score records of a sink file without their inference time, as a set; and the line
+/// count.
+fn scores(path: &Path) -> Result<(BTreeSet<String>, usize)> {
+    let text = fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let mut set = BTreeSet::new();
+    let mut lines = 0;
+    for line in text.lines() {
+        let mut record: Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: not JSON: {line}", path.display()))?;
+        let object = record
+            .as_object_mut()
+            .context("a score record is an object")?;
+        ensure!(
+            object.remove("inference_ts").is_some(),
+            "no inference_ts in {line}"
+        );
+        set.insert(record.to_string());
+        lines += 1;
+    }
+    Ok((set, lines))
+}
+
+#[test]
+fn a_job_killed_and_restored_from_an_s3_checkpoint_gives_the_uninterrupted_output() -> Result<()> {
+    let server = S3Server::shared();
+    server.create_bucket("weir-e2e");
+    let url = "s3://weir-e2e/jobs/clickstream";
+    let scratch = Scratch::kept_unless_passed("checkpoint-s3");
+    let dir = scratch.path();
+    let input = dir.join("clicks.jsonl");
+    let mut lines = Vec::new();
+    for event in Clickstream::new(ClickstreamConfig {
+        seed: 17,
+        events: EVENTS,
+        users: 300,
+        ..ClickstreamConfig::default()
+    })? {
+        lines.extend_from_slice(&event.payload);
+        lines.push(b'\n');
+    }
+    fs::write(&input, lines)?;
+
+    // (a) Straight through, no checkpoints.
+    let reference = dir.join("reference.jsonl");
+    let job = dir.join("reference.toml");
+    fs::write(&job, job_text(&input, &reference, None))?;
+    let log = dir.join("reference.log");
+    wait(&mut weir(&job, &server.address(), &log)?, &log)?;
+    let (expected, _) = scores(&reference)?;
+    ensure!(!expected.is_empty(), "the reference run scored nothing");
+
+    // (b) Checkpoints on S3, killed after the first commit, then restored.
+    let output = dir.join("restored.jsonl");
+    let job = dir.join("restored.toml");
+    fs::write(&job, job_text(&input, &output, Some(url)))?;
+    let store = ObjectStoreSnapshotStore::open_with(
+        url,
+        &S3Options {
+            config: aws_options(&server.address()),
+            ..S3Options::default()
+        },
+    )?;
+    let log = dir.join("first.log");
+    let mut first = weir(&job, &server.address(), &log)?;
+    let started = Instant::now();
+    let committed = loop {
+        if let Some(manifest) = store.latest_valid()? {
+            break manifest;
+        }
+        if let Some(status) = first.try_wait()? {
+            bail!(
+                "the first run ended ({status}) before any checkpoint was committed to S3 — raise EVENTS; log {}",
+                log.display()
+            );
+        }
+        ensure!(
+            started.elapsed() < RUN_LIMIT,
+            "no checkpoint on S3 after {RUN_LIMIT:?}: {}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    first.kill()?;
+    let status = first.wait()?;
+    ensure!(
+        !status.success(),
+        "the first run finished before it was killed; raise EVENTS"
+    );
+    let offsets: i64 = committed
+        .sources
+        .values()
+        .flat_map(|partitions| partitions.values())
+        .map(|p| p.next_offset)
+        .sum();
+    ensure!(
+        offsets > 0 && (offsets as u64) < EVENTS,
+        "the checkpoint was taken mid-input (it records {offsets} of {EVENTS} lines read)"
+    );
+
+    let log = dir.join("second.log");
+    wait(&mut weir(&job, &server.address(), &log)?, &log)?;
+    let text = fs::read_to_string(&log)?;
+    ensure!(
+        text.contains("restoring from checkpoint"),
+        "the second run did not restore from S3: {}",
+        log.display()
+    );
+    let (restored, _) = scores(&output)?;
+    let missing: Vec<&String> = expected.difference(&restored).take(3).collect();
+    let extra: Vec<&String> = restored.difference(&expected).take(3).collect();
+    ensure!(
+        missing.is_empty() && extra.is_empty(),
+        "restored scores differ from the uninterrupted run: {} missing (e.g. {missing:?}), {} extra (e.g. {extra:?})",
+        expected.difference(&restored).count(),
+        restored.difference(&expected).count()
+    );
+
+    // The CLI reads the same bucket.
+    let Output { status, stdout, .. } = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["checkpoints", "list", url])
+        .envs(aws_env(&server.address()))
+        .output()?;
+    let listed = String::from_utf8_lossy(&stdout);
+    ensure!(
+        status.success() && listed.contains("valid"),
+        "weir checkpoints list {url}: {status}\n{listed}"
+    );
+    let newest = store
+        .latest_valid()?
+        .context("a checkpoint after the restored run")?;
+    ensure!(
+        newest.epoch > committed.epoch,
+        "the restored run committed no checkpoint"
+    );
+    let mut scratch = scratch;
+    scratch.passed();
+    Ok(())
+}
