@@ -216,7 +216,7 @@ impl ObjectStoreSnapshotStore {
         CheckpointError::Io {
             op,
             path: self.path_of(key),
-            source: std::io::Error::other(e),
+            source: std::io::Error::other(flatten(&e)),
         }
     }
 
@@ -265,6 +265,23 @@ impl ObjectStoreSnapshotStore {
         }
         Ok(out)
     }
+}
+
+/// One line for an `object_store` error: its own message (which repeats its first causes)
+/// and the root cause (a refused connection, a DNS failure) when the message lacks it. A
+/// string, not a source chain: `{:#}` printing would repeat each level's text.
+fn flatten(error: &object_store::Error) -> String {
+    let mut message = error.to_string();
+    let mut root: &dyn std::error::Error = error;
+    while let Some(next) = root.source() {
+        root = next;
+    }
+    let cause = root.to_string();
+    if !message.contains(&cause) {
+        message.push_str(": ");
+        message.push_str(&cause);
+    }
+    message
 }
 
 /// The `object_store` retry policy of `retries`.

@@ -366,3 +366,25 @@ fn open_store_picks_the_backend_from_the_location() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn a_refused_connection_names_the_object_and_the_cause() -> anyhow::Result<()> {
+    let closed = weir_testkit::cluster::free_port()?;
+    let options = S3Options {
+        config: aws_options(&format!("127.0.0.1:{closed}")),
+        retries: quick_retries(),
+    };
+    let store = ObjectStoreSnapshotStore::open_with("s3://nowhere/ckpt", &options)?;
+    let err = store
+        .write_snapshot(Epoch(1), "window", KeyGroupRange::new(0, 8)?, b"x")
+        .err()
+        .ok_or_else(|| anyhow::anyhow!("a write to a closed port succeeded"))?;
+    let text = err.to_string();
+    assert!(
+        text.starts_with("checkpoint I/O error: cannot write s3://nowhere/ckpt/1/window/kg-0-8: ")
+            && text.contains("after 8 retries")
+            && text.to_lowercase().contains("connection refused"),
+        "{text}"
+    );
+    Ok(())
+}
