@@ -63,6 +63,25 @@ impl DeadLetterReason {
     ];
 }
 
+impl std::str::FromStr for DeadLetterReason {
+    type Err = String;
+
+    /// The reason named by [`DeadLetterReason::as_str`] (`late`, `inference_failed`, ...).
+    fn from_str(name: &str) -> Result<Self, String> {
+        let name = name.trim();
+        DeadLetterReason::ALL
+            .into_iter()
+            .find(|reason| reason.as_str() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = DeadLetterReason::ALL.iter().map(|r| r.as_str()).collect();
+                format!(
+                    "unknown dead-letter reason `{name}`; the reasons are {}",
+                    known.join(", ")
+                )
+            })
+    }
+}
+
 /// A record that could not be used.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeadLetter {
@@ -86,6 +105,17 @@ pub struct DeadLetter {
 #[cfg(test)]
 mod tests {
     use super::DeadLetterReason;
+
+    #[test]
+    fn every_reason_parses_from_its_name_and_nothing_else_does() {
+        for reason in DeadLetterReason::ALL {
+            assert_eq!(reason.as_str().parse::<DeadLetterReason>(), Ok(reason));
+        }
+        let err = "lat".parse::<DeadLetterReason>().err().unwrap_or_default();
+        assert!(err.contains("unknown dead-letter reason `lat`"), "{err}");
+        assert!(err.contains("late, inference_failed"), "{err}");
+        assert!("Late".parse::<DeadLetterReason>().is_err());
+    }
 
     #[test]
     fn all_lists_every_reason_at_its_discriminant() {

@@ -38,6 +38,8 @@ enum Command {
     Features(FeaturesArgs),
     /// Create the topics a job needs.
     Topics(TopicsArgs),
+    /// Re-send dead letters of chosen reasons to the job's source topic (after a fix).
+    ReplayDlq(ReplayDlqArgs),
     /// List or inspect the checkpoints in a checkpoint directory or `s3://bucket/prefix`.
     Checkpoints {
         #[command(subcommand)]
@@ -152,6 +154,69 @@ struct TopicsArgs {
     /// Kafka bootstrap servers (overrides [kafka] bootstrap.servers).
     #[arg(long)]
     brokers: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ReplayDlqArgs {
+    /// The job file whose dead-letter topic to read and source topic to write.
+    job: PathBuf,
+    /// Reasons to re-send, comma-separated (e.g. `late,inference_failed`).
+    #[arg(long = "reason", value_delimiter = ',', required = true)]
+    reasons: Vec<weir_features::dead_letter::DeadLetterReason>,
+    /// Write to this topic instead of the job's source topic.
+    #[arg(long)]
+    to_topic: Option<String>,
+    /// Count what would be re-sent; send nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Kafka bootstrap servers (overrides [kafka] bootstrap.servers).
+    #[arg(long)]
+    brokers: Option<String>,
+}
+
+/// `weir replay-dlq`: reads the dead-letter topic up to its end at start (so it never reads
+/// what it re-sends) and prints the letters re-sent and skipped per reason.
+fn replay_dlq(args: ReplayDlqArgs) -> Result<()> {
+    let job = load_job(&args.job, args.brokers.as_ref())?;
+    let to_topic = args.to_topic.unwrap_or_else(|| job.source.topic.clone());
+    anyhow::ensure!(
+        !to_topic.is_empty(),
+        "the job reads no Kafka topic ([source] topic); give --to-topic"
+    );
+    anyhow::ensure!(
+        to_topic != job.sink.dead_letter_topic,
+        "--to-topic {to_topic} is the dead-letter topic itself: re-sending there only duplicates the letters"
+    );
+    let request = weir_kafka::dlq_replay::ReplayRequest {
+        properties: job.kafka.clone(),
+        dead_letter_topic: job.sink.dead_letter_topic.clone(),
+        to_topic: to_topic.clone(),
+        reasons: args.reasons.into_iter().collect(),
+        dry_run: args.dry_run,
+    };
+    let report = weir_kafka::dlq_replay::replay_dead_letters(&request)?;
+    let verb = if args.dry_run {
+        "would re-send"
+    } else {
+        "re-sent"
+    };
+    for (reason, n) in &report.resent {
+        println!("{verb} {n} {reason} letter(s) to {to_topic}");
+    }
+    for (reason, n) in &report.truncated {
+        println!(
+            "skipped {n} {reason} letter(s) cut to fit the dead-letter topic (original bytes lost)"
+        );
+    }
+    for (reason, n) in &report.skipped {
+        println!("skipped {n} {reason} letter(s) (reason not chosen)");
+    }
+    let total: u64 = report.resent.values().sum();
+    println!(
+        "{verb} {total} letter(s) from {}",
+        job.sink.dead_letter_topic
+    );
+    Ok(())
 }
 
 fn load_job(path: &std::path::Path, brokers: Option<&String>) -> Result<JobFile> {
@@ -290,6 +355,7 @@ fn main() -> ExitCode {
         Command::Gen(args) => weir::gen::run(&args).map(|_| ()),
         Command::Features(args) => features(args),
         Command::Checkpoints { action } => checkpoints(action),
+        Command::ReplayDlq(args) => replay_dlq(args),
         Command::Topics(args) => load_job(&args.job, args.brokers.as_ref()).and_then(|job| {
             for topic in [
                 &job.source.topic,

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod dead_letter_fit;
+pub mod dlq_replay;
 mod delivery;
 pub mod delivery_error;
 pub mod error;

@@ -82,7 +82,18 @@ impl RecordProducer {
 
     /// Enqueues one record to `partition` (`None`: the partitioner's choice).
     pub fn send_to(&mut self, partition: Option<i32>, key: &[u8], payload: &[u8]) -> Result<()> {
-        let mut record = BaseRecord::to(&self.topic).key(key).payload(payload);
+        self.send_record(partition, Some(key), payload)
+    }
+
+    /// Enqueues one record with `key`, or none (`None`: a keyless record, as read).
+    pub fn send_record(
+        &mut self,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        payload: &[u8],
+    ) -> Result<()> {
+        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.topic).payload(payload);
+        record.key = key;
         record.partition = partition;
         loop {
             match self.producer.send(record) {
