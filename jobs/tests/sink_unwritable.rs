@@ -6,7 +6,10 @@
 //! no dead letter matches, so tansu answers every produce to it with `INVALID_RECORD`. A bad
 //! record's dead letter is refused, cut and resent once as `undeliverable`, refused again, and
 //! the job stops. (Deleting the topic is not a way: tansu 0.6's topic delete drops every
-//! topic of the broker.) Needs tansu installed by `scripts/setup.sh`.
+//! topic of the broker.) The same broker refusing score records shows the other side: a score
+//! the broker refuses in its delivery report (not in librdkafka's own checks, as in
+//! `tests/kafka_undeliverable.rs`) is an `undeliverable` dead letter and the job goes on.
+//! Needs tansu installed by `scripts/setup.sh`.
 
 #[path = "../../tests/support/kafka.rs"]
 #[allow(dead_code)]
@@ -27,8 +30,14 @@ use weir_testkit::clickstream::{self, Topics};
 use weir_testkit::cluster::free_port;
 use weir_testkit::files::{checkpoint_toml, scratch_dir};
 
+/// The tests each start a broker and point the Kafka helpers at it (`WEIR_TEST_BROKERS`).
+static ONE_BROKER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_dead_letter_topic_that_cannot_be_written_stops_the_job_at_its_last_checkpoint() -> Result<()> {
+    let _one = ONE_BROKER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = scratch_dir("dlq-unwritable");
     let (input, scores, dlq) = (
         unique_topic("unwritable-clicks"),
@@ -147,6 +156,99 @@ fn a_dead_letter_topic_that_cannot_be_written_stops_the_job_at_its_last_checkpoi
         child.wait()?;
     }
     result?;
+    fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+#[test]
+fn a_score_the_broker_refuses_in_its_report_is_an_undeliverable_dead_letter() -> Result<()> {
+    let _one = ONE_BROKER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = scratch_dir("score-refused");
+    let (input, scores, dlq) = (
+        unique_topic("refused-clicks"),
+        unique_topic("refused-scores"),
+        unique_topic("refused-dlq"),
+    );
+    // No score record has this field: the broker refuses every one with INVALID_RECORD.
+    let schemas = dir.join("broker/schemas");
+    fs::create_dir_all(&schemas)?;
+    fs::write(
+        schemas.join(format!("{scores}.json")),
+        r#"{"type": "object", "properties": {"value": {"type": "object", "required": ["no_score_has_this"]}}}"#,
+    )?;
+    // tansu answers UNKNOWN to the letters on a topic without a schema while the registry is
+    // on: the dead-letter topic gets one that takes anything.
+    fs::write(schemas.join(format!("{dlq}.json")), "{}")?;
+    let _broker = SchemaBroker::start(&dir.join("broker"))?;
+    for topic in [&input, &scores, &dlq] {
+        create_topic(topic, 1)?;
+    }
+    let events: Vec<(String, Vec<u8>)> = Clickstream::new(ClickstreamConfig {
+        seed: 4,
+        events: 200,
+        users: 5,
+        malformed_fraction: 0.0,
+        ..ClickstreamConfig::default()
+    })?
+    .map(|e| (e.key, e.payload))
+    .collect();
+    produce(&input, &events)?;
+    let topics = Topics {
+        input: &input,
+        scores: &scores,
+        dead_letters: &dlq,
+    };
+    let ckpt = dir.join("ckpt");
+    let text = format!(
+        "{}\n[checkpoint]\n{}\n",
+        clickstream::kafka_job_text(&kafka::brokers(), &topics)
+            .replace("bounded = false", "bounded = true")
+            // tansu 0.6 with a schema registry panics in its SQLite storage ("more or less
+            // than one row", lite.rs:503) when an idempotent producer writes a second topic.
+            + "\n[sink.kafka]\n\"enable.idempotence\" = \"false\"\n",
+        checkpoint_toml(&ckpt, "200ms")
+    );
+    let job = dir.join("job.toml");
+    fs::write(&job, text)?;
+    let stderr = dir.join("stderr.log");
+    let status = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("run")
+        .arg(&job)
+        .env("RUST_LOG", "info,librdkafka=warn")
+        .stdout(fs::File::create(dir.join("stdout.log"))?)
+        .stderr(fs::File::create(&stderr)?)
+        .status()
+        .context("cannot run weir")?;
+    ensure!(
+        status.success(),
+        "weir exited with {status}: {}",
+        stderr.display()
+    );
+    let summary = fs::read_to_string(dir.join("stdout.log"))?;
+    let letters = kafka::read_all(&dlq)?;
+    ensure!(
+        !letters.is_empty()
+            && letters.iter().all(|l| {
+                l.headers.get("weir.dlq.reason").map(String::as_str) == Some("undeliverable")
+                    && l.headers
+                        .get("weir.dlq.error")
+                        .is_some_and(|e| e.contains(&scores) && e.contains("InvalidRecord"))
+                    && l.payload.starts_with(b"{")
+            }),
+        "the refused scores are not undeliverable dead letters with the broker's error: {:?}",
+        letters.iter().map(|l| &l.headers).collect::<Vec<_>>()
+    );
+    ensure!(
+        summary.contains(&format!("undeliverable={}", letters.len())),
+        "the summary does not count {} undeliverable letters: {summary}",
+        letters.len()
+    );
+    ensure!(
+        kafka::read_all(&scores)?.is_empty(),
+        "a refused score is on the score topic"
+    );
     fs::remove_dir_all(&dir)?;
     Ok(())
 }
