@@ -121,14 +121,29 @@ impl<T, R> KafkaWriter<T, R> {
         }
     }
 
-    /// One past the first checkpoint epoch at or after `tick`: the bound of the transaction
-    /// that takes `tick`.
-    fn transaction_end(&self, tick: Tick) -> Tick {
-        self.epochs
-            .epochs_in(tick, Tick::MAX)
-            .next()
-            .map_or(Tick::MAX, |epoch| epoch.saturating_add(1))
+    fn last_epoch_before(&self, frontier: Tick) -> Option<Tick> {
+        last_epoch_before(self.epochs, frontier)
     }
+
+    fn transaction_end(&self, tick: Tick) -> Tick {
+        transaction_end(self.epochs, tick)
+    }
+}
+
+/// The last checkpoint epoch before `frontier`.
+fn last_epoch_before(epochs: EpochClock, frontier: Tick) -> Option<Tick> {
+    let every = epochs.epochs_in(1, Tick::MAX).next()?;
+    let last = frontier.checked_sub(1)? / every * every;
+    epochs.is_epoch(last).then_some(last)
+}
+
+/// One past the first checkpoint epoch at or after `tick`: the bound of the transaction that
+/// takes `tick`.
+fn transaction_end(epochs: EpochClock, tick: Tick) -> Tick {
+    epochs
+        .epochs_in(tick, Tick::MAX)
+        .next()
+        .map_or(Tick::MAX, |epoch| epoch.saturating_add(1))
 }
 
 impl<T: 'static, R: KafkaRecords<T> + 'static> KafkaWriter<T, R> {
@@ -169,11 +184,16 @@ impl<T: 'static, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<T, 
     }
 
     fn input_passed(&mut self, frontier: Tick) {
-        if self.out.transactional() {
-            // The epochs before `frontier` are complete: the open transaction takes them all.
-            self.open_below = Some(self.open_below.map_or(frontier, |b| b.max(frontier)));
-            self.send_kept();
+        if !self.out.transactional() {
+            return;
         }
+        // The epochs before `frontier` are complete: the open transaction takes every record
+        // up to the last of them, and none after it (those ticks belong to a later epoch).
+        if let Some(last) = self.last_epoch_before(frontier) {
+            let bound = last.saturating_add(1);
+            self.open_below = Some(self.open_below.map_or(bound, |b| b.max(bound)));
+        }
+        self.send_kept();
     }
 
     fn flush(&mut self, end_of_input: bool) -> bool {
@@ -338,5 +358,25 @@ impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter
             epochs,
             writer,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transaction_takes_the_ticks_up_to_and_including_its_epoch() {
+        // An epoch every 5 ticks: 0, 5, 10, ...
+        let epochs = EpochClock::every(500, 100);
+        assert_eq!(transaction_end(epochs, 6), 11);
+        assert_eq!(transaction_end(epochs, 10), 11);
+        assert_eq!(transaction_end(epochs, 11), 16);
+        // The frontier at 13 has passed epoch 10, not 15: ticks 11 and 12 wait for the next.
+        assert_eq!(last_epoch_before(epochs, 13), Some(10));
+        assert_eq!(last_epoch_before(epochs, 11), Some(10));
+        assert_eq!(last_epoch_before(epochs, 10), Some(5));
+        assert_eq!(last_epoch_before(EpochClock::OFF, 10), None);
+        assert_eq!(transaction_end(EpochClock::OFF, 10), Tick::MAX);
     }
 }
