@@ -22,6 +22,22 @@ pub enum KafkaEdgeError {
         /// What went wrong.
         detail: String,
     },
+    /// The brokers refused the client's credentials (SASL).
+    #[error("authentication to the Kafka brokers {brokers} failed: {detail} (check sasl.username, sasl.password, sasl.mechanisms and security.protocol in [kafka])")]
+    Authentication {
+        /// Configured bootstrap servers.
+        brokers: String,
+        /// What librdkafka reported.
+        detail: String,
+    },
+    /// The TLS handshake with the brokers failed.
+    #[error("the TLS connection to the Kafka brokers {brokers} failed: {detail} (check security.protocol, ssl.ca.location (the CA that signed the brokers' certificate) and that the certificate names the host in bootstrap.servers)")]
+    Tls {
+        /// Configured bootstrap servers.
+        brokers: String,
+        /// What librdkafka reported.
+        detail: String,
+    },
     /// `[source] start` (or `--from`) does not fit the topic.
     #[error("cannot start reading `{topic}` where [source] start / --from says: {detail}")]
     Start {
