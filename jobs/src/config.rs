@@ -329,11 +329,11 @@ impl JobFile {
             }
             _ => {}
         }
+        self.check_exactly_once()?;
         self.window.validate().context("[window]")?;
         let state_ttl = self.state.ttl_ms()?;
         if state_ttl.is_some_and(|ttl| ttl <= 0) {
             bail!("[state] ttl must be positive, e.g. \"30m\"");
-        self.check_exactly_once()?;
         }
         let schema = RecordSchema::new(
             &self.source.fields,
@@ -430,10 +430,6 @@ impl JobFile {
         }
     }
 
-    fn sink_plan(&self) -> SinkPlan {
-        match (self.sink.kind, self.sink_paths()) {
-            (EdgeKind::File, Some((scores, dead_letters))) => SinkPlan::File {
-                scores,
     /// `[sink] delivery = "exactly_once"`: Kafka sinks, checkpoints (one transaction per
     /// epoch), and a `transaction.timeout.ms` that outlasts a checkpoint interval (a
     /// transaction stays open for one interval and its flush; the broker aborts one that
@@ -465,6 +461,10 @@ impl JobFile {
         Ok(())
     }
 
+    fn sink_plan(&self) -> SinkPlan {
+        match (self.sink.kind, self.sink_paths()) {
+            (EdgeKind::File, Some((scores, dead_letters))) => SinkPlan::File {
+                scores,
                 dead_letters,
             },
             _ => {
@@ -474,11 +474,11 @@ impl JobFile {
                     scores_topic: self.sink.topic.clone(),
                     dead_letter_topic: self.sink.dead_letter_topic.clone(),
                     properties,
+                    delivery: self.sink.delivery,
                 }
             }
         }
     }
-                    delivery: self.sink.delivery,
 
     fn topic_check(&self) -> Option<TopicCheck> {
         if !self.uses_kafka() {
