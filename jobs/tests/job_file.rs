@@ -526,7 +526,7 @@ fn zero_batch_sizes_are_rejected() -> Result<()> {
 fn bad_start_position_is_rejected() -> Result<()> {
     assert_rejected(
         &edited("topic = \"in\"", "topic = \"in\"\nstart = \"beginning\""),
-        &["unknown variant `beginning`"],
+        &["start `beginning` is not earliest, latest, per-partition offsets like 0:1200,1:900 or an RFC 3339 time like 2026-11-30T12:00:00Z"],
     )
 }
 
