@@ -9,10 +9,11 @@
 //! must have restored and resumed rather than started over. `weir checkpoints list` reads the
 //! same bucket.
 //!
-//! Checkpoints are 1 s apart: the committer commits and prunes on worker 0's thread, so when
-//! that takes as long as an interval (200 ms epochs with 503s and 100 ms backoffs did), worker
-//! 0 spends its time committing, its scores lag past `max_lag` and its source never reads
-//! again while commits go on — a livelock of the committer, not of the store (see the issue).
+//! Checkpoints are 1 s apart: at 200 ms epochs through the proxy a restored run once stopped
+//! reading (source instance 0 never finished in 4 minutes while commits went on). The likely
+//! cause is outside the store: the committer commits and prunes on worker 0's thread, each
+//! commit took about an interval, so worker 0's scores lag past `max_lag` and its source is
+//! held back for good (operators/core/src/committer.rs; to be moved off the worker thread).
 //!
 //! Run: `cargo test -p weir --test checkpoint_s3` (needs moto in .cache/venv and the ONNX
 //! Runtime library, both from scripts/setup.sh).
