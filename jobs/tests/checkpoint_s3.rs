@@ -255,3 +255,26 @@ fn a_job_killed_and_restored_from_an_s3_checkpoint_gives_the_uninterrupted_outpu
     scratch.passed();
     Ok(())
 }
+
+#[test]
+fn an_s3_location_is_used_as_given_and_a_directory_is_relative_to_the_job_file() -> Result<()> {
+    let dir_of = |text: &str, flag: Option<&str>| -> Result<std::path::PathBuf> {
+        let mut job = weir::JobFile::load(&clickstream::job_path())?;
+        job.checkpoint = Some(toml::from_str(text)?);
+        job.override_checkpoints(flag.map(Into::into), None)?;
+        Ok(job.compile()?.checkpoints.context("checkpoints on")?.dir)
+    };
+    assert_eq!(
+        dir_of("dir = \"s3://bucket/jobs/a\"", None)?,
+        Path::new("s3://bucket/jobs/a")
+    );
+    assert_eq!(
+        dir_of("dir = \"ckpt\"", Some("s3://bucket/jobs/b"))?,
+        Path::new("s3://bucket/jobs/b")
+    );
+    assert_eq!(
+        dir_of("dir = \"ckpt\"", None)?,
+        clickstream::workspace_dir().join("jobs/ckpt")
+    );
+    Ok(())
+}
