@@ -47,7 +47,7 @@ use crate::dead_letter_fit::{
 use crate::delivery_error::{classify, DeliveryClass};
 use crate::error::{KafkaEdgeError, Result};
 use crate::properties::client_config;
-use crate::sink::{DeliveryGuarantee, KafkaSinkConfig};
+use crate::sink_config::{DeliveryGuarantee, KafkaSinkConfig};
 
 /// Exit status of a job stopped because a sink cannot write its topic.
 pub const SINK_FAILED_EXIT: i32 = 3;

@@ -10,9 +10,9 @@
 
 pub mod admin;
 pub mod dead_letter_fit;
-pub mod dlq_replay;
 mod delivery;
 pub mod delivery_error;
+pub mod dlq_replay;
 pub mod error;
 pub mod group_offsets;
 pub mod mock_broker;
@@ -20,12 +20,14 @@ pub mod partition_watch;
 pub mod properties;
 pub mod record_producer;
 pub mod sink;
+pub mod sink_config;
 pub mod source;
 pub mod start_offsets;
 pub mod topic_reader;
 
 pub use delivery::{transactional_id, SINK_FAILED_EXIT};
 pub use error::{KafkaEdgeError, Result};
-pub use sink::{DeliveryGuarantee, KafkaDeadLetterSink, KafkaScoreSink, KafkaSinkConfig};
+pub use sink::{KafkaDeadLetterSink, KafkaScoreSink};
+pub use sink_config::{DeliveryGuarantee, KafkaSinkConfig};
 pub use source::{kafka_source, KafkaSourceConfig, StartFrom};
 pub use weir_operators::source::SourceStreams;

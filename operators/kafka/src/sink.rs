@@ -9,7 +9,7 @@
 //! `undeliverable` dead letter, a transient failure is sent again, and only a topic that
 //! cannot be written stops the job ([`crate::delivery`]).
 //!
-//! With `[sink] delivery = "exactly_once"` ([`DeliveryGuarantee::ExactlyOnce`]) each sink
+//! With `[sink] delivery = "exactly_once"` ([`crate::sink_config::DeliveryGuarantee::ExactlyOnce`]) each sink
 //! instance (score sink and dead-letter sink alike) writes one Kafka transaction per checkpoint
 //! epoch, `transactional.id = weir.<job>.<sink>.<instance>`
 //! ([`crate::delivery::transactional_id`]): the records of ticks up to and including epoch `E`
@@ -42,50 +42,11 @@ use weir_features::scored::{ScoreView, ScoredBatch};
 use weir_features::vocab::Tick;
 use weir_operators::epoch_sink::{epoch_sink, SinkWriter};
 use weir_operators::epochs::{CheckpointStream, EpochClock};
-use weir_operators::metrics::JobMetrics;
-use weir_operators::placement::{instance_for_key_group, Placement};
+use weir_operators::placement::instance_for_key_group;
 
 use crate::delivery::Delivery;
 use crate::error::Result;
-
-/// Configuration of a sink stage.
-#[derive(Clone, Debug)]
-pub struct KafkaSinkConfig {
-    /// Output topic.
-    pub topic: String,
-    /// The job's dead-letter topic: where records the broker refuses go (for the
-    /// dead-letter sink, its own topic).
-    pub dead_letter_topic: String,
-    /// librdkafka properties.
-    pub properties: BTreeMap<String, String>,
-    /// Number of sink instances.
-    pub parallelism: usize,
-    /// Worker layout.
-    pub placement: Placement,
-    /// Key groups of the job (scores are routed by key group).
-    pub key_groups: u32,
-    /// Counters.
-    pub metrics: Arc<JobMetrics>,
-    /// Checkpoint epochs (the producer is flushed before each one passes).
-    pub epochs: EpochClock,
-    /// At-least-once or one transaction per checkpoint epoch.
-    pub delivery: DeliveryGuarantee,
-    /// The job's name (the first part of a transactional sink's `transactional.id`).
-    pub job: String,
-}
-
-/// What a Kafka sink guarantees (`[sink] delivery`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryGuarantee {
-    /// Every record acknowledged before its epoch passes; the idempotent producer; a restart
-    /// may write a record again (with the same deterministic score id).
-    #[default]
-    AtLeastOnce,
-    /// One Kafka transaction per sink instance per checkpoint epoch: a `read_committed`
-    /// consumer sees only the output of epochs the sink committed.
-    ExactlyOnce,
-}
+use crate::sink_config::KafkaSinkConfig;
 
 /// How a sink turns its input into Kafka records (scores, dead letters).
 trait KafkaRecords<T> {
