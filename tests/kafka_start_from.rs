@@ -10,6 +10,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -20,6 +21,7 @@ use support::kafka::{create_topic, produce_to, read_all, unique_topic};
 use weir::JobFile;
 use weir_kafka::StartFrom;
 use weir_testkit::clickstream;
+use weir_testkit::files::{checkpoint_toml, scratch_dir};
 
 fn records(prefix: &str, n: usize) -> Vec<(String, Vec<u8>)> {
     (0..n)
@@ -35,6 +37,15 @@ fn records(prefix: &str, n: usize) -> Vec<(String, Vec<u8>)> {
 /// Runs the clickstream job bounded over `input` from `start`; the raw payloads it
 /// dead-lettered, sorted.
 fn read_from(input: &str, start: StartFrom) -> Result<Vec<String>> {
+    read_from_with(input, start, None)
+}
+
+/// [`read_from`] with checkpoints in `checkpoints`, restoring the newest one there.
+fn read_from_with(
+    input: &str,
+    start: StartFrom,
+    checkpoints: Option<&Path>,
+) -> Result<Vec<String>> {
     let scores = unique_topic("scores");
     let dlq = unique_topic("dlq");
     create_topic(&scores, 1)?;
@@ -46,6 +57,9 @@ fn read_from(input: &str, start: StartFrom) -> Result<Vec<String>> {
     job.source.start = start;
     job.sink.topic = scores;
     job.sink.dead_letter_topic = dlq.clone();
+    if let Some(dir) = checkpoints {
+        job.checkpoint = Some(toml::from_str(&checkpoint_toml(dir, "100ms"))?);
+    }
     let summary = weir::run_job(job.compile()?, Arc::new(AtomicBool::new(false)))?;
     ensure!(summary.delivery_failures == 0, "delivery failures");
     let mut raw: Vec<String> = read_all(&dlq)?
@@ -121,5 +135,31 @@ fn start_from_offsets_reads_each_partition_from_its_offset() -> Result<()> {
     // A partition not listed starts at its earliest offset; the end itself is allowed.
     let got = read_from(&input, StartFrom::Offsets(BTreeMap::from([(0, 5)])))?;
     ensure!(got == payloads(&p1), "read {got:?}");
+    Ok(())
+}
+
+#[test]
+fn a_checkpoint_to_restore_wins_over_start() -> Result<()> {
+    let input = unique_topic("start-restore");
+    create_topic(&input, 1)?;
+    let first = records("first", 5);
+    produce_to(&input, 0, &first)?;
+    let dir = scratch_dir("start-restore");
+    let ckpt = dir.join("ckpt");
+    let got = read_from_with(
+        &input,
+        "0:2".parse().map_err(anyhow::Error::msg)?,
+        Some(&ckpt),
+    )?;
+    ensure!(got == payloads(&first[2..]), "first run read {got:?}");
+    let second = records("second", 2);
+    produce_to(&input, 0, &second)?;
+    // `0:0` would read all seven records; the checkpoint resumes after the first run's five.
+    let got = read_from_with(
+        &input,
+        "0:0".parse().map_err(anyhow::Error::msg)?,
+        Some(&ckpt),
+    )?;
+    ensure!(got == payloads(&second), "restored run read {got:?}");
     Ok(())
 }
