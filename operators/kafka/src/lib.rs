@@ -24,6 +24,7 @@ pub mod sink_config;
 pub mod source;
 pub mod start_offsets;
 pub mod topic_reader;
+mod transaction_bounds;
 
 pub use delivery::{transactional_id, SINK_FAILED_EXIT};
 pub use error::{KafkaEdgeError, Result};

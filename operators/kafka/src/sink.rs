@@ -47,6 +47,7 @@ use weir_operators::placement::instance_for_key_group;
 use crate::delivery::Delivery;
 use crate::error::Result;
 use crate::sink_config::KafkaSinkConfig;
+use crate::transaction_bounds::TransactionBounds;
 
 /// How a sink turns its input into Kafka records (scores, dead letters).
 trait KafkaRecords<T> {
@@ -55,15 +56,13 @@ trait KafkaRecords<T> {
 }
 
 /// A Kafka sink's writer on one instance: its records, sent through its producer. With
-/// exactly-once delivery the open transaction takes the records of ticks before `open_below`
-/// (up to and including its checkpoint epoch); records of later ticks are kept back until
-/// the transaction is committed, once everything in it is acknowledged, and the next begun.
+/// exactly-once delivery the open transaction takes the records its [`TransactionBounds`]
+/// admit; records of later ticks are kept back until the transaction is committed, once
+/// everything in it is acknowledged, and the next begun.
 struct KafkaWriter<T, R> {
     out: Delivery,
     records: R,
-    epochs: EpochClock,
-    /// Records of ticks before this go into the open transaction; `None` before the first.
-    open_below: Option<Tick>,
+    bounds: TransactionBounds,
     /// Records of later ticks, kept for the transactions after the open one.
     kept: BTreeMap<Tick, Vec<T>>,
     /// The last transaction is committed (the input has ended).
@@ -75,49 +74,28 @@ impl<T, R> KafkaWriter<T, R> {
         KafkaWriter {
             out,
             records,
-            epochs,
-            open_below: None,
+            bounds: TransactionBounds::new(epochs),
             kept: BTreeMap::new(),
             finished: false,
         }
     }
-
-    fn last_epoch_before(&self, frontier: Tick) -> Option<Tick> {
-        last_epoch_before(self.epochs, frontier)
-    }
-
-    fn transaction_end(&self, tick: Tick) -> Tick {
-        transaction_end(self.epochs, tick)
-    }
-}
-
-/// The last checkpoint epoch before `frontier`.
-fn last_epoch_before(epochs: EpochClock, frontier: Tick) -> Option<Tick> {
-    let every = epochs.epochs_in(1, Tick::MAX).next()?;
-    let last = frontier.checked_sub(1)? / every * every;
-    epochs.is_epoch(last).then_some(last)
-}
-
-/// One past the first checkpoint epoch at or after `tick`: the bound of the transaction that
-/// takes `tick`.
-fn transaction_end(epochs: EpochClock, tick: Tick) -> Tick {
-    epochs
-        .epochs_in(tick, Tick::MAX)
-        .next()
-        .map_or(Tick::MAX, |epoch| epoch.saturating_add(1))
 }
 
 impl<T: 'static, R: KafkaRecords<T> + 'static> KafkaWriter<T, R> {
-    /// Sends the kept records of ticks before `open_below` (all of them when it is `None`).
-    fn send_kept(&mut self) {
-        let later = match self.open_below {
-            Some(bound) => self.kept.split_off(&bound),
-            None => BTreeMap::new(),
-        };
+    /// Sends the kept records of ticks before `bound`.
+    fn send_kept_below(&mut self, bound: Tick) {
+        let later = self.kept.split_off(&bound);
         for (_, batch) in std::mem::replace(&mut self.kept, later) {
             for item in &batch {
                 self.records.send(item, &self.out);
             }
+        }
+    }
+
+    /// Sends the kept records the open transaction admits.
+    fn send_admitted(&mut self) {
+        if let Some(bound) = self.bounds.open_below() {
+            self.send_kept_below(bound);
         }
     }
 }
@@ -130,14 +108,7 @@ impl<T: 'static, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<T, 
     }
 
     fn write_at(&mut self, tick: Tick, batch: &mut Vec<T>) {
-        if !self.out.transactional() {
-            return self.write(batch);
-        }
-        let bound = match self.open_below {
-            Some(bound) => bound,
-            None => *self.open_below.insert(self.transaction_end(tick)),
-        };
-        if tick < bound {
+        if !self.out.transactional() || self.bounds.admits(tick) {
             self.write(batch);
         } else {
             self.kept.entry(tick).or_default().append(batch);
@@ -145,24 +116,17 @@ impl<T: 'static, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<T, 
     }
 
     fn input_passed(&mut self, frontier: Tick) {
-        if !self.out.transactional() {
-            return;
+        if self.out.transactional() {
+            self.bounds.input_passed(frontier);
+            self.send_admitted();
         }
-        // The epochs before `frontier` are complete: the open transaction takes every record
-        // up to the last of them, and none after it (those ticks belong to a later epoch).
-        if let Some(last) = self.last_epoch_before(frontier) {
-            let bound = last.saturating_add(1);
-            self.open_below = Some(self.open_below.map_or(bound, |b| b.max(bound)));
-        }
-        self.send_kept();
     }
 
     fn flush(&mut self, end_of_input: bool) -> bool {
         if !(end_of_input && self.out.transactional() && !self.finished) {
             return self.out.flush(end_of_input);
         }
-        self.open_below = None;
-        self.send_kept();
+        self.send_kept_below(Tick::MAX);
         let flushed = self.out.flush(true);
         if flushed {
             self.out.commit_transaction(true);
@@ -181,10 +145,8 @@ impl<T: 'static, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<T, 
             // Everything of the passed epochs is acknowledged: commit them before the sink lets
             // the checkpoint pass (the manifest is written after every sink's commit).
             self.out.commit_transaction(false);
-            if let Some(bound) = self.open_below {
-                self.open_below = Some(self.transaction_end(bound));
-            }
-            self.send_kept();
+            self.bounds.committed();
+            self.send_admitted();
         }
         durable
     }
@@ -319,25 +281,5 @@ impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter
             epochs,
             writer,
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_transaction_takes_the_ticks_up_to_and_including_its_epoch() {
-        // An epoch every 5 ticks: 0, 5, 10, ...
-        let epochs = EpochClock::every(500, 100);
-        assert_eq!(transaction_end(epochs, 6), 11);
-        assert_eq!(transaction_end(epochs, 10), 11);
-        assert_eq!(transaction_end(epochs, 11), 16);
-        // The frontier at 13 has passed epoch 10, not 15: ticks 11 and 12 wait for the next.
-        assert_eq!(last_epoch_before(epochs, 13), Some(10));
-        assert_eq!(last_epoch_before(epochs, 11), Some(10));
-        assert_eq!(last_epoch_before(epochs, 10), Some(5));
-        assert_eq!(last_epoch_before(EpochClock::OFF, 10), None);
-        assert_eq!(transaction_end(EpochClock::OFF, 10), Tick::MAX);
     }
 }
