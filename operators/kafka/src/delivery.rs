@@ -408,12 +408,22 @@ impl Delivery {
     fn enqueue(&self, mut record: BaseRecord<'_, [u8], [u8], Box<Sent>>) {
         let seq = record.delivery_opaque.seq;
         locked(&self.producer.context().in_flight).insert(seq);
+        let mut warned = false;
         loop {
             match self.producer.send(record) {
                 Ok(()) => return,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
                     record = returned;
                     std::thread::sleep(Duration::from_millis(1));
+                }
+                // Retried here, paced, not through `redo` (which would recurse, unpaced,
+                // for as long as librdkafka keeps refusing).
+                Err((error, returned)) if classify(&error) == DeliveryClass::Retriable => {
+                    if !std::mem::replace(&mut warned, true) {
+                        tracing::warn!(%error, topic = returned.topic, "a record could not be queued yet; trying again every 10 ms");
+                    }
+                    record = returned;
+                    std::thread::sleep(Duration::from_millis(10));
                 }
                 Err((error, returned)) => {
                     let undelivered = Undelivered {

@@ -80,6 +80,9 @@ pub fn classify_code(code: Code) -> DeliveryClass {
         | Code::SaslAuthenticationFailed
         | Code::SSL
         | Code::Fatal
+        // A producer in a state that takes no record (a failed transaction) or being closed.
+        | Code::State
+        | Code::BrokerDestroy
         | Code::Fenced
         | Code::ProducerFenced
         | Code::InvalidProducerEpoch
@@ -143,6 +146,7 @@ mod tests {
             Code::TopicAuthorizationFailed,
             Code::ProducerFenced,
             Code::Fatal,
+            Code::State,
         ] {
             let error = KafkaError::MessageProduction(code);
             assert_eq!(classify(&error), DeliveryClass::Unwritable, "{code:?}");
