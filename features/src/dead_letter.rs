@@ -49,6 +49,16 @@ impl DeadLetterReason {
         }
     }
 
+    /// Whether a letter of this reason carries a source record (its raw bytes, or for `late`
+    /// the decoded event re-encoded), which can be re-sent to the source topic. An
+    /// `inference_failed` letter carries a feature row, an `undeliverable` one an output record.
+    pub fn carries_source_record(&self) -> bool {
+        !matches!(
+            self,
+            DeadLetterReason::InferenceFailed | DeadLetterReason::Undeliverable
+        )
+    }
+
     /// Every reason, in declaration order (`reason as usize` indexes this list).
     pub const ALL: [DeadLetterReason; 9] = [
         DeadLetterReason::Malformed,

@@ -174,10 +174,25 @@ struct ReplayDlqArgs {
     brokers: Option<String>,
 }
 
+/// Refuses reasons whose letters are not source records: re-sent to the source topic they
+/// would only be dead-lettered again.
+fn only_source_records(reasons: &[weir_features::dead_letter::DeadLetterReason]) -> Result<()> {
+    if let Some(reason) = reasons.iter().find(|r| !r.carries_source_record()) {
+        anyhow::bail!(
+            "{} letters are not source records (inference_failed: feature rows, undeliverable: output records); re-sending them to the source topic would only dead-letter them again: give --to-topic",
+            reason.as_str()
+        );
+    }
+    Ok(())
+}
+
 /// `weir replay-dlq`: reads the dead-letter topic up to its end at start (so it never reads
 /// what it re-sends) and prints the letters re-sent and skipped per reason.
 fn replay_dlq(args: ReplayDlqArgs) -> Result<()> {
     let job = load_job(&args.job, args.brokers.as_ref())?;
+    if args.to_topic.is_none() {
+        only_source_records(&args.reasons)?;
+    }
     let to_topic = args.to_topic.unwrap_or_else(|| job.source.topic.clone());
     anyhow::ensure!(
         !to_topic.is_empty(),
@@ -378,6 +393,28 @@ fn main() -> ExitCode {
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_features::dead_letter::DeadLetterReason;
+
+    #[test]
+    fn replaying_feature_rows_or_outputs_to_the_source_topic_is_refused() {
+        let source = [DeadLetterReason::Malformed, DeadLetterReason::Late];
+        assert!(super::only_source_records(&source).is_ok());
+        for reason in [
+            DeadLetterReason::InferenceFailed,
+            DeadLetterReason::Undeliverable,
+        ] {
+            let refused = super::only_source_records(&[DeadLetterReason::Late, reason]);
+            let message = refused.expect_err("refused").to_string();
+            assert!(
+                message.contains(reason.as_str()) && message.contains("--to-topic"),
+                "{message}"
+            );
         }
     }
 }

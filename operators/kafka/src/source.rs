@@ -462,6 +462,16 @@ fn offsets_for_time<C: ConsumerContext>(
         };
         offsets.insert(element.partition(), offset);
     }
+    // A partition the answer leaves out is not "no record at or after the time" (that would
+    // start it at its end and skip its records): refuse to guess.
+    if let Some(missing) = partitions.iter().find(|p| !offsets.contains_key(p)) {
+        return Err(KafkaEdgeError::Start {
+            topic: topic.to_owned(),
+            detail: format!(
+                "the brokers' offsets-for-times answer at {ms} ms leaves out partition {missing}; cannot tell where to start it"
+            ),
+        });
+    }
     Ok(offsets)
 }
 
@@ -504,7 +514,13 @@ fn checked_offsets_for_time(
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let found = loop {
             if std::time::Instant::now() > deadline {
-                break Some(offset); // trust the broker rather than wait forever
+                // Starting at the broker's answer could read records older than the time.
+                return Err(KafkaEdgeError::Start {
+                    topic: topic.to_owned(),
+                    detail: format!(
+                        "could not check within 30 s where time {ms} ms starts in partition {partition} (the broker answered offset {offset}, which points at an older record)"
+                    ),
+                });
             }
             match consumer.poll(Duration::from_millis(100)) {
                 None => {}
