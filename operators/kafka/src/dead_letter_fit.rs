@@ -17,6 +17,18 @@ pub const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
 const RECORD_FRAMING: usize = 64;
 const PER_HEADER: usize = 10;
 
+/// Headers of every dead letter, in the order they are written: reason, error, source topic,
+/// partition, offset, timestamp (what Kafka Connect's DLQ headers carry).
+pub const LETTER_HEADERS: [&str; 6] = [
+    REASON_HEADER,
+    "weir.dlq.error",
+    "weir.dlq.topic",
+    "weir.dlq.partition",
+    "weir.dlq.offset",
+    "weir.dlq.timestamp",
+];
+/// The header holding a letter's reason (`DeadLetterReason::as_str`).
+pub const REASON_HEADER: &str = "weir.dlq.reason";
 /// Header naming the payload's original length when it was cut.
 pub const PAYLOAD_TRUNCATED_HEADER: &str = "weir.dlq.truncated";
 /// Header naming the key's original length when it was cut.
@@ -121,14 +133,7 @@ mod tests {
 
     /// A dead letter's six headers with values of the given total length.
     fn six_headers(values: usize) -> Vec<(&'static str, usize)> {
-        let names = [
-            "weir.dlq.reason",
-            "weir.dlq.error",
-            "weir.dlq.topic",
-            "weir.dlq.partition",
-            "weir.dlq.offset",
-            "weir.dlq.timestamp",
-        ];
+        let names = LETTER_HEADERS;
         names
             .iter()
             .enumerate()

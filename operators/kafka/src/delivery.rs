@@ -42,7 +42,8 @@ use weir_operators::clock::unix_nanos;
 use weir_operators::metrics::JobMetrics;
 
 use crate::dead_letter_fit::{
-    fit, headers_size, message_max_bytes, KEY_TRUNCATED_HEADER, PAYLOAD_TRUNCATED_HEADER,
+    fit, headers_size, message_max_bytes, KEY_TRUNCATED_HEADER, LETTER_HEADERS,
+    PAYLOAD_TRUNCATED_HEADER,
 };
 use crate::delivery_error::{classify, DeliveryClass};
 use crate::error::{KafkaEdgeError, Result};
@@ -338,14 +339,15 @@ impl Delivery {
         let partition = letter.position.partition.to_string();
         let offset = letter.position.offset.to_string();
         let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();
-        let fields: [(&str, &[u8]); 6] = [
-            ("weir.dlq.reason", letter.reason.as_str().as_bytes()),
-            ("weir.dlq.error", letter.error.as_bytes()),
-            ("weir.dlq.topic", letter.topic.as_bytes()),
-            ("weir.dlq.partition", partition.as_bytes()),
-            ("weir.dlq.offset", offset.as_bytes()),
-            ("weir.dlq.timestamp", timestamp.as_bytes()),
+        let values: [&[u8]; 6] = [
+            letter.reason.as_str().as_bytes(),
+            letter.error.as_bytes(),
+            letter.topic.as_bytes(),
+            partition.as_bytes(),
+            offset.as_bytes(),
+            timestamp.as_bytes(),
         ];
+        let fields: [(&str, &[u8]); 6] = std::array::from_fn(|i| (LETTER_HEADERS[i], values[i]));
         let fitted = fit(key, payload, headers_size(fields), limit);
         let kept_key = fitted.key.map_or(0, <[u8]>::len);
         // The original lengths, when what is sent is shorter (cut now or before a refit).

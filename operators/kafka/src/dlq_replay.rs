@@ -11,14 +11,11 @@ use std::time::Duration;
 
 use weir_features::dead_letter::DeadLetterReason;
 
-use crate::dead_letter_fit::{KEY_TRUNCATED_HEADER, PAYLOAD_TRUNCATED_HEADER};
+use crate::dead_letter_fit::{KEY_TRUNCATED_HEADER, PAYLOAD_TRUNCATED_HEADER, REASON_HEADER};
 use crate::error::Result;
 use crate::properties::brokers;
 use crate::record_producer::RecordProducer;
 use crate::topic_reader::{read_topic, TopicRecord};
-
-/// The header holding a letter's reason.
-pub const REASON_HEADER: &str = "weir.dlq.reason";
 
 /// What to replay.
 #[derive(Clone, Debug)]
