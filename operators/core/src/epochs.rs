@@ -43,6 +43,19 @@ impl EpochClock {
         self.every_ticks.is_some_and(|k| tick.is_multiple_of(k))
     }
 
+    /// The last epoch before `tick` (`None` when checkpoints are off or `tick` is 0).
+    pub fn last_before(&self, tick: Tick) -> Option<Tick> {
+        let k = self.every_ticks?;
+        Some(tick.checked_sub(1)? / k * k)
+    }
+
+    /// The first epoch at or after `tick` (`None` when checkpoints are off or it would
+    /// overflow).
+    pub fn first_at_or_after(&self, tick: Tick) -> Option<Tick> {
+        let k = self.every_ticks?;
+        tick.div_ceil(k).checked_mul(k)
+    }
+
     /// The epochs `E` with `from <= E < to`, ascending.
     pub fn epochs_in(&self, from: Tick, to: Tick) -> impl Iterator<Item = Tick> {
         let k = self.every_ticks.unwrap_or(u64::MAX);

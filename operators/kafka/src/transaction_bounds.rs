@@ -38,7 +38,7 @@ impl TransactionBounds {
     /// The sink's input passed `frontier`: the epochs before it are complete, so the open
     /// transaction takes every record up to the last of them, and none after it.
     pub(crate) fn input_passed(&mut self, frontier: Tick) {
-        if let Some(last) = last_epoch_before(self.epochs, frontier) {
+        if let Some(last) = self.epochs.last_before(frontier) {
             let bound = last.saturating_add(1);
             self.open_below = Some(self.open_below.map_or(bound, |b| b.max(bound)));
         }
@@ -53,18 +53,10 @@ impl TransactionBounds {
     }
 }
 
-/// The last checkpoint epoch before `frontier`.
-fn last_epoch_before(epochs: EpochClock, frontier: Tick) -> Option<Tick> {
-    let every = epochs.epochs_in(1, Tick::MAX).next()?;
-    let last = frontier.checked_sub(1)? / every * every;
-    epochs.is_epoch(last).then_some(last)
-}
-
 /// One past the first checkpoint epoch at or after `tick`.
 fn transaction_end(epochs: EpochClock, tick: Tick) -> Tick {
     epochs
-        .epochs_in(tick, Tick::MAX)
-        .next()
+        .first_at_or_after(tick)
         .map_or(Tick::MAX, |epoch| epoch.saturating_add(1))
 }
 
@@ -84,10 +76,10 @@ mod tests {
         assert_eq!(transaction_end(epochs, 10), 11);
         assert_eq!(transaction_end(epochs, 11), 16);
         // The frontier at 13 has passed epoch 10, not 15: ticks 11 and 12 wait for the next.
-        assert_eq!(last_epoch_before(epochs, 13), Some(10));
-        assert_eq!(last_epoch_before(epochs, 11), Some(10));
-        assert_eq!(last_epoch_before(epochs, 10), Some(5));
-        assert_eq!(last_epoch_before(EpochClock::OFF, 10), None);
+        assert_eq!(epochs.last_before(13), Some(10));
+        assert_eq!(epochs.last_before(11), Some(10));
+        assert_eq!(epochs.last_before(10), Some(5));
+        assert_eq!(EpochClock::OFF.last_before(10), None);
         assert_eq!(transaction_end(EpochClock::OFF, 10), Tick::MAX);
     }
 
