@@ -87,27 +87,14 @@ impl SnapshotStore for LocalDirStore {
     fn commit_manifest(&self, manifest: &Manifest) -> Result<()> {
         manifest.validate()?;
         let epoch = manifest.epoch;
-        for entry in &manifest.files {
-            let stored = entry.file_epoch(epoch);
+        manifest.check_files_stored(|stored, entry| {
             let path = self.snapshot_location(stored, &entry.operator, entry.file_range());
-            let size = match fs::metadata(&path) {
-                Ok(meta) => meta.len(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(CheckpointError::SnapshotMissing {
-                        epoch: stored,
-                        path,
-                    })
-                }
-                Err(e) => return Err(CheckpointError::io("stat", path, e)),
-            };
-            if size != entry.file_size() {
-                return Err(CheckpointError::SizeMismatch {
-                    path,
-                    expected: entry.file_size(),
-                    actual: size,
-                });
+            match fs::metadata(&path) {
+                Ok(meta) => Ok((path, Some(meta.len()))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((path, None)),
+                Err(e) => Err(CheckpointError::io("stat", path, e)),
             }
-        }
+        })?;
         let dir = self.epoch_dir(epoch);
         create_dir_durable(&dir)?;
         write_atomic(&dir, MANIFEST_FILE, &manifest.encode()?)
@@ -124,17 +111,7 @@ impl SnapshotStore for LocalDirStore {
             }
             return Err(CheckpointError::NotCommitted { epoch, path });
         };
-        let manifest = manifest::decode(&path, &bytes)?;
-        if manifest.epoch != epoch {
-            return Err(CheckpointError::Corrupt {
-                path,
-                detail: format!(
-                    "it describes epoch {} but sits in the directory of epoch {}",
-                    manifest.epoch.0, epoch.0
-                ),
-            });
-        }
-        Ok(manifest)
+        manifest::decode_for_epoch(&path, &bytes, epoch, "in the directory")
     }
 
     fn list_epochs(&self) -> Result<Vec<Epoch>> {

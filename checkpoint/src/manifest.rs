@@ -217,6 +217,53 @@ impl Manifest {
     }
 }
 
+/// [`decode`], and refuses a manifest of another epoch than the one it is stored under
+/// (`place`: "in the directory", "under the prefix", for the message).
+pub(crate) fn decode_for_epoch(
+    path: &Path,
+    bytes: &[u8],
+    epoch: Epoch,
+    place: &str,
+) -> Result<Manifest> {
+    let manifest = decode(path, bytes)?;
+    if manifest.epoch != epoch {
+        return Err(CheckpointError::Corrupt {
+            path: path.into(),
+            detail: format!(
+                "it describes epoch {} but sits {place} of epoch {}",
+                manifest.epoch.0, epoch.0
+            ),
+        });
+    }
+    Ok(manifest)
+}
+
+impl Manifest {
+    /// Before a commit: every file the manifest lists is stored with its listed size.
+    /// `stored(epoch, entry)` gives where the entry's file of `epoch` lives and its stored
+    /// size (`None` when absent), however the backend finds it.
+    pub(crate) fn check_files_stored(
+        &self,
+        mut stored: impl FnMut(Epoch, &SnapshotEntry) -> Result<(std::path::PathBuf, Option<u64>)>,
+    ) -> Result<()> {
+        for entry in &self.files {
+            let epoch = entry.file_epoch(self.epoch);
+            let (path, size) = stored(epoch, entry)?;
+            let Some(size) = size else {
+                return Err(CheckpointError::SnapshotMissing { epoch, path });
+            };
+            if size != entry.file_size() {
+                return Err(CheckpointError::SizeMismatch {
+                    path,
+                    expected: entry.file_size(),
+                    actual: size,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Decodes and verifies a MANIFEST read from `path`: envelope, version, body checksum.
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
     let parse_error = |source| CheckpointError::ManifestParse {

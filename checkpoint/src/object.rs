@@ -343,8 +343,7 @@ impl SnapshotStore for ObjectStoreSnapshotStore {
         let epoch = manifest.epoch;
         // One listing per epoch whose objects the manifest lists, not one HEAD per file.
         let mut sizes = std::collections::BTreeMap::new();
-        for entry in &manifest.files {
-            let stored = entry.file_epoch(epoch);
+        manifest.check_files_stored(|stored, entry| {
             if let std::collections::btree_map::Entry::Vacant(slot) = sizes.entry(stored) {
                 let listed: std::collections::BTreeMap<String, u64> = self
                     .list_epoch(stored)?
@@ -354,23 +353,12 @@ impl SnapshotStore for ObjectStoreSnapshotStore {
                 slot.insert(listed);
             }
             let key = self.snapshot_key(stored, &entry.operator, entry.file_range());
-            let found = sizes
+            let size = sizes
                 .get(&stored)
-                .and_then(|listed| listed.get(&entry.file_name()));
-            let Some(&size) = found else {
-                return Err(CheckpointError::SnapshotMissing {
-                    epoch: stored,
-                    path: self.path_of(&key),
-                });
-            };
-            if size != entry.file_size() {
-                return Err(CheckpointError::SizeMismatch {
-                    path: self.path_of(&key),
-                    expected: entry.file_size(),
-                    actual: size,
-                });
-            }
-        }
+                .and_then(|listed| listed.get(&entry.file_name()))
+                .copied();
+            Ok((self.path_of(&key), size))
+        })?;
         self.put(&self.key_of(epoch, MANIFEST_FILE), manifest.encode()?)
     }
 
@@ -386,17 +374,7 @@ impl SnapshotStore for ObjectStoreSnapshotStore {
             }
             return Err(CheckpointError::NotCommitted { epoch, path });
         };
-        let manifest = manifest::decode(&path, &bytes)?;
-        if manifest.epoch != epoch {
-            return Err(CheckpointError::Corrupt {
-                path,
-                detail: format!(
-                    "it describes epoch {} but sits under the prefix of epoch {}",
-                    manifest.epoch.0, epoch.0
-                ),
-            });
-        }
-        Ok(manifest)
+        manifest::decode_for_epoch(&path, &bytes, epoch, "under the prefix")
     }
 
     fn list_epochs(&self) -> Result<Vec<Epoch>> {
