@@ -10,7 +10,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
-use rdkafka::{Message, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 use crate::admin::TopicMetadata;
 use crate::error::{KafkaEdgeError, Result};
@@ -105,28 +105,7 @@ pub fn read_to_end(
                 }
             }
             Some(Err(e)) => return Err(request("read", e)),
-            Some(Ok(m)) => {
-                let headers = m
-                    .headers()
-                    .map(|hs| {
-                        rdkafka::message::Headers::iter(hs)
-                            .map(|h| {
-                                let value = h.value.unwrap_or_default();
-                                (
-                                    h.key.to_owned(),
-                                    String::from_utf8_lossy(value).into_owned(),
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                records.push(TopicRecord {
-                    partition: m.partition(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    payload: m.payload().unwrap_or_default().to_vec(),
-                    headers,
-                });
-            }
+            Some(Ok(m)) => records.push(TopicRecord::of(&m)),
         }
     }
     Ok(records)

@@ -27,6 +27,29 @@ pub struct TopicRecord {
     pub headers: BTreeMap<String, String>,
 }
 
+impl TopicRecord {
+    /// The record of a consumed message (header values read as UTF-8, lossily).
+    pub fn of(message: &impl Message) -> Self {
+        let headers = message
+            .headers()
+            .map(|hs| {
+                hs.iter()
+                    .map(|h| {
+                        let value = String::from_utf8_lossy(h.value.unwrap_or_default());
+                        (h.key.to_owned(), value.into_owned())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        TopicRecord {
+            partition: message.partition(),
+            key: message.key().map(<[u8]>::to_vec),
+            payload: message.payload().unwrap_or_default().to_vec(),
+            headers,
+        }
+    }
+}
+
 /// Reads every record of `topic` up to the end offsets at the start of the read; fails if
 /// that takes longer than `timeout`. `properties` need `bootstrap.servers`; nothing is
 /// committed (a `group.id`, if given, only names the client).
@@ -85,26 +108,7 @@ pub fn read_topic(
             None | Some(Err(KafkaError::PartitionEOF(_))) => {}
             Some(Err(e)) => return Err(request("read", e)),
             Some(Ok(m)) => {
-                let headers = m
-                    .headers()
-                    .map(|hs| {
-                        hs.iter()
-                            .map(|h| {
-                                (
-                                    h.key.to_owned(),
-                                    String::from_utf8_lossy(h.value.unwrap_or_default())
-                                        .into_owned(),
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                records.push(TopicRecord {
-                    partition: m.partition(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    payload: m.payload().unwrap_or_default().to_vec(),
-                    headers,
-                });
+                records.push(TopicRecord::of(&m));
                 if remaining
                     .get(&m.partition())
                     .is_some_and(|high| m.offset() + 1 >= *high)
