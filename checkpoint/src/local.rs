@@ -11,7 +11,7 @@ use crate::error::{CheckpointError, Result};
 use crate::format::{self, Snapshot};
 use crate::manifest::{self, Manifest};
 use crate::range::{check_operator_name, KeyGroupRange, SnapshotEntry};
-use crate::store::{SnapshotStore, StoredFile, MANIFEST_FILE};
+use crate::store::{encoded_snapshot, SnapshotStore, StoredFile, MANIFEST_FILE};
 
 /// A [`SnapshotStore`] on a directory: `<root>/<epoch>/<operator>/kg-<lo>-<hi>` and
 /// `<root>/<epoch>/MANIFEST`. Safe to share between threads and processes as long as each
@@ -53,20 +53,11 @@ impl SnapshotStore for LocalDirStore {
         range: KeyGroupRange,
         payload: &[u8],
     ) -> Result<SnapshotEntry> {
-        check_operator_name(operator)?;
-        KeyGroupRange::new(range.lo, range.hi)?;
+        let (bytes, entry) = encoded_snapshot(epoch, operator, range, payload)?;
         let dir = self.epoch_dir(epoch).join(operator);
         create_dir_durable(&dir)?;
-        let (bytes, xxh3) = format::encode(payload);
         write_atomic(&dir, &range.file_name(), &bytes)?;
-        Ok(SnapshotEntry {
-            operator: operator.to_owned(),
-            range,
-            size: bytes.len() as u64,
-            xxh3,
-            stored_in: Some(epoch),
-            section: None,
-        })
+        Ok(entry)
     }
 
     fn read_snapshot(

@@ -37,7 +37,7 @@ use crate::error::{CheckpointError, Result};
 use crate::format::{self, Snapshot};
 use crate::manifest::{self, Manifest};
 use crate::range::{check_operator_name, KeyGroupRange, SnapshotEntry};
-use crate::store::{SnapshotStore, StoredFile, MANIFEST_FILE};
+use crate::store::{encoded_snapshot, SnapshotStore, StoredFile, MANIFEST_FILE};
 
 /// The URL scheme of an object-store checkpoint location.
 pub const S3_SCHEME: &str = "s3://";
@@ -305,19 +305,9 @@ impl SnapshotStore for ObjectStoreSnapshotStore {
         range: KeyGroupRange,
         payload: &[u8],
     ) -> Result<SnapshotEntry> {
-        check_operator_name(operator)?;
-        KeyGroupRange::new(range.lo, range.hi)?;
-        let (bytes, xxh3) = format::encode(payload);
-        let size = bytes.len() as u64;
+        let (bytes, entry) = encoded_snapshot(epoch, operator, range, payload)?;
         self.put(&self.snapshot_key(epoch, operator, range), bytes)?;
-        Ok(SnapshotEntry {
-            operator: operator.to_owned(),
-            range,
-            size,
-            xxh3,
-            stored_in: Some(epoch),
-            section: None,
-        })
+        Ok(entry)
     }
 
     fn read_snapshot(

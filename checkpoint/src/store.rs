@@ -10,9 +10,10 @@ use weir_features::vocab::Epoch;
 
 use crate::bundle;
 use crate::error::{CheckpointError, Result};
+use crate::format;
 use crate::format::Snapshot;
 use crate::manifest::Manifest;
-use crate::range::{KeyGroupRange, SnapshotEntry};
+use crate::range::{check_operator_name, KeyGroupRange, SnapshotEntry};
 
 /// Name of the commit file of an epoch.
 pub const MANIFEST_FILE: &str = "MANIFEST";
@@ -36,6 +37,28 @@ pub struct Pruned {
     /// Epochs no longer restorable (MANIFEST deleted) whose directories still hold files that
     /// kept epochs list (incremental checkpoints), oldest first.
     pub retired: Vec<Epoch>,
+}
+
+/// What a backend's [`SnapshotStore::write_snapshot`] stores and returns: the checked name and
+/// range, `payload` framed ([`format::encode`]) and the manifest entry describing it.
+pub(crate) fn encoded_snapshot(
+    epoch: Epoch,
+    operator: &str,
+    range: KeyGroupRange,
+    payload: &[u8],
+) -> Result<(Vec<u8>, SnapshotEntry)> {
+    check_operator_name(operator)?;
+    KeyGroupRange::new(range.lo, range.hi)?;
+    let (bytes, xxh3) = format::encode(payload);
+    let entry = SnapshotEntry {
+        operator: operator.to_owned(),
+        range,
+        size: bytes.len() as u64,
+        xxh3,
+        stored_in: Some(epoch),
+        section: None,
+    };
+    Ok((bytes, entry))
 }
 
 /// A checkpoint store laid out as `<epoch>/<operator>/kg-<lo>-<hi>` plus `<epoch>/MANIFEST`.
