@@ -81,6 +81,10 @@ pub struct JobFile {
     /// Directory of the job file (model paths are relative to it); set by [`JobFile::load`].
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// xxh3 of the file's bytes, set by [`JobFile::load`]: the processes of a cluster check
+    /// that they all read the same file (`start_agreement`).
+    #[serde(skip)]
+    pub text_hash: u64,
 }
 
 /// A job file checked and compiled into what the pipeline runs: one plan per stage
@@ -111,6 +115,8 @@ pub struct CompiledJob {
     pub topic_check: Option<TopicCheck>,
     /// Hash of what a snapshot's meaning depends on ([`JobFile::topology_hash`]).
     pub topology_hash: u64,
+    /// [`JobFile::text_hash`].
+    pub job_file_hash: u64,
 }
 
 impl JobFile {
@@ -121,6 +127,7 @@ impl JobFile {
         let mut job: JobFile = toml::from_str(&text)
             .with_context(|| format!("invalid job file {}", path.display()))?;
         job.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        job.text_hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
         Ok(job)
     }
 
@@ -371,6 +378,7 @@ impl JobFile {
             checkpoints,
             topic_check: self.topic_check(),
             topology_hash: self.topology_hash(),
+            job_file_hash: self.text_hash,
         })
     }
 

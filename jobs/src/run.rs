@@ -73,15 +73,9 @@ pub fn run_job_with(
     let checkpoints = checkpointing::prepare(&job, options.restore)?;
     let on_commit = group_offsets_hook(&job, checkpoints.is_some())?;
     // Processes choose their checkpoint on their own: a cluster checks they chose alike.
-    let start = (options.cluster.processes > 1).then(|| StartPoint {
-        process: options.cluster.process,
-        workers: threads,
-        restore: checkpoints
-            .as_ref()
-            .and_then(|c| c.restore.as_ref())
-            .map(|m| m.epoch.0),
-        checkpoints: checkpoints.is_some(),
-        topology: job.topology_hash,
+    let start = (options.cluster.processes > 1).then(|| {
+        let restore = checkpoints.as_ref().and_then(|c| c.restore.as_ref());
+        StartPoint::of(&job, options.cluster.process, restore.map(|m| m.epoch.0))
     });
     let metrics = Arc::new(JobMetrics::default());
     let score_counters = Arc::new(ScoreCounters::default());
@@ -112,7 +106,7 @@ pub fn run_job_with(
         // In a cluster, the process that dies first takes the others down the same way: their
         // Timely connections to it fail, which panics their workers.
         let index = worker.index();
-        let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start));
+        let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start.clone()));
         let Ok(totals) = std::panic::catch_unwind(run) else {
             let hint = if start.is_some() {
                 " (in a cluster this is usually another process that stopped, or the network \
@@ -184,8 +178,8 @@ fn run_worker(
     plan: &JobPlan,
     start: Option<StartPoint>,
 ) -> Option<ClusterTotals> {
-    if let Some(mine) = start {
-        if let Err(disagreement) = start_agreement::agree(worker, mine) {
+    if let Some(mine) = &start {
+        if let Err(disagreement) = start_agreement::agree(worker, mine.clone()) {
             // Every worker of every process saw the same start points: all stop alike.
             tracing::error!("{disagreement}");
             eprintln!("error: {disagreement}");

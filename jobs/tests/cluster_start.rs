@@ -5,6 +5,8 @@
 //!   process 1 sees none in its own (a checkpoint directory local to each host instead of one
 //!   shared mount). Both exit with status 2 and name what each would have done; without the
 //!   check, process 0 restores and process 1 starts fresh, and both finish "successfully";
+//! - a run whose processes run other builds of the binary, other copies of the job file or
+//!   other flags refuses to run too, and names each difference with every process's value;
 //! - a process killed mid-run takes the other down, non-zero, instead of leaving it waiting
 //!   for the dead one's progress forever (a supervisor then restarts the whole job);
 //! - a process whose peer never starts gives up after `[runtime] connect_timeout` (exit 2)
@@ -59,8 +61,39 @@ fn spawn_job(
     input: &str,
     checkpoints: Option<&Path>,
 ) -> Result<Child> {
+    let this_binary = Variant {
+        binary: Path::new(env!("CARGO_BIN_EXE_weir")),
+        flags: &[],
+    };
+    spawn_variant(
+        job,
+        scratch,
+        process,
+        hosts,
+        input,
+        checkpoints,
+        &this_binary,
+    )
+}
+
+/// Another binary or more `weir run` flags for one process.
+struct Variant<'a> {
+    binary: &'a Path,
+    flags: &'a [&'a str],
+}
+
+/// [`spawn_job`] with `variant`.
+fn spawn_variant(
+    job: &Path,
+    scratch: &Path,
+    process: usize,
+    hosts: &Path,
+    input: &str,
+    checkpoints: Option<&Path>,
+    variant: &Variant,
+) -> Result<Child> {
     let log = fs::File::create(scratch.join(format!("process-{process}.log")))?;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
+    let mut command = Command::new(variant.binary);
     command
         .arg("run")
         .arg(job)
@@ -74,7 +107,8 @@ fn spawn_job(
         .arg("--output-file")
         .arg(scratch.join(format!("scores-{process}.jsonl")))
         .arg("--dead-letter-file")
-        .arg(scratch.join(format!("dead-{process}.jsonl")));
+        .arg(scratch.join(format!("dead-{process}.jsonl")))
+        .args(variant.flags);
     if let Some(dir) = checkpoints {
         command.arg("--checkpoint-dir").arg(dir);
     }
@@ -225,6 +259,75 @@ fn a_process_killed_mid_run_stops_the_other() -> Result<()> {
         text.contains("another process that stopped"),
         "process 0's log does not point at the other process:\n{text}"
     );
+    Ok(())
+}
+
+#[test]
+fn processes_with_another_binary_job_file_or_flags_refuse_to_run_and_name_each_difference(
+) -> Result<()> {
+    let (scratch, hosts) = with_events("disagree", 40)?;
+    // The same job, but process 1's copy of the file was edited (a comment: the topology is
+    // the same, the file is not), it was given other per-stage parallelism, and it runs
+    // another build of the binary (this one with bytes appended, which still runs).
+    let (job_0, job_1) = (
+        scratch.path().join("job-0.toml"),
+        scratch.path().join("job-1.toml"),
+    );
+    fs::write(&job_0, clickstream::job_text())?;
+    fs::write(
+        &job_1,
+        format!("{}\n# edited on host 1\n", clickstream::job_text()),
+    )?;
+    let other_build = scratch.path().join("weir-other-build");
+    let mut bytes = fs::read(env!("CARGO_BIN_EXE_weir"))?;
+    bytes.extend_from_slice(b"another build");
+    fs::write(&other_build, bytes)?;
+    fs::set_permissions(
+        &other_build,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    let variant = Variant {
+        binary: &other_build,
+        flags: &["--parallelism", "source=1"],
+    };
+    let mut children = [
+        spawn_job(&job_0, scratch.path(), 0, &hosts, "events.jsonl", None)?,
+        spawn_variant(
+            &job_1,
+            scratch.path(),
+            1,
+            &hosts,
+            "events.jsonl",
+            None,
+            &variant,
+        )?,
+    ];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for (process, child) in children.iter_mut().enumerate() {
+        let (status, log) = finish(scratch.path(), process, child, deadline)?;
+        ensure!(
+            status.code() == Some(2),
+            "process {process} exited with {status}, not 2:\n{log}"
+        );
+        for expected in [
+            "they differ in job file: process 0 has content hash ",
+            "they differ in weir binary: process 0 has weir 0.1.0, executable xxh3 ",
+            "they differ in parallelism: process 0 has source=2,window=2,score=2,sink=2, process 1 has source=1,window=2,score=2,sink=2",
+            "every process must run the same binary, job file and flags",
+        ] {
+            ensure!(
+                log.contains(expected),
+                "process {process}'s log lacks `{expected}`:\n{log}"
+            );
+        }
+        // The same topology and key groups: not named as differences.
+        for unexpected in ["differ in topology", "differ in key groups"] {
+            ensure!(
+                !log.contains(unexpected),
+                "process {process}'s log names `{unexpected}`:\n{log}"
+            );
+        }
+    }
     Ok(())
 }
 
