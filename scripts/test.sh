@@ -7,9 +7,10 @@
 # 2. starts the local broker unless one is already up (and stops it on exit
 #    only if this script started it)
 # 3. cargo fmt --check, cargo clippy -D warnings, the import-ring check
-#    (scripts/import_rings.py), cargo test, with WEIR_TEST_BROKERS pointing at the broker
+#    (scripts/import_rings.py), the Kubernetes manifests against the API schemas
+#    (deploy/validate_k8s.py), cargo test, with WEIR_TEST_BROKERS pointing at the broker
 #
-# All three checks run even when an earlier one fails, so one run shows every
+# Every check runs even when an earlier one fails, so one run shows every
 # problem; the exit status is non-zero if any failed. Extra arguments go to
 # `cargo test` (e.g. `scripts/test.sh -p weir-kafka -- --nocapture`).
 set -euo pipefail
@@ -112,6 +113,7 @@ main() {
     run fmt cargo fmt --all --check
     run clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
     run import-rings python3 scripts/import_rings.py
+    run k8s-manifests .cache/venv/bin/python deploy/validate_k8s.py
     run test cargo_test "$@"
 
     step "summary ($((SECONDS - t0))s total)"
