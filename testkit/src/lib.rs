@@ -12,12 +12,15 @@
 //! - [`job_toml`]: a minimal valid job file as text, for the job-file tests.
 //! - [`cluster`]: free localhost ports and a hosts file for a cluster of test processes.
 //! - [`s3_server`]: moto's S3 server on a free port, and a proxy that makes it fail requests.
+//! - [`netns`]: two hosts as Linux network namespaces, and root-namespace servers reachable
+//!   from them.
 
 pub mod clickstream;
 pub mod cluster;
 pub mod event;
 pub mod files;
 pub mod job_toml;
+pub mod netns;
 pub mod row;
 pub mod s3_server;
 pub mod schema;
