@@ -14,8 +14,11 @@ use weir_checkpoint::{Manifest, SnapshotStore};
 use weir_features::vocab::Epoch;
 use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
 
+use weir_kafka::{transaction_fence, DeliveryGuarantee};
+
 use crate::config::{CompiledJob, JobFile};
 use crate::plan::millis::millis;
+use crate::plan::SinkPlan;
 
 /// What `--restore` asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -188,6 +191,42 @@ fn check_compatible(job: &CompiledJob, manifest: &Manifest, hash: u64) -> Result
             manifest.topology_hash
         );
     }
+    Ok(())
+}
+
+/// Before the sinks start: a restore of an exactly-once job with fewer sink instances than the
+/// checkpoint's run had fences the `transactional.id`s of the removed instances, so that a
+/// transaction one of them left open does not hold `read_committed` readers back until it
+/// times out ([`weir_kafka::transaction_fence`]). Process 0 does it for the cluster.
+pub fn fence_removed_sinks(
+    job: &CompiledJob,
+    checkpoints: Option<&CheckpointPlan>,
+    process: usize,
+) -> Result<()> {
+    let SinkPlan::Kafka {
+        properties,
+        delivery: DeliveryGuarantee::ExactlyOnce,
+        ..
+    } = &job.sinks
+    else {
+        return Ok(());
+    };
+    let Some(restored) = checkpoints.and_then(|c| c.restore.as_ref()) else {
+        return Ok(());
+    };
+    let before = restored.parallelism.get("sink").copied().unwrap_or(0);
+    let removed = transaction_fence::removed_instances(before, job.parallelism.sink);
+    if process != 0 || removed.is_empty() {
+        return Ok(());
+    }
+    let fenced = transaction_fence::fence_removed_instances(properties, &job.name, removed)
+        .context("cannot fence the sink instances this restore removes")?;
+    tracing::info!(
+        from = before,
+        to = job.parallelism.sink,
+        fenced = ?fenced,
+        "exactly-once sinks rescaled down: fenced the removed instances' transactional ids"
+    );
     Ok(())
 }
 

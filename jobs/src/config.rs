@@ -488,7 +488,8 @@ impl JobFile {
         }
     }
 
-    fn topic_check(&self) -> Option<TopicCheck> {
+    /// The Kafka topics `weir run` checks before it starts (`None`: the job uses no Kafka).
+    pub fn topic_check(&self) -> Option<TopicCheck> {
         if !self.uses_kafka() {
             return None;
         }

@@ -6,6 +6,7 @@
 //! selection ([`checkpointing`]), multi-process runs ([`cluster`]), the check that their
 //! processes start from one point ([`start_agreement`]) and their totals at the end
 //! ([`cluster_totals`]), both exchanged with [`gather`], the pipeline wiring ([`pipeline`]),
+//! the checks before a run ([`preflight`]) and `weir validate`'s report of them ([`validate`]),
 //! running a job ([`run`]) and its summary ([`summary`]), batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
 
@@ -19,10 +20,12 @@ pub mod gen;
 pub mod model_config;
 pub mod pipeline;
 pub mod plan;
+pub mod preflight;
 pub mod run;
 pub mod sections;
 pub mod start_agreement;
 pub mod summary;
+pub mod validate;
 
 pub use config::{CompiledJob, JobFile};
 pub use run::{run_job, ModelActivity, RunSummary};

@@ -32,6 +32,8 @@ struct Cli {
 enum Command {
     /// Run a job file.
     Run(RunArgs),
+    /// Check a job file, its model, brokers, topics and checkpoint store; list every problem.
+    Validate(weir::validate::ValidateArgs),
     /// Generate a deterministic clickstream to Kafka or a JSON Lines file.
     Gen(weir::gen::GenArgs),
     /// Compute a job's features over a JSON Lines file (training sets, replays).
@@ -367,6 +369,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Validate(args) => weir::validate::report(&weir::validate::validate(&args)),
         Command::Gen(args) => weir::gen::run(&args).map(|_| ()),
         Command::Features(args) => features(args),
         Command::Checkpoints { action } => checkpoints(action),

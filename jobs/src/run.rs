@@ -11,22 +11,19 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use weir_checkpoint::Manifest;
 use weir_features::vocab::Tick;
-use weir_kafka::admin::TopicMetadata;
 use weir_kafka::group_offsets::GroupOffsets;
-use weir_kafka::KafkaEdgeError;
 use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::committer::CommitHook;
 use weir_operators::metrics::JobMetrics;
 use weir_score::counters::ScoreCounters;
-use weir_score::reload::check_registry_tag;
-use weir_score::{ModelManifest, ModelSession};
 
 use crate::checkpointing::{self, RestoreChoice};
 use crate::cluster::{timely_config, ClusterArgs};
 use crate::cluster_totals::{self, ClusterTotals};
 use crate::config::CompiledJob;
 use crate::pipeline::{self, JobPlan, Mode};
-use crate::plan::{SinkPlan, SourceInput};
+use crate::plan::SinkPlan;
+use crate::preflight;
 use crate::start_agreement::{self, StartPoint};
 use crate::summary::summarize;
 pub use crate::summary::{ModelActivity, RunSummary};
@@ -71,6 +68,7 @@ pub fn run_job_with(
     }
     let timely_config = timely_config(&options.cluster, threads)?;
     let checkpoints = checkpointing::prepare(&job, options.restore)?;
+    checkpointing::fence_removed_sinks(&job, checkpoints.as_ref(), options.cluster.process)?;
     let on_commit = group_offsets_hook(&job, checkpoints.is_some())?;
     // Processes choose their checkpoint on their own: a cluster checks they chose alike.
     let start = (options.cluster.processes > 1).then(|| {
@@ -219,130 +217,21 @@ fn group_offsets_hook(job: &CompiledJob, checkpoints: bool) -> Result<Option<Com
     })))
 }
 
-/// Fails fast, with a clear message, on anything that would stop workers from building.
-/// Returns the model's version by model name.
+/// Fails fast, with a clear message, on anything that would stop workers from building
+/// (`weir validate` runs the same checks to the end, [`crate::validate`]). Returns the model's
+/// version by model name.
 fn preflight(job: &CompiledJob, mode: Mode) -> Result<BTreeMap<String, String>> {
-    if let SourceInput::Files(paths) = &job.source.input {
-        for path in paths {
-            if !path.is_file() {
-                bail!("input file {} does not exist", path.display());
-            }
-        }
-    }
+    preflight::input_files(job)?;
     if mode == Mode::FeaturesOnly {
         return Ok(BTreeMap::new());
     }
-    let score = &job.score;
-    let check = score.preflight_session();
-    // A registry version must load and its manifest match its directory, as on the
-    // inference threads (which pass over a newest version that does not, like this).
-    // The directories loaded there are not loaded again below.
-    let loaded = std::cell::RefCell::new(Vec::new());
-    let (model_dir, second) = score.initial_models(|target| {
-        let session = ModelSession::load(&target.dir, job.features.names(), &check)?;
-        check_registry_tag(score.model_name(), target, &session)?;
-        loaded.borrow_mut().push(target.dir.clone());
-        Ok(())
-    })?;
-    let loaded = loaded.into_inner();
-    let dirs = std::iter::once(model_dir).chain(second.map(|s| s.dir));
-    let mut versions = BTreeMap::new();
-    for model_dir in dirs {
-        if !loaded.contains(&model_dir) {
-            ModelSession::load(&model_dir, job.features.names(), &check).with_context(|| {
-                format!(
-                    "model {} does not fit job `{}`",
-                    model_dir.display(),
-                    job.name
-                )
-            })?;
-        }
-        let model = ModelManifest::load(&model_dir)?;
-        // The primary's version, also when the second version has the same model name.
-        versions.entry(model.name).or_insert(model.version);
-    }
-    let Some(check) = &job.topic_check else {
-        return Ok(versions);
-    };
-    let metadata =
-        TopicMetadata::connect(&check.properties).context("cannot create a Kafka client")?;
-    for topic in &check.topics {
-        let partitions = metadata.partitions(topic).map_err(topic_unavailable)?;
-        if let Some(kafka) = job.source.kafka().filter(|kafka| kafka.topic == *topic) {
-            let discovery = kafka.partition_discovery.filter(|_| !job.source.bounded);
-            if let Some(warning) =
-                idle_source_instances(job.parallelism.source, partitions, topic, discovery)
-            {
-                tracing::warn!("{warning}");
-                eprintln!("warning: {warning}");
-            }
+    let versions = preflight::models(job)?;
+    if let Some(check) = &job.topic_check {
+        let partitions = preflight::topic_partitions(check)?;
+        if let Some(warning) = preflight::idle_source_instances(job, &partitions) {
+            tracing::warn!("{warning}");
+            eprintln!("warning: {warning}");
         }
     }
     Ok(versions)
-}
-
-/// A topic the broker does not list: what to run to create it.
-fn topic_unavailable(error: KafkaEdgeError) -> anyhow::Error {
-    match error {
-        KafkaEdgeError::Topic {
-            topic,
-            brokers,
-            detail,
-        } => anyhow!("topic `{topic}` is not available on {brokers}: {detail}; create the job's topics with `weir topics <job.toml> --partitions N`"),
-        other => other.into(),
-    }
-}
-
-/// What to say when a Kafka source has more instances than its topic has partitions: the
-/// extra ones read nothing (partition `p` goes to instance `p % parallelism`).
-fn idle_source_instances(
-    parallelism: usize,
-    partitions: usize,
-    topic: &str,
-    discovery: Option<Duration>,
-) -> Option<String> {
-    if parallelism <= partitions {
-        return None;
-    }
-    let until = match discovery {
-        Some(every) => format!(
-            " until the topic gets more partitions (looked for every {} s)",
-            every.as_secs_f64()
-        ),
-        None => String::new(),
-    };
-    Some(format!(
-        "source parallelism {parallelism} is more than the {partitions} partition(s) of topic \
-         `{topic}`: {} source instance(s) read nothing{until}; set [parallelism] source (or \
-         --parallelism source=N) to at most {partitions}, or add partitions",
-        parallelism - partitions
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::idle_source_instances;
-
-    #[test]
-    fn more_source_instances_than_partitions_are_named() {
-        assert_eq!(idle_source_instances(4, 4, "clicks", None), None);
-        assert_eq!(idle_source_instances(2, 8, "clicks", None), None);
-        let warning = idle_source_instances(6, 4, "clicks", Some(Duration::from_millis(10_000)))
-            .unwrap_or_default();
-        assert!(
-            warning.starts_with(
-                "source parallelism 6 is more than the 4 partition(s) of topic `clicks`: 2 \
-                 source instance(s) read nothing until the topic gets more partitions (looked \
-                 for every 10 s)"
-            ),
-            "{warning}"
-        );
-        let bounded = idle_source_instances(6, 4, "clicks", None).unwrap_or_default();
-        assert!(
-            bounded.contains("read nothing; set [parallelism] source"),
-            "{bounded}"
-        );
-    }
 }

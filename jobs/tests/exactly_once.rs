@@ -13,7 +13,10 @@
 //! dead letter once; the killed and restored run commits every one of them (nothing lost;
 //! the restart's init_transactions with the same `transactional.id`s succeeds), nothing else,
 //! and any output seen twice was already written by the killed run when it died (on a broker
-//! with transactions, the aborted ones among those are invisible to `read_committed`). That
+//! with transactions, the aborted ones among those are invisible to `read_committed`). The
+//! restore runs one sink instance where the killed run had two, and must fence the removed
+//! instance's transactional ids (`weir_kafka::transaction_fence`; the mock answers the
+//! requests but does not fence, so only that they were made is checked). That
 //! each is seen exactly once by `read_committed` needs a broker with transactions (Apache
 //! Kafka, Redpanda); it is not tested here.
 
@@ -76,7 +79,7 @@ fn killed_inside_a_transaction_and_restored_nothing_is_lost_and_repeats_are_the_
         dead_letters: &straight_dlq,
     };
     let job = job_file(&dir, "straight", &straight, true)?;
-    let status = run(&job, &dir.join("straight.log"))?.wait()?;
+    let status = run(&job, &dir.join("straight.log"), &[])?.wait()?;
     ensure!(status.success(), "the straight run failed: {status}");
 
     // (b) Unbounded over a second copy of the input fed while it runs, SIGKILLed with its
@@ -91,7 +94,7 @@ fn killed_inside_a_transaction_and_restored_nothing_is_lost_and_repeats_are_the_
     };
     let unbounded = job_file(&dir, "killed", &killed, false)?;
     let log = dir.join("killed.log");
-    let mut child = run(&unbounded, &log)?;
+    let mut child = run(&unbounded, &log, &[])?;
     wait_for_commits(&mut child, &log, 3)?;
     // Feed the rest while it runs; just after a checkpoint (an interval of 1 s), feed half an
     // interval more and kill it: the dead letters of the malformed records fed since then are
@@ -122,17 +125,27 @@ fn killed_inside_a_transaction_and_restored_nothing_is_lost_and_repeats_are_the_
         kafka::produce(&killed_input, chunk)?;
     }
 
+    // Restored with one sink instance where the killed run had two: the restore fences the
+    // removed instance's transactional ids (on the mock only the requests can be seen).
     let restored = job_file(&dir, "restored", &killed, true)?;
     let restored_log = dir.join("restored.log");
-    let status = run(&restored, &restored_log)?.wait()?;
+    let status = run(&restored, &restored_log, &["--parallelism", "sink=1"])?.wait()?;
     ensure!(
         status.success(),
         "the restored run failed: {status}: {}",
         restored_log.display()
     );
+    let restored_text = fs::read_to_string(&restored_log)?;
     ensure!(
-        fs::read_to_string(&restored_log)?.contains("restoring from checkpoint"),
+        restored_text.contains("restoring from checkpoint"),
         "the second run did not restore a checkpoint: {}",
+        restored_log.display()
+    );
+    ensure!(
+        restored_text.contains("fenced the removed instances' transactional ids")
+            && restored_text.contains(".scores.1")
+            && restored_text.contains(".dead-letters.1"),
+        "the rescaled restore did not fence sink instance 1's ids: {}",
         restored_log.display()
     );
 
@@ -267,10 +280,11 @@ fn job_file(dir: &Path, name: &str, topics: &Topics<'_>, bounded: bool) -> Resul
     Ok(path)
 }
 
-fn run(job: &Path, log: &Path) -> Result<Child> {
+fn run(job: &Path, log: &Path, flags: &[&str]) -> Result<Child> {
     Command::new(env!("CARGO_BIN_EXE_weir"))
         .arg("run")
         .arg(job)
+        .args(flags)
         .env("RUST_LOG", "info,librdkafka=warn")
         .stdout(fs::File::create(log.with_extension("out"))?)
         .stderr(fs::File::create(log)?)

@@ -61,7 +61,14 @@ pub const REFIT_BYTES: usize = 16 * 1024;
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long the transaction requests (init, commit) may take.
-const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The score sink's name in its `transactional.id`.
+pub(crate) const SCORE_SINK: &str = "scores";
+/// The dead-letter sink's name in its `transactional.id`.
+pub(crate) const DEAD_LETTER_SINK: &str = "dead-letters";
+/// Every Kafka sink of a job, by the name in its `transactional.id`.
+pub(crate) const SINK_NAMES: [&str; 2] = [SCORE_SINK, DEAD_LETTER_SINK];
 
 /// The `transactional.id` of a sink instance: the job, the sink and the instance — never a
 /// worker index, so the instance of a restarted (or rescaled onto other workers) job fences

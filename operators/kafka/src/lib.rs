@@ -25,6 +25,7 @@ pub mod source;
 pub mod start_offsets;
 pub mod topic_reader;
 mod transaction_bounds;
+pub mod transaction_fence;
 
 pub use delivery::{transactional_id, SINK_FAILED_EXIT};
 pub use error::{KafkaEdgeError, Result};

@@ -17,8 +17,9 @@
 //! acknowledged and *before* the sink lets `E` pass, so the manifest of `E` is written after
 //! every sink's commit. On restore, `init_transactions` with the same id fences the killed
 //! run's producer and aborts the transaction it left open; the restored run replays that
-//! output from the checkpoint. Why not commit after the manifest, as Flink's two-phase commit
-//! does: Flink commits the pending transaction on recovery, and librdkafka cannot resume
+//! output from the checkpoint. A restore with fewer sink instances first fences the ids of the
+//! instances it removes ([`crate::transaction_fence`]). Why not commit after the manifest, as
+//! Flink's two-phase commit does: Flink commits the pending transaction on recovery, and librdkafka cannot resume
 //! another producer's transaction — `init_transactions` aborts it — so a crash between a
 //! manifest and its commits would lose that epoch's output for good. Committing first turns
 //! the same window (between the sinks' commits and the manifest's rename) into a replay of one
@@ -44,7 +45,7 @@ use weir_operators::epoch_sink::{epoch_sink, SinkWriter};
 use weir_operators::epochs::{CheckpointStream, EpochClock};
 use weir_operators::placement::instance_for_key_group;
 
-use crate::delivery::Delivery;
+use crate::delivery::{Delivery, DEAD_LETTER_SINK, SCORE_SINK};
 use crate::error::Result;
 use crate::sink_config::KafkaSinkConfig;
 use crate::transaction_bounds::TransactionBounds;
@@ -230,7 +231,7 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredBatch>> {
         feature_names: Arc<[String]>,
         source_topic: String,
     ) -> Result<CheckpointStream<'scope>> {
-        let out = Delivery::on_worker(&config, "scores", &source_topic, self.scope().index())?;
+        let out = Delivery::on_worker(&config, SCORE_SINK, &source_topic, self.scope().index())?;
         let (placement, key_groups, parallelism) =
             (config.placement, config.key_groups, config.parallelism);
         let instance =
@@ -268,7 +269,7 @@ pub trait KafkaDeadLetterSink<'scope> {
 
 impl<'scope> KafkaDeadLetterSink<'scope> for Stream<'scope, Tick, Vec<DeadLetter>> {
     fn kafka_dead_letter_sink(self, config: KafkaSinkConfig) -> Result<CheckpointStream<'scope>> {
-        let out = Delivery::on_worker(&config, "dead-letters", "", self.scope().index())?;
+        let out = Delivery::on_worker(&config, DEAD_LETTER_SINK, "", self.scope().index())?;
         let (placement, parallelism) = (config.placement, config.parallelism);
         let route =
             move |d: &DeadLetter| placement.partition_route(d.position.partition, parallelism);
