@@ -419,6 +419,7 @@ impl JobFile {
                 topic: source.topic.clone(),
                 properties: self.consumer_properties(),
                 start: source.start.clone(),
+                stop: None,
                 partition_discovery: positive(source.partition_discovery),
             }),
             EdgeKind::File => SourceInput::Files(self.source_paths()),

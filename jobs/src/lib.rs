@@ -7,7 +7,8 @@
 //! processes start from one point ([`start_agreement`]) and their totals at the end
 //! ([`cluster_totals`]), both exchanged with [`gather`], the pipeline wiring ([`pipeline`]),
 //! the checks before a run ([`preflight`]) and `weir validate`'s report of them ([`validate`]),
-//! running a job ([`run`]) and its summary ([`summary`]), batch feature computation over files
+//! running a job ([`run`]) and its summary ([`summary`]), two model versions compared over a
+//! replay ([`replay`], [`score_compare`]), batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
 
 pub mod checkpointing;
@@ -20,8 +21,10 @@ pub mod gen;
 pub mod model_config;
 pub mod pipeline;
 pub mod plan;
+pub mod replay;
 pub mod preflight;
 pub mod run;
+pub mod score_compare;
 pub mod sections;
 pub mod start_agreement;
 pub mod summary;

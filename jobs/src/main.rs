@@ -34,6 +34,8 @@ enum Command {
     Run(RunArgs),
     /// Check a job file, its model, brokers, topics and checkpoint store; list every problem.
     Validate(weir::validate::ValidateArgs),
+    /// Score a range of history with two model versions and report how their scores differ.
+    Replay(weir::replay::ReplayArgs),
     /// Generate a deterministic clickstream to Kafka or a JSON Lines file.
     Gen(weir::gen::GenArgs),
     /// Compute a job's features over a JSON Lines file (training sets, replays).
@@ -370,6 +372,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Validate(args) => weir::validate::report(&weir::validate::validate(&args)),
+        Command::Replay(args) => {
+            weir::replay::replay(&args).map(|report| println!("{}", report.render()))
+        }
         Command::Gen(args) => weir::gen::run(&args).map(|_| ()),
         Command::Features(args) => features(args),
         Command::Checkpoints { action } => checkpoints(action),

@@ -288,6 +288,7 @@ impl JobPlan {
             properties: kafka.properties.clone(),
             start: kafka.start.clone(),
             bounded: source.bounded,
+            stop: kafka.stop.clone(),
             stage,
             decoder: self.record_decoder(),
             max_out_of_orderness_ms: source.max_out_of_orderness,

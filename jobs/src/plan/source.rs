@@ -49,6 +49,9 @@ pub struct KafkaInput {
     pub properties: BTreeMap<String, String>,
     /// Where to start without a checkpoint.
     pub start: StartFrom,
+    /// Where a bounded run stops, if before the end at start (`weir replay --to`; no job-file
+    /// key).
+    pub stop: Option<StartFrom>,
     /// How often an unbounded source looks for new partitions (`None`: never).
     pub partition_discovery: Option<Duration>,
 }

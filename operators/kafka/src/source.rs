@@ -30,7 +30,7 @@ use crate::admin::partition_count;
 use crate::error::{KafkaEdgeError, Result};
 use crate::partition_watch::{owned_between, NewPartition, PartitionWatch, WatchConfig};
 use crate::properties::{brokers, client_config};
-use crate::start_offsets::{resolve_start, PartitionRange};
+use crate::start_offsets::{resolve_start, resolve_stop, PartitionRange};
 
 pub use crate::start_offsets::StartFrom;
 
@@ -45,6 +45,10 @@ pub struct KafkaSourceConfig {
     pub start: StartFrom,
     /// Stop at the high watermarks seen at start (replays, tests) instead of running forever.
     pub bounded: bool,
+    /// A bounded run's end, if earlier than the high watermarks (`weir replay --to`): a time
+    /// (the run stops before the first record at or after it, per partition) or offsets per
+    /// partition ([`crate::start_offsets::resolve_stop`]).
+    pub stop: Option<StartFrom>,
     /// Instances, tick, epochs and pacing. The pacing's `stop` flag is set on Ctrl-C: the
     /// source ends without declaring the end of input, so open windows are not flushed as if
     /// the input were complete.
@@ -120,8 +124,11 @@ impl SourceReader for Reader {
 
     fn poll(&mut self, now_ms: u64, events: &mut Vec<Event>, dead: &mut Vec<DeadLetter>) -> usize {
         self.assign_discovered(now_ms);
-        let mut handled = 0;
-        while handled < self.config.max_batch {
+        // Records emitted (returned), and messages taken from the consumer (bounded by
+        // `max_batch` per activation, records past a bounded end included).
+        let (mut handled, mut polled) = (0, 0);
+        while polled < self.config.max_batch {
+            polled += 1;
             match self.consumer.poll(Duration::ZERO) {
                 None => break,
                 Some(Err(KafkaError::PartitionEOF(partition))) => {
@@ -138,14 +145,15 @@ impl SourceReader for Reader {
                     break;
                 }
                 Some(Ok(message)) => {
-                    handled += 1;
                     // Bounded runs drop records at or past the end offset they read to: the
-                    // resume position must not move past records never emitted.
+                    // resume position must not move past records never emitted, and they
+                    // are not counted as read.
                     let past_end = self
                         .end_offsets
                         .get(&message.partition())
                         .is_some_and(|end| message.offset() >= *end);
                     if !past_end {
+                        handled += 1;
                         self.next_offsets
                             .insert(message.partition(), message.offset() + 1);
                     }
@@ -253,6 +261,13 @@ impl Reader {
                 _ => HashMap::new(),
             }
         };
+        let stop_at_time = match &config.stop {
+            Some(StartFrom::Time(ms)) if config.bounded => {
+                let answer = offsets_for_time(&consumer, &config.topic, &owned, *ms)?;
+                checked_offsets_for_time(&config.properties, &config.topic, answer, *ms)?
+            }
+            _ => HashMap::new(),
+        };
         for &partition in &owned {
             watermarks.assign(partition, now);
             let resume = config.resume.get(&partition);
@@ -294,8 +309,15 @@ impl Reader {
                 .add_partition_offset(&config.topic, partition, Offset::Offset(first))
                 .map_err(request("assign".to_owned()))?;
             if config.bounded {
-                end_offsets.insert(partition, high);
-                if first >= high {
+                let end = match &config.stop {
+                    Some(stop) => {
+                        let at_time = stop_at_time.get(&partition).copied().flatten();
+                        resolve_stop(stop, partition, PartitionRange { low, high, at_time })
+                    }
+                    None => high,
+                };
+                end_offsets.insert(partition, end);
+                if first >= end {
                     watermarks.finish(partition);
                 }
             }

@@ -164,9 +164,43 @@ pub fn resolve_start(
     }
 }
 
+/// The end (exclusive) of a bounded read of `partition` that stops at `stop` (`weir replay
+/// --to`): a time ends before the first record at or after it, explicit offsets end there (a
+/// partition they do not name is read to its end), `earliest` reads nothing and `latest` reads
+/// to the end; never past the end the partition had at start.
+pub fn resolve_stop(stop: &StartFrom, partition: i32, range: PartitionRange) -> i64 {
+    let end = match stop {
+        StartFrom::Earliest => range.low,
+        StartFrom::Latest => range.high,
+        StartFrom::Time(_) => range.at_time.unwrap_or(range.high),
+        StartFrom::Offsets(offsets) => offsets.get(&partition).copied().unwrap_or(range.high),
+    };
+    end.clamp(range.low, range.high)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stop_ends_before_its_time_or_offset_and_never_past_the_end() {
+        let range = |at_time| PartitionRange {
+            low: 10,
+            high: 100,
+            at_time,
+        };
+        let stop = |s: &str| s.parse::<StartFrom>().expect("stop");
+        let at = stop("2026-11-30T12:00:00Z");
+        assert_eq!(resolve_stop(&at, 0, range(Some(40))), 40);
+        assert_eq!(resolve_stop(&at, 0, range(None)), 100, "no record at or after it");
+        let offsets = stop("0:50,1:500,2:3");
+        assert_eq!(resolve_stop(&offsets, 0, range(None)), 50);
+        assert_eq!(resolve_stop(&offsets, 1, range(None)), 100, "clamped to the end");
+        assert_eq!(resolve_stop(&offsets, 2, range(None)), 10, "clamped to the start");
+        assert_eq!(resolve_stop(&offsets, 3, range(None)), 100, "not named: to the end");
+        assert_eq!(resolve_stop(&StartFrom::Earliest, 0, range(None)), 10);
+        assert_eq!(resolve_stop(&StartFrom::Latest, 0, range(None)), 100);
+    }
 
     #[test]
     fn parses_every_form_and_prints_it_back() {

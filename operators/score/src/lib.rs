@@ -48,6 +48,7 @@ pub mod manifest;
 pub mod model_set;
 pub mod operator;
 pub mod preprocess;
+pub mod psi;
 pub mod records;
 pub mod registry;
 pub mod reload;
