@@ -105,6 +105,27 @@ enum Origin {
     },
 }
 
+impl Origin {
+    /// The source record the output is about: a score's window's last input record, or the
+    /// dead letter's own record.
+    fn position(&self) -> SourcePosition {
+        match self {
+            Origin::Score { position, .. } => *position,
+            Origin::Letter { letter, .. } => letter.position,
+        }
+    }
+}
+
+/// The `score_id` of a score record's JSON payload, for a log line about it (`?` if the
+/// payload has none).
+fn score_id_of(payload: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct WithId {
+        score_id: String,
+    }
+    serde_json::from_slice::<WithId>(payload).map_or_else(|_| "?".to_owned(), |r| r.score_id)
+}
+
 /// The delivery opaque of every record.
 struct Sent {
     seq: u64,
@@ -479,7 +500,9 @@ impl Delivery {
         }
         match classify(&error) {
             DeliveryClass::Retriable => {
-                tracing::warn!(%error, topic, "a record was not delivered in time; sending it again");
+                let position = sent.origin.position();
+                tracing::warn!(%error, topic, partition = position.partition, offset = position.offset,
+                    "a record (for the source record at partition/offset) was not delivered in time; sending it again");
                 let mut again =
                     BaseRecord::with_opaque_to(topic.as_str(), sent).payload(payload.as_slice());
                 if let Some(key) = &key {
@@ -502,7 +525,8 @@ impl Delivery {
         let lengths = (bytes.0.map_or(0, <[u8]>::len), bytes.1.len());
         match (sent.attempt, sent.origin) {
             (Attempt::Score, Origin::Score { position, .. }) => {
-                tracing::warn!(%error, topic, key_bytes = lengths.0, payload_bytes = lengths.1,
+                tracing::warn!(%error, topic, score_id = score_id_of(bytes.1), partition = position.partition,
+                    offset = position.offset, key_bytes = lengths.0, payload_bytes = lengths.1,
                     "a score record was refused; it goes to the dead-letter topic as undeliverable");
                 let letter = DeadLetter {
                     reason: DeadLetterReason::Undeliverable,
@@ -526,6 +550,7 @@ impl Delivery {
                 },
             ) => {
                 tracing::warn!(%error, topic, reason = letter.reason.as_str(),
+                    partition = letter.position.partition, offset = letter.position.offset,
                     "a dead letter was refused; resending it cut to {REFIT_BYTES} bytes as undeliverable");
                 let refit = DeadLetter {
                     reason: DeadLetterReason::Undeliverable,
@@ -614,4 +639,16 @@ fn stop_job(topic: &str, error: &KafkaError, what: &str) -> ! {
     tracing::error!("{message}");
     eprintln!("error: {message}");
     std::process::exit(SINK_FAILED_EXIT);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::score_id_of;
+
+    #[test]
+    fn a_refused_score_is_logged_with_its_id() {
+        let payload = br#"{"score_id":"00ab","key":"u1","features":{"x":1},"score":0.5}"#;
+        assert_eq!(score_id_of(payload), "00ab");
+        assert_eq!(score_id_of(b"not json"), "?");
+    }
 }
