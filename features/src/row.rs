@@ -45,7 +45,7 @@ pub struct FeatureRow {
 
 /// Model identity attached to every score. Inline strings (up to 24 bytes, like keys), so
 /// tagging each of a batch's rows copies bytes instead of allocating twice per row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ModelTag {
     /// Model name from its manifest.
     pub name: CompactString,

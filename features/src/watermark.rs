@@ -129,6 +129,15 @@ impl PartitionWatermarks {
             .map(|p| self.watermark_of(p))
     }
 
+    /// Whether `partition` is caught up (read to its end since its last record) and whether
+    /// it is idle at `now_ms` (left out of [`PartitionWatermarks::progress`]); `None` for a
+    /// partition not assigned.
+    pub fn partition_state(&self, partition: i32, now_ms: u64) -> Option<(bool, bool)> {
+        self.partitions
+            .get(&partition)
+            .map(|p| (p.caught_up || p.finished, self.is_idle(p, now_ms)))
+    }
+
     fn watermark_of(&self, p: &PartitionState) -> Watermark {
         if p.finished {
             return Watermark::MAX;

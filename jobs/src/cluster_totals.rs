@@ -46,8 +46,8 @@ impl ProcessCounts {
     pub fn of(process: usize, m: &JobMetrics) -> Self {
         ProcessCounts {
             process,
-            records_in: JobMetrics::get(&m.records_in),
-            events_in: JobMetrics::get(&m.events_in),
+            records_in: m.records_read(),
+            events_in: m.events_in(),
             windows_fired: JobMetrics::get(&m.windows_fired),
             scores: JobMetrics::get(&m.scores),
             inference_errors: JobMetrics::get(&m.inference_errors),

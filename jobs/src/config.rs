@@ -24,8 +24,8 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::plan::millis::positive;
 use crate::plan::{
-    CheckpointSettings, KafkaInput, RuntimePlan, ScorePlan, SinkPlan, SourceInput, SourcePlan,
-    TopicCheck, WindowPlan,
+    CheckpointSettings, KafkaInput, MetricsPlan, RuntimePlan, ScorePlan, SinkPlan, SourceInput,
+    SourcePlan, TopicCheck, WindowPlan,
 };
 
 /// librdkafka's default `transaction.timeout.ms`.
@@ -33,8 +33,8 @@ const LIBRDKAFKA_TRANSACTION_TIMEOUT_MS: i64 = 60_000;
 
 pub use crate::model_config::ModelSection;
 pub use crate::sections::{
-    CheckpointSection, EdgeKind, ParallelismSection, RuntimeSection, SinkSection, SourceSection,
-    StateSection, WatermarkSection,
+    CheckpointSection, EdgeKind, MetricsSection, ParallelismSection, RuntimeSection, SinkSection,
+    SourceSection, StateSection, WatermarkSection,
 };
 
 /// A parsed job file.
@@ -78,6 +78,9 @@ pub struct JobFile {
     /// Checkpoints (absent: none).
     #[serde(default)]
     pub checkpoint: Option<CheckpointSection>,
+    /// The metrics server.
+    #[serde(default)]
+    pub metrics: MetricsSection,
     /// Directory of the job file (model paths are relative to it); set by [`JobFile::load`].
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -113,6 +116,8 @@ pub struct CompiledJob {
     pub checkpoints: Option<CheckpointSettings>,
     /// The Kafka topics to check before the run (`None`: the job uses no Kafka).
     pub topic_check: Option<TopicCheck>,
+    /// Where the metrics server listens.
+    pub metrics: MetricsPlan,
     /// Hash of what a snapshot's meaning depends on ([`JobFile::topology_hash`]).
     pub topology_hash: u64,
     /// [`JobFile::text_hash`].
@@ -377,6 +382,7 @@ impl JobFile {
             sinks: self.sink_plan(),
             checkpoints,
             topic_check: self.topic_check(),
+            metrics: MetricsPlan::parse(&self.metrics.listen, "[metrics] listen")?,
             topology_hash: self.topology_hash(),
             job_file_hash: self.text_hash,
         })

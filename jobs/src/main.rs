@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use weir::config::JobFile;
+use weir::plan::MetricsPlan;
 
 /// jemalloc, built to back its memory with transparent huge pages (`thp:always` in
 /// `.cargo/config.toml`). Window state is large hash tables hit at random keys; with 4 KiB
@@ -106,6 +107,10 @@ struct RunArgs {
     /// Path of libonnxruntime.so (default: WEIR_ORT_LIB, then .cache/onnxruntime/ above the binary or cwd).
     #[arg(long)]
     ort_lib: Option<PathBuf>,
+    /// Where this process serves /metrics, /healthz and /readyz: HOST:PORT or `off`
+    /// (overrides [metrics] listen, used as given in every process of a cluster).
+    #[arg(long, value_name = "HOST:PORT|off", env = "WEIR_METRICS_ADDR")]
+    metrics_addr: Option<String>,
     /// Checkpoint to start from: `latest`, an epoch number, `none` (start fresh) or `auto`
     /// (the default: the newest valid checkpoint if there is one).
     #[arg(long, default_value = "auto")]
@@ -274,7 +279,13 @@ fn run(args: RunArgs) -> Result<()> {
         args.checkpoint_dir.clone(),
         args.checkpoint_interval.as_deref(),
     )?;
+    let metrics_addr = MetricsPlan::parse(&job.metrics.listen, "[metrics] listen")?.for_process(
+        args.metrics_addr.as_deref(),
+        args.process,
+        job.runtime.processes,
+    )?;
     let options = weir::run::RunOptions {
+        metrics_addr,
         restore: args.restore,
         cluster: weir::cluster::ClusterArgs {
             processes: job.runtime.processes,

@@ -15,6 +15,7 @@ use weir_features::duration_ms;
 use weir_operators::Placement;
 use weir_score::budget::{cpu_set, plan_cores, InstanceCores};
 use weir_score::config::{BatchLimits, ModelSettings};
+use weir_score::drift::AlertSettings;
 use weir_score::registry::{ModelSource, Target};
 use weir_score::secondary::{SecondaryModel, SecondaryRole};
 use weir_score::SessionOptions;
@@ -65,6 +66,26 @@ pub struct ModelSection {
     /// intra_threads ids.
     #[serde(default)]
     pub cores: Vec<usize>,
+    /// PSI of the recent scores against the manifest's baseline above which
+    /// `weir_model_drift_alert` is 1 (absent: no drift alert; the PSI is still exported).
+    #[serde(default)]
+    pub drift_alert: Option<f64>,
+    /// Share of failed inferences above which `weir_inference_error_rate_alert` is 1.
+    #[serde(default)]
+    pub error_rate_alert: Option<f64>,
+    /// The sliding window both are computed over.
+    #[serde(with = "duration_ms", default = "default_drift_window")]
+    pub drift_window: i64,
+    /// Rows the window needs before either is computed.
+    #[serde(default = "default_drift_min_rows")]
+    pub drift_min_rows: u64,
+}
+
+fn default_drift_window() -> i64 {
+    300_000
+}
+fn default_drift_min_rows() -> u64 {
+    100
 }
 
 fn default_poll() -> i64 {
@@ -105,6 +126,18 @@ impl ModelSection {
                     "[model] needs path = \"model-dir\" or registry = \"models\" + name = \"...\""
                 )
             }
+        }
+        if let Some(psi) = self.drift_alert.filter(|t| !(t.is_finite() && *t > 0.0)) {
+            bail!("[model] drift_alert = {psi} must be a positive PSI, e.g. 0.2 (above 0.25 is usually read as a major shift)");
+        }
+        if let Some(rate) = self
+            .error_rate_alert
+            .filter(|r| !(r.is_finite() && *r > 0.0 && *r < 1.0))
+        {
+            bail!("[model] error_rate_alert = {rate} must be a share of rows between 0 and 1, e.g. 0.05");
+        }
+        if self.drift_window <= 0 {
+            bail!("[model] drift_window must be positive, e.g. \"5m\"");
         }
         if self.poll <= 0 {
             bail!("[model] poll must be positive, e.g. \"2s\"");
@@ -235,6 +268,12 @@ impl ModelSection {
             },
             cores: self.pinned_cores(placement, score_parallelism)?,
             inference_cores: self.cores.clone(),
+            alerts: AlertSettings {
+                drift_alert: self.drift_alert,
+                error_rate_alert: self.error_rate_alert,
+                window: Duration::from_millis(self.drift_window.unsigned_abs()),
+                min_rows: self.drift_min_rows,
+            },
         })
     }
 }

@@ -3,7 +3,7 @@
 //! ([`crate::summary`]).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use crate::checkpointing::{self, RestoreChoice};
 use crate::cluster::{timely_config, ClusterArgs};
 use crate::cluster_totals::{self, ClusterTotals};
 use crate::config::CompiledJob;
+use crate::metrics_server::{self, Readiness};
 use crate::pipeline::{self, JobPlan, Mode};
 use crate::plan::SinkPlan;
 use crate::preflight;
@@ -35,6 +36,9 @@ pub struct RunOptions {
     pub restore: RestoreChoice,
     /// `--processes`, `--process`, `--hosts`.
     pub cluster: ClusterArgs,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` during the run (`None`: no server;
+    /// `weir run` passes `[metrics] listen` or `--metrics-addr`).
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// Runs a compiled job to completion (bounded) or until `stop` is set.
@@ -76,7 +80,18 @@ pub fn run_job_with(
         StartPoint::of(&job, options.cluster.process, restore.map(|m| m.epoch.0))
     });
     let metrics = Arc::new(JobMetrics::default());
-    let score_counters = Arc::new(ScoreCounters::default());
+    let score_counters = Arc::new(ScoreCounters::new(job.score.alerts));
+    let serving = Arc::default();
+    if checkpoints.as_ref().is_some_and(|c| c.restore.is_some()) {
+        metrics.checkpoints.restores.inc();
+    }
+    let process = options.cluster.process;
+    let counters = (&metrics, &*score_counters);
+    let server = options
+        .metrics_addr
+        .map(|addr| metrics_server::serve_run(addr, &job, process, counters, &serving))
+        .transpose()?;
+    let readiness = server.as_ref().map(|(_, readiness)| readiness.clone());
     let plan = JobPlan {
         mode,
         job,
@@ -87,7 +102,7 @@ pub fn run_job_with(
         on_commit,
         score_counters: score_counters.clone(),
         backlog: ScoreBacklog::default(),
-        serving: Arc::default(),
+        serving,
     };
     let started = Instant::now();
     // Dropped once `timely::execute` has connected the cluster (or failed to).
@@ -104,7 +119,8 @@ pub fn run_job_with(
         // In a cluster, the process that dies first takes the others down the same way: their
         // Timely connections to it fail, which panics their workers.
         let index = worker.index();
-        let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start.clone()));
+        let ready = readiness.as_deref();
+        let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start.clone(), ready));
         let Ok(totals) = std::panic::catch_unwind(run) else {
             let hint = if start.is_some() {
                 " (in a cluster this is usually another process that stopped, or the network \
@@ -175,6 +191,7 @@ fn run_worker(
     worker: &mut timely::worker::Worker,
     plan: &JobPlan,
     start: Option<StartPoint>,
+    readiness: Option<&Readiness>,
 ) -> Option<ClusterTotals> {
     if let Some(mine) = &start {
         if let Err(disagreement) = start_agreement::agree(worker, mine.clone()) {
@@ -197,6 +214,9 @@ fn run_worker(
             worker.index()
         );
         std::process::exit(2);
+    }
+    if let Some(readiness) = readiness {
+        readiness.workers_built.fetch_add(1, Ordering::Release);
     }
     while worker.step_or_park(Some(Duration::from_millis(20))) {}
     start.map(|s| cluster_totals::gather(worker, s.process, s.workers, &plan.metrics))

@@ -1,5 +1,5 @@
 //! The sections of a job file as serde reads them (`[runtime]`, `[parallelism]`, `[source]`,
-//! `[watermark]`, `[state]`, `[sink]`, `[checkpoint]`; `[model]` is in
+//! `[watermark]`, `[state]`, `[sink]`, `[checkpoint]`, `[metrics]`; `[model]` is in
 //! [`crate::model_config`]): the text's shape, durations in milliseconds as written. A leaf:
 //! [`crate::config`] assembles them into a `JobFile` and compiles that into plans.
 
@@ -248,4 +248,20 @@ fn ten_seconds() -> i64 {
 }
 fn three() -> usize {
     3
+}
+
+/// `[metrics]`: where `weir run` serves Prometheus metrics and its health probes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSection {
+    /// `host:port`, or `"off"` (`--metrics-addr` overrides it).
+    pub listen: String,
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        MetricsSection {
+            listen: crate::plan::metrics::DEFAULT_METRICS_LISTEN.to_owned(),
+        }
+    }
 }

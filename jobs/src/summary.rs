@@ -1,5 +1,6 @@
 //! What a run did: the counters of this process (and, in a cluster, of every process) as
-//! `weir run` prints them at the end, read from the job's metrics once the workers are done.
+//! `weir run` prints them at the end, read from the job's metrics registry
+//! (`weir_operators::metrics`, the same counters `/metrics` serves) once the workers are done.
 
 use std::time::Duration;
 
@@ -226,8 +227,8 @@ impl RunSummary {
 /// The summary of a run from its counters.
 pub(crate) fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duration) -> RunSummary {
     RunSummary {
-        records_in: JobMetrics::get(&m.records_in),
-        events_in: JobMetrics::get(&m.events_in),
+        records_in: m.records_read(),
+        events_in: m.events_in(),
         windows_fired: JobMetrics::get(&m.windows_fired),
         scores: JobMetrics::get(&m.scores),
         inference_errors: JobMetrics::get(&m.inference_errors),
@@ -241,10 +242,10 @@ pub(crate) fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duratio
         backpressure_episodes: JobMetrics::get(&m.backpressure_episodes),
         lag_episodes: JobMetrics::get(&m.lag_episodes),
         sources_stopped: JobMetrics::get(&m.sources_stopped),
-        checkpoints_committed: JobMetrics::get(&m.checkpoints_committed),
-        snapshot_bytes: JobMetrics::get(&m.snapshot_bytes),
-        snapshot_time: Duration::from_micros(JobMetrics::get(&m.snapshot_us)),
-        snapshot_pause: Duration::from_micros(JobMetrics::get(&m.snapshot_pause_us)),
+        checkpoints_committed: JobMetrics::get(&m.checkpoints.committed),
+        snapshot_bytes: JobMetrics::get(&m.checkpoints.snapshot_bytes),
+        snapshot_time: Duration::from_secs_f64(m.checkpoints.snapshot_seconds.get()),
+        snapshot_pause: Duration::from_secs_f64(m.checkpoints.snapshot_pause_seconds.get()),
         latency_p50_us: m.latency_quantile_us(0.5),
         latency_p99_us: m.latency_quantile_us(0.99),
         models: ModelActivity::of(models),

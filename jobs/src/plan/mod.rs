@@ -13,8 +13,10 @@
 //! | [`SinkPlan`] | score and dead-letter sinks |
 //! | [`CheckpointSettings`] | checkpoint store and epochs |
 //! | [`TopicCheck`] | the topics `weir run` checks before it starts |
+//! | [`MetricsPlan`] | where `/metrics`, `/healthz` and `/readyz` are served |
 
 pub mod checkpoints;
+pub mod metrics;
 pub mod millis;
 pub mod runtime;
 pub mod score;
@@ -24,6 +26,7 @@ pub mod topics;
 pub mod windows;
 
 pub use checkpoints::CheckpointSettings;
+pub use metrics::MetricsPlan;
 pub use runtime::RuntimePlan;
 pub use score::ScorePlan;
 pub use sinks::SinkPlan;

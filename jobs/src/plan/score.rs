@@ -25,6 +25,8 @@ pub struct ScorePlan {
     pub cores: Option<Vec<InstanceCores>>,
     /// `[model] cores` as listed: a scoring run's Timely workers are pinned to other cores.
     pub inference_cores: Vec<usize>,
+    /// Drift and error-rate alerts (`[model] drift_alert`, `error_rate_alert`, `drift_window`).
+    pub alerts: weir_score::drift::AlertSettings,
 }
 
 impl ScorePlan {

@@ -18,6 +18,7 @@ use timely::dataflow::operators::generic::Operator;
 use weir_checkpoint::{Manifest, SnapshotEntry, SnapshotStore, SourceOffset};
 use weir_features::vocab::{Epoch, Tick};
 
+use crate::clock::unix_ms;
 use crate::epochs::{CheckpointPart, CheckpointStream, EpochClock};
 use crate::metrics::JobMetrics;
 use crate::serving::ServingModels;
@@ -156,7 +157,11 @@ fn commit(
         tracing::error!(epoch = tick, %error, "checkpoint not committed");
         return;
     }
-    JobMetrics::add(&config.metrics.checkpoints_committed, 1);
+    let epoch_start_ms = tick.saturating_mul(config.tick_ms);
+    config
+        .metrics
+        .checkpoints
+        .committed(manifest.total_size(), epoch_start_ms, unix_ms());
     tracing::info!(
         epoch = tick,
         bytes = manifest.total_size(),

@@ -8,9 +8,9 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
 use serde::{de::DeserializeOwned, Serialize};
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::Stream;
@@ -47,7 +47,7 @@ pub trait JsonlSink<'scope, T> {
         self,
         config: FileSinkConfig,
         encode: impl Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static,
-        counter: fn(&JobMetrics) -> &AtomicU64,
+        counter: fn(&JobMetrics) -> &Counter,
     ) -> Result<CheckpointStream<'scope>>;
 }
 
@@ -55,7 +55,7 @@ pub trait JsonlSink<'scope, T> {
 struct JsonlWriter<E> {
     out: BufWriter<File>,
     encode: E,
-    counter: fn(&JobMetrics) -> &AtomicU64,
+    counter: fn(&JobMetrics) -> &Counter,
     metrics: Arc<JobMetrics>,
     path: PathBuf,
 }
@@ -103,7 +103,7 @@ where
         self,
         config: FileSinkConfig,
         encode: impl Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static,
-        counter: fn(&JobMetrics) -> &AtomicU64,
+        counter: fn(&JobMetrics) -> &Counter,
     ) -> Result<CheckpointStream<'scope>> {
         let writer_worker = config.placement.worker_of(0);
         let writer = if self.scope().index() == writer_worker {

@@ -29,6 +29,14 @@ impl ServingModels {
             .insert(instance, versions);
     }
 
+    /// What each score instance serves, by instance (for the `weir_model_serving` gauge).
+    pub fn by_instance(&self) -> BTreeMap<usize, BTreeMap<String, String>> {
+        self.by_instance
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// What the instances serve together: one entry per role key, the versions of the
     /// instances that serve that role joined with `,` when they differ. Empty when no score
     /// instance has started in this process.

@@ -146,7 +146,8 @@ impl RecordDecoder {
         events: &mut Vec<Event>,
         dead: &mut Vec<DeadLetter>,
     ) -> Option<EventTime> {
-        JobMetrics::add(&self.metrics.records_in, 1);
+        let bytes = record.payload.map_or(0, <[u8]>::len) + record.key.map_or(0, <[u8]>::len);
+        JobMetrics::add(&self.metrics.source_bytes, bytes as u64);
         // A tombstone (null payload: a delete in a compacted topic) is not an event. Its dead
         // letter has an empty payload, not a null one: a null record in a compacted
         // dead-letter topic would delete the earlier letters of its key.
@@ -167,7 +168,6 @@ impl RecordDecoder {
         });
         match decoded {
             Ok(decoded) => {
-                JobMetrics::add(&self.metrics.events_in, 1);
                 let ts = decoded.ts;
                 events.push(Event {
                     key_group: KeyGroup::of(decoded.key.as_bytes(), self.key_groups),
@@ -179,7 +179,8 @@ impl RecordDecoder {
                 Some(ts)
             }
             Err(error) => {
-                self.metrics.dead_letter(error.reason);
+                self.metrics
+                    .dead_letter_at(error.reason, record.position.partition);
                 dead.push(DeadLetter {
                     reason: error.reason,
                     error: error.message,

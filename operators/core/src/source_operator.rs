@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
@@ -42,7 +43,7 @@ use weir_features::watermark::{SourceProgress, WatermarkReport};
 use crate::backpressure::ScoreBacklog;
 use crate::clock::unix_ms;
 use crate::epochs::{CheckpointPart, EpochClock};
-use crate::metrics::JobMetrics;
+use crate::metrics::{JobMetrics, Operator};
 use crate::placement::Placement;
 use crate::source::SourceStreams;
 use crate::source_pace::{pace, Pace};
@@ -172,9 +173,11 @@ pub fn build_source<'scope, R: SourceReader>(
         let tick = unix_ms() / tick_ms;
         let mut running = reader.and_then(|reader| {
             let caps = SourceCapabilities::at(&capabilities, tick)?;
+            let flow = metrics.instance_flow(Operator::Source, reader.instance());
             Some(RunningSource {
                 reader,
                 caps,
+                flow,
                 held_back: false,
                 paused_at: None,
             })
@@ -185,6 +188,7 @@ pub fn build_source<'scope, R: SourceReader>(
             let Some(RunningSource {
                 reader,
                 caps,
+                flow,
                 held_back,
                 paused_at,
             }) = running.as_mut()
@@ -248,6 +252,8 @@ pub fn build_source<'scope, R: SourceReader>(
             let mut events = Vec::new();
             let mut dead = Vec::new();
             let polled = reader.poll(now, &mut events, &mut dead);
+            flow.0.inc_by(polled as u64);
+            flow.1.inc_by(events.len() as u64);
             if !events.is_empty() {
                 events_out
                     .activate()
@@ -300,6 +306,8 @@ pub fn build_source<'scope, R: SourceReader>(
 struct RunningSource<R> {
     reader: R,
     caps: SourceCapabilities,
+    /// This instance's records read and events decoded (`weir_records_in/out_total`).
+    flow: (Counter, Counter),
     /// Whether the source is holding back for lagging progress.
     held_back: bool,
     /// When the last activation read nothing because of a pause.

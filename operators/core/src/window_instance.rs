@@ -140,8 +140,8 @@ impl WindowInstance {
             if let Applied::Late { watermark } =
                 self.state.apply(&self.logic.features, event, watermark)
             {
-                self.metrics.dead_letter(DeadLetterReason::Late);
-                self.metrics.late(event.position.partition);
+                self.metrics
+                    .dead_letter_at(DeadLetterReason::Late, event.position.partition);
                 late.push(self.late_letter(event, watermark.0));
             }
         }

@@ -58,9 +58,9 @@ fn a_score_backlog_pauses_the_source_until_it_clears() -> Result<()> {
     );
     ensure!(paused_pauses > 0, "the source never paused");
     ensure!(
-        JobMetrics::get(&metrics.events_in) == LINES,
+        metrics.events_in() == LINES,
         "{} of {LINES} events read after the backlog cleared",
-        JobMetrics::get(&metrics.events_in)
+        metrics.events_in()
     );
     Ok(())
 }

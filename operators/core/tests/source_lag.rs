@@ -163,7 +163,7 @@ fn lagging_progress_in_another_process_holds_the_source_back() -> Result<()> {
         "the source read {} lines while the stage was held",
         while_held - at_hold
     );
-    let read = JobMetrics::get(&metrics.events_in);
+    let read = metrics.events_in();
     ensure!(
         read == LINES,
         "{read} of {LINES} lines read after the stage was let go"
@@ -189,7 +189,7 @@ fn a_source_reads_nothing_until_every_worker_has_started() -> Result<()> {
         read_before == 0,
         "the source read {read_before} lines before process 1 had built its dataflow"
     );
-    let read = JobMetrics::get(&metrics.events_in);
+    let read = metrics.events_in();
     ensure!(read == LINES, "{read} of {LINES} lines read in the end");
     ensure!(
         JobMetrics::get(&metrics.lag_episodes) == 0,
@@ -260,20 +260,20 @@ fn watch_until_held(
     let deadline = Instant::now() + Duration::from_secs(60);
     while JobMetrics::get(&metrics.lag_episodes) == 0 {
         ensure!(
-            Instant::now() < deadline && JobMetrics::get(&metrics.events_in) < LINES,
+            Instant::now() < deadline && metrics.events_in() < LINES,
             "the source never held back ({} lines read)",
-            JobMetrics::get(&metrics.events_in)
+            metrics.events_in()
         );
         worker.step_or_park(Some(Duration::from_millis(1)));
     }
-    let at_hold = JobMetrics::get(&metrics.events_in);
+    let at_hold = metrics.events_in();
     let until = Instant::now() + Duration::from_millis(300);
     while Instant::now() < until {
         worker.step_or_park(Some(Duration::from_millis(5)));
     }
     Ok(Seen {
         at_hold,
-        while_held: JobMetrics::get(&metrics.events_in),
+        while_held: metrics.events_in(),
     })
 }
 
@@ -288,5 +288,5 @@ fn watch_until_built(
     while Instant::now() < until {
         worker.step_or_park(Some(Duration::from_millis(1)));
     }
-    Ok(JobMetrics::get(&metrics.events_in))
+    Ok(metrics.events_in())
 }

@@ -2,7 +2,6 @@
 //! dead letters out, state TTL expiry on its interval, and snapshots that restore into an
 //! instance that goes on as the original would.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use weir_checkpoint::KeyGroupRange;
@@ -96,7 +95,7 @@ fn a_tick_applies_its_records_before_its_reports_fire_windows() -> TestResult {
     let rows = window.fire(0, 42);
     assert_eq!(summary(&rows), vec![("a".to_owned(), 0, 0, vec![2.0, 3.0])]);
     assert!(rows.iter().all(|r| r.fired_at_ns == 42));
-    assert_eq!(metrics.windows_fired.load(Ordering::Relaxed), 1);
+    assert_eq!(JobMetrics::get(&metrics.windows_fired), 1);
     // The next tick's report closes b's window; nothing fires twice.
     window.apply_tick([], &[report(0, 2_000)], 0);
     let rows = window.fire(0, 43);

@@ -16,6 +16,7 @@ pub mod dlq_replay;
 pub mod error;
 pub mod group_offsets;
 pub mod mock_broker;
+mod partition_metrics;
 pub mod partition_watch;
 pub mod properties;
 pub mod record_producer;

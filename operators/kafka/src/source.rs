@@ -13,6 +13,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use timely::dataflow::Scope;
@@ -28,6 +29,7 @@ use weir_operators::source_operator::{build_placed_source, SourceReader, SourceS
 
 use crate::admin::partition_count;
 use crate::error::{KafkaEdgeError, Result};
+use crate::partition_metrics::{HighWatermarks, PartitionMetrics, STATISTICS_INTERVAL_MS};
 use crate::partition_watch::{owned_between, NewPartition, PartitionWatch, WatchConfig};
 use crate::properties::{brokers, client_config};
 use crate::start_offsets::{resolve_start, resolve_stop, PartitionRange};
@@ -70,10 +72,17 @@ pub struct KafkaSourceConfig {
 }
 
 /// librdkafka callbacks of the source's consumer: partition-EOF is an expected event here
-/// (it marks a partition caught up), not an error worth a log line.
-struct SourceContext;
+/// (it marks a partition caught up), not an error worth a log line; statistics bring the
+/// partitions' high watermarks (consumer lag, `crate::partition_metrics`).
+struct SourceContext {
+    high: HighWatermarks,
+}
 
 impl ClientContext for SourceContext {
+    fn stats(&self, statistics: Statistics) {
+        self.high.update(&statistics);
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         let end_of_partition = matches!(
             error,
@@ -99,6 +108,8 @@ struct Reader {
     decoder: RecordDecoder,
     /// Finds partitions added while the job runs (unbounded runs with discovery on).
     watch: Option<PartitionWatch>,
+    /// Lag and watermark gauges of the partitions read.
+    partition_metrics: PartitionMetrics,
     /// Discovered partitions not yet assigned (the assignment failed).
     unassigned: Vec<NewPartition>,
     /// When to retry assigning `unassigned` (ms, processing time).
@@ -170,6 +181,10 @@ impl SourceReader for Reader {
         // holds nothing back but must not end event time either: a partition may come to it
         // later, and `MAX` would let the job's watermark jump to the end as soon as the other
         // instances' partitions went idle, making every later record late.
+        let offsets = (&self.next_offsets, &self.end_offsets);
+        let high = &self.consumer.context().high;
+        self.partition_metrics
+            .publish(high, &self.watermarks, offsets, now_ms);
         if !self.config.bounded && self.next_offsets.is_empty() {
             return SourceProgress::Idle;
         }
@@ -202,6 +217,7 @@ impl Reader {
             ("enable.auto.offset.store", "false"),
             ("enable.partition.eof", "true"),
             ("auto.offset.reset", "earliest"),
+            ("statistics.interval.ms", STATISTICS_INTERVAL_MS),
         ];
         // Partition EOF is how a partition is known to be caught up (idleness, and the end of
         // a bounded run past control records): it cannot be turned off.
@@ -216,7 +232,9 @@ impl Reader {
         }
         let consumer: BaseConsumer<SourceContext> = client_config(&config.properties, &defaults)
             .set("enable.partition.eof", "true")
-            .create_with_context(SourceContext)
+            .create_with_context(SourceContext {
+                high: HighWatermarks::of(&config.topic),
+            })
             .map_err(|source| KafkaEdgeError::Client {
                 role: "consumer",
                 source,
@@ -334,6 +352,10 @@ impl Reader {
             "source instance assigned"
         );
         let decoder = config.decoder.clone();
+        let mut partition_metrics = PartitionMetrics::default();
+        for &partition in &owned {
+            partition_metrics.assign(&decoder.metrics, partition);
+        }
         let watch = match config.partition_discovery_ms {
             Some(every) if !config.bounded => Some(PartitionWatch::start(WatchConfig {
                 topic: config.topic.clone(),
@@ -353,6 +375,7 @@ impl Reader {
             next_offsets,
             decoder,
             watch,
+            partition_metrics,
             unassigned: Vec::new(),
             retry_assign_at_ms: 0,
             config,
@@ -402,6 +425,8 @@ impl Reader {
                 self.watermarks.resume(partition, resume.watermark);
             }
             self.next_offsets.insert(partition, first);
+            self.partition_metrics
+                .assign(&self.decoder.metrics, partition);
             tracing::info!(
                 instance = self.instance,
                 topic = self.config.topic,
@@ -516,7 +541,9 @@ fn checked_offsets_for_time(
         ],
     )
     .set("enable.partition.eof", "true")
-    .create_with_context(SourceContext)
+    .create_with_context(SourceContext {
+        high: HighWatermarks::of(topic),
+    })
     .map_err(|source| KafkaEdgeError::Client {
         role: "consumer",
         source,

@@ -221,7 +221,8 @@ impl<C: Clone> Batcher<C> {
                     self.in_flight.insert(id, (caps, runs));
                     self.counters
                         .in_flight_high_water
-                        .fetch_max(self.in_flight.len() as u64, Ordering::Relaxed);
+                        .inner()
+                        .fetch_max(self.in_flight.len() as i64, Ordering::Relaxed);
                 }
                 Err(Refused::Full(job)) => {
                     self.ready.push_front(Pending {

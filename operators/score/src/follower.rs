@@ -11,8 +11,6 @@
 //! version follow the same rules; only what a swap does differs, and that stays with the
 //! watcher.
 
-use std::sync::atomic::Ordering;
-
 use crate::config::InferenceSetup;
 use crate::error::{Result, ScoreError};
 use crate::loader::Loading;
@@ -155,9 +153,6 @@ pub(crate) fn fail(
         return;
     }
     tracing::error!(%error, "hot reload failed; {what}");
-    setup
-        .counters
-        .reload_failures
-        .fetch_add(1, Ordering::Relaxed);
+    setup.counters.reload_failures.inc();
     *slot = Some(key);
 }

@@ -280,10 +280,12 @@ fn serve(
                 models.fail_batch(&mut batch, ScoreError::Panicked(message));
             }
             let took = start.elapsed();
+            setup.counters.inference_seconds.observe(took.as_secs_f64());
             setup
                 .counters
                 .inference_busy_ns
-                .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+                .inc_by(took.as_nanos() as u64);
+            setup.counters.batch_rows.observe(batch.rows as f64);
             if hand.results.send(Done { id, batch }).is_err() {
                 return;
             }
@@ -296,10 +298,7 @@ fn serve(
                 // A swap is one assignment, so `models` is whole; the watcher may not be, and
                 // retrying would panic again every poll: this instance stops watching.
                 tracing::error!(%message, instance = setup.instance, "hot reload panicked; this score instance keeps serving what it serves and stops watching the registry");
-                setup
-                    .counters
-                    .reload_failures
-                    .fetch_add(1, Ordering::Relaxed);
+                setup.counters.reload_failures.inc();
                 watcher = None;
             }
             publish_serving(&models, setup);

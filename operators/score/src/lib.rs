@@ -39,6 +39,7 @@ pub mod canary;
 pub mod config;
 pub mod control;
 pub mod counters;
+pub mod drift;
 pub mod error;
 mod follower;
 pub mod inference_batch;

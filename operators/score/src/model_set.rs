@@ -32,7 +32,7 @@ use crate::bisect::{score_rows, RowsScored};
 use crate::canary::{canary_cut, CanaryShare};
 use crate::counters::ScoreCounters;
 use crate::error::{Result, ScoreError};
-use crate::inference_batch::{InferenceBatch, RowErrors, Verdict};
+use crate::inference_batch::{BatchScores, InferenceBatch, RowErrors, Verdict};
 use crate::secondary::SecondaryRole;
 use crate::session::ModelSession;
 
@@ -262,6 +262,7 @@ impl ModelSet {
                 });
             }
         }
+        self.observe_drift(scores, canary);
         if let (Some(SecondaryRole::Shadow), Some((_, shadow))) = (role, self.secondary.as_mut()) {
             let result = score_rows(
                 |v, n, out| shadow.session.score_batch(v, n, out),
@@ -286,6 +287,39 @@ impl ModelSet {
                 error,
                 inference_ts_ms: unix_ms() as i64,
             });
+        }
+    }
+
+    /// Feeds the scores of the primary (and canary) version's rows to the drift monitor: a
+    /// row is failed when its version's verdict has an error or it failed alone.
+    fn observe_drift(&self, scores: &BatchScores, canary: &[bool]) {
+        let now_ms = unix_ms();
+        let is_canary = |row: usize| canary.get(row).copied().unwrap_or(false);
+        let parts = [
+            (Some(&self.primary), scores.primary.as_ref(), false),
+            (
+                self.secondary.as_ref().map(|(_, loaded)| loaded),
+                scores.canary.as_ref(),
+                true,
+            ),
+        ];
+        for (loaded, verdict, canary_part) in parts {
+            let (Some(loaded), Some(verdict)) = (loaded, verdict) else {
+                continue;
+            };
+            let all_failed = verdict.error.is_some();
+            let in_part = |row: usize| is_canary(row) == canary_part;
+            if !(0..scores.values.len()).any(in_part) {
+                continue;
+            }
+            self.counters.drift.observe(
+                &loaded.tag,
+                &loaded.session.manifest().baseline,
+                &scores.values,
+                |row| all_failed || scores.row_errors.get(row).is_some(),
+                in_part,
+                now_ms,
+            );
         }
     }
 
@@ -364,9 +398,9 @@ fn count(
     let inference_ts_ms = unix_ms() as i64;
     let error = match result {
         Ok(done) => {
-            JobMetrics::add(&metrics.scores, done.scored as u64);
+            metrics.scored(tag, done.scored as u64);
             JobMetrics::add(&metrics.defaults_used, done.defaults_used as u64);
-            JobMetrics::add(&metrics.inference_errors, done.failed as u64);
+            metrics.inference_failed(tag, done.failed as u64);
             let extra = done.runs.saturating_sub(1) as u64;
             ScoreCounters::add(&counters.split_runs, extra);
             if done.failed > 0 {
@@ -377,7 +411,7 @@ fn count(
         Err(error) => {
             let error = error.to_string();
             tracing::warn!(%error, rows, version = %tag.version, "inference failed; emitting error records");
-            JobMetrics::add(&metrics.inference_errors, rows as u64);
+            metrics.inference_failed(tag, rows as u64);
             Some(error)
         }
     };

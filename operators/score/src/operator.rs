@@ -16,6 +16,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use prometheus_client::metrics::counter::Counter;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
@@ -27,6 +28,8 @@ use weir_features::dead_letter::DeadLetter;
 use weir_features::row::FeatureRow;
 use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
+use weir_operators::clock::unix_ms;
+use weir_operators::metrics::{JobMetrics, Operator};
 
 use crate::batcher::Batcher;
 /// The operator's configuration, defined with the inference thread's in `crate::config`.
@@ -89,11 +92,15 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
         let mut scores_out = OutputBuilder::<_, VecBuilder<ScoredBatch>>::from(scores_out);
         let mut dead_out = OutputBuilder::<_, VecBuilder<DeadLetter>>::from(dead_out);
         let activator = scope.activator_for(address);
+        let flow = placement
+            .instance_on(scope.index(), parallelism)
+            .map(|i| config.metrics.instance_flow(Operator::Score, i as u32));
+        let metrics = config.metrics.clone();
         let mut state = thread.map(|thread| Batcher::<Caps>::new(thread, &config));
         builder.build(move |capabilities| {
             drop(capabilities);
             move |frontiers| {
-                let Some(st) = state.as_mut() else {
+                let (Some(st), Some((flow_in, flow_out))) = (state.as_mut(), flow.as_ref()) else {
                     rows_in.for_each(|_, _| {});
                     return;
                 };
@@ -103,6 +110,7 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
                 if st.has_room() {
                     rows_in.for_each(|cap, rows| {
                         if let (Some(s), Some(d)) = (cap.retain_least(0), cap.retain_least(1)) {
+                            flow_in.inc_by(rows.len() as u64);
                             st.push(*s.time(), (s, d), rows);
                         }
                     });
@@ -110,6 +118,7 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
                 st.close_open(|tick| !frontiers[0].less_equal(tick));
                 st.send(&mut finished);
                 for ((score_cap, dead_cap), mut outcome) in finished {
+                    count_produced(&metrics, flow_out, &outcome.scored);
                     scores_handle
                         .session(&score_cap)
                         .give_container(&mut outcome.scored);
@@ -130,6 +139,20 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
             scores,
             dead_letters,
         })
+    }
+}
+
+/// Counts score records leaving a score instance and their latencies from window close and
+/// from window end.
+fn count_produced(metrics: &JobMetrics, out: &Counter, scored: &[ScoredBatch]) {
+    let now_ms = unix_ms();
+    for batch in scored {
+        out.inc_by(batch.rows.len() as u64);
+        for row in &batch.rows {
+            metrics
+                .latency
+                .score_produced(row.fired_at_ns, row.window_end, now_ms);
+        }
     }
 }
 

@@ -158,7 +158,7 @@ pub fn unscorable(
             row_errors: RowErrors::default(),
             shadow_row_errors: RowErrors::default(),
         };
-        JobMetrics::add(&context.metrics.inference_errors, scored.len() as u64);
+        context.metrics.inference_failed(tag, scored.len() as u64);
         context.dead_letters(&scored, &mut outcome.dead);
         outcome.scored.push(scored);
     }

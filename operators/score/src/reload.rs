@@ -31,8 +31,9 @@
 //! instance.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
 
 use crate::config::InferenceSetup;
 use crate::error::{Result, ScoreError};
@@ -409,6 +410,6 @@ impl Watcher {
     }
 }
 
-fn count(counter: &AtomicU64) {
-    counter.fetch_add(1, Ordering::Relaxed);
+fn count(counter: &Counter) {
+    counter.inc();
 }
