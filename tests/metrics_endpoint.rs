@@ -409,7 +409,9 @@ fn check_counts(scrape: &Scrape, sent: &Sent) -> Result<()> {
         "{scores} scores + {errors} errors for {windows} windows"
     );
     ensure!(errors == sent.failing() as f64);
-    ensure!(scrape.one("weir_windows_fired_total", &[])? == windows);
+    let window = [("operator", "window")];
+    ensure!(scrape.sum("weir_records_in_total", &window) == records);
+    ensure!(scrape.sum("weir_records_out_total", &window) == windows);
     ensure!(scrape.one("weir_scores_delivered_total", &[])? == windows);
     let score = [("operator", "score")];
     ensure!(scrape.sum("weir_records_in_total", &score) == windows);

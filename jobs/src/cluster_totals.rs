@@ -48,7 +48,7 @@ impl ProcessCounts {
             process,
             records_in: m.records_read(),
             events_in: m.events_in(),
-            windows_fired: JobMetrics::get(&m.windows_fired),
+            windows_fired: m.windows_fired(),
             scores: JobMetrics::get(&m.scores),
             inference_errors: JobMetrics::get(&m.inference_errors),
             scores_delivered: JobMetrics::get(&m.scores_delivered),

@@ -229,7 +229,7 @@ pub(crate) fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duratio
     RunSummary {
         records_in: m.records_read(),
         events_in: m.events_in(),
-        windows_fired: JobMetrics::get(&m.windows_fired),
+        windows_fired: m.windows_fired(),
         scores: JobMetrics::get(&m.scores),
         inference_errors: JobMetrics::get(&m.inference_errors),
         defaults_used: JobMetrics::get(&m.defaults_used),

@@ -36,7 +36,7 @@ use weir_features::watermark::WatermarkReport;
 use crate::clock::unix_nanos;
 use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::Result;
-use crate::metrics::JobMetrics;
+use crate::metrics::{JobMetrics, Operator};
 use crate::placement::Placement;
 use crate::snapshot_restore::restore_key_groups;
 use crate::snapshot_writer::SnapshotWriter;
@@ -162,6 +162,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             )?),
             _ => None,
         };
+        let flow = instance.map(|i| config.metrics.instance_flow(Operator::Window, i as u32));
         builder.build(move |initial_capabilities| {
             drop(initial_capabilities);
             let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
@@ -189,6 +190,10 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     let batches = ready.events.iter().map(Vec::as_slice);
                     let mut late = window.apply_tick(batches, &ready.reports, now_ms);
                     let mut fired = window.fire(now_ms, unix_nanos());
+                    if let Some((events, rows)) = &flow {
+                        events.inc_by(ready.events.iter().map(Vec::len).sum::<usize>() as u64);
+                        rows.inc_by(fired.len() as u64);
+                    }
                     if !fired.is_empty() {
                         rows_handle
                             .session(&ready.caps.rows)

@@ -169,7 +169,6 @@ impl WindowInstance {
                     .expire(&self.logic.features, now_ms, ttl, &mut stamp);
             }
         }
-        JobMetrics::add(&self.metrics.windows_fired, fired.len() as u64);
         fired
     }
 

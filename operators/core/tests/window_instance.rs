@@ -84,7 +84,7 @@ fn summary(rows: &[FeatureRow]) -> Vec<(String, i64, u32, Vec<f64>)> {
 
 #[test]
 fn a_tick_applies_its_records_before_its_reports_fire_windows() -> TestResult {
-    let (mut window, metrics) = instance(logic(0, None)?, 1);
+    let (mut window, _) = instance(logic(0, None)?, 1);
     let batch = [
         event("a", 100, 1.0, 0),
         event("a", 900, 2.0, 1),
@@ -95,7 +95,6 @@ fn a_tick_applies_its_records_before_its_reports_fire_windows() -> TestResult {
     let rows = window.fire(0, 42);
     assert_eq!(summary(&rows), vec![("a".to_owned(), 0, 0, vec![2.0, 3.0])]);
     assert!(rows.iter().all(|r| r.fired_at_ns == 42));
-    assert_eq!(JobMetrics::get(&metrics.windows_fired), 1);
     // The next tick's report closes b's window; nothing fires twice.
     window.apply_tick([], &[report(0, 2_000)], 0);
     let rows = window.fire(0, 43);

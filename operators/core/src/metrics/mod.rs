@@ -52,16 +52,14 @@ impl EncodeLabelSet for DeadLetterLabels {
 /// The metrics of one job run in this process (see the module header).
 #[derive(Debug, Default)]
 pub struct JobMetrics {
-    /// Records into each operator instance: source = records read (good and bad), score =
-    /// feature rows.
+    /// Records into each operator instance: source = records read (good and bad), window =
+    /// events, score = feature rows.
     pub records_in: LabeledCounter<InstanceLabels>,
-    /// Records out of each operator instance: source = events decoded, score = score records
-    /// (errors included).
+    /// Records out of each operator instance: source = events decoded, window = feature rows
+    /// fired (revisions included), score = score records (errors included).
     pub records_out: LabeledCounter<InstanceLabels>,
     /// Bytes of the records read by the sources (payload and key).
     pub source_bytes: Counter,
-    /// Windows fired (feature rows emitted, revisions included).
-    pub windows_fired: Counter,
     /// Scores produced (successful inferences), by model version.
     pub scores: LabeledCounter<ModelLabels>,
     /// Inferences that failed (score records with an error field), by model version.
@@ -161,6 +159,13 @@ impl JobMetrics {
     pub fn events_in(&self) -> u64 {
         self.records_out
             .sum_where(|l| l.operator == Operator::Source)
+    }
+
+    /// Windows fired (feature rows, revisions included) by the window instances of this
+    /// process.
+    pub fn windows_fired(&self) -> u64 {
+        self.records_out
+            .sum_where(|l| l.operator == Operator::Window)
     }
 
     /// The in and out counters of `operator`'s instance `instance`, to keep and add to.
@@ -264,14 +269,14 @@ impl JobMetrics {
         let r = registry;
         r.register(
             "records_in",
-            "Records into an operator instance (source: records read, good and bad; score: \
-             feature rows)",
+            "Records into an operator instance (source: records read, good and bad; window: \
+             events; score: feature rows)",
             self.records_in.family(),
         );
         r.register(
             "records_out",
-            "Records out of an operator instance (source: events decoded; score: score records, \
-             errors included)",
+            "Records out of an operator instance (source: events decoded; window: feature rows \
+             fired, revisions included; score: score records, errors included)",
             self.records_out.family(),
         );
         r.register_with_unit(
@@ -279,11 +284,6 @@ impl JobMetrics {
             "Bytes of the records the sources read (key and payload)",
             Unit::Bytes,
             self.source_bytes.clone(),
-        );
-        r.register(
-            "windows_fired",
-            "Windows fired (feature rows, revisions included)",
-            self.windows_fired.clone(),
         );
         r.register(
             "scores",
