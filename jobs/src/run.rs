@@ -71,6 +71,9 @@ pub fn run_job_with(
         );
     }
     let timely_config = timely_config(&options.cluster, threads)?;
+    if options.cluster.processes > 1 {
+        crate::cluster::exit_on_lost_peer(&options.cluster)?;
+    }
     let checkpoints = checkpointing::prepare(&job, options.restore)?;
     checkpointing::fence_removed_sinks(&job, checkpoints.as_ref(), options.cluster.process)?;
     let on_commit = group_offsets_hook(&job, checkpoints.is_some())?;
@@ -105,37 +108,40 @@ pub fn run_job_with(
         serving,
     };
     let started = Instant::now();
-    // Dropped once `timely::execute` has connected the cluster (or failed to).
+    // Dropped once `cluster::connect` has connected the cluster (or failed to).
     let connecting = match plan.job.runtime.connect_timeout {
         Some(timeout) if options.cluster.processes > 1 => {
             Some(connect_watchdog(timeout, options.cluster.processes)?)
         }
         _ => None,
     };
-    let guards = timely::execute(timely_config, move |worker| {
-        // A worker that panics leaves its peers waiting for its capabilities forever (the
-        // process would look alive and do nothing): the process exits instead, non-zero, so a
-        // supervisor restarts it from the last checkpoint. The panic message is already out.
-        // In a cluster, the process that dies first takes the others down the same way: their
-        // Timely connections to it fail, which panics their workers.
-        let index = worker.index();
-        let ready = readiness.as_deref();
-        let run = std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start.clone(), ready));
-        let Ok(totals) = std::panic::catch_unwind(run) else {
-            let hint = if start.is_some() {
-                " (in a cluster this is usually another process that stopped, or the network \
-                 between them: see any `timely communication error` above)"
-            } else {
-                ""
-            };
-            tracing::error!("worker {index} panicked{hint}; stopping the process");
-            eprintln!("error: worker {index} panicked{hint}; stopping the process");
-            std::process::exit(101);
-        };
-        totals
-    })
-    .map_err(|e| anyhow!("cannot start Timely workers: {e}"));
+    let (allocators, network) = crate::cluster::connect(timely_config.communication)?;
     drop(connecting);
+    let guards =
+        timely::execute::execute_from(allocators, network, timely_config.worker, move |worker| {
+            // A worker that panics leaves its peers waiting for its capabilities forever (the
+            // process would look alive and do nothing): the process exits instead, non-zero, so a
+            // supervisor restarts it from the last checkpoint. The panic message is already out.
+            // In a cluster, a process whose connection to a peer breaks exits with
+            // `cluster::PEER_LOST_EXIT` before its workers get here.
+            let index = worker.index();
+            let ready = readiness.as_deref();
+            let run =
+                std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start.clone(), ready));
+            let Ok(totals) = std::panic::catch_unwind(run) else {
+                let hint = if start.is_some() {
+                    " (in a cluster this is usually another process that stopped, or the network \
+                 between them: see any `timely communication error` above)"
+                } else {
+                    ""
+                };
+                tracing::error!("worker {index} panicked{hint}; stopping the process");
+                eprintln!("error: worker {index} panicked{hint}; stopping the process");
+                std::process::exit(101);
+            };
+            totals
+        })
+        .map_err(|e| anyhow!("cannot start Timely workers: {e}"));
     let guards = guards?;
     let mut cluster = None;
     for result in guards.join() {

@@ -7,8 +7,9 @@
 //!   check, process 0 restores and process 1 starts fresh, and both finish "successfully";
 //! - a run whose processes run other builds of the binary, other copies of the job file or
 //!   other flags refuses to run too, and names each difference with every process's value;
-//! - a process killed mid-run takes the other down, non-zero, instead of leaving it waiting
-//!   for the dead one's progress forever (a supervisor then restarts the whole job);
+//! - a process killed mid-run takes the other down, with status 4 naming it
+//!   (`cluster::PEER_LOST_EXIT`), instead of leaving it waiting for the dead one's progress
+//!   forever (a supervisor then restarts the whole job);
 //! - a process whose peer never starts gives up after `[runtime] connect_timeout` (exit 2)
 //!   instead of waiting in Timely's connect forever;
 //! - a run that finishes prints, in every process, the same cluster totals: what every
@@ -248,16 +249,17 @@ fn a_process_killed_mid_run_stops_the_other() -> Result<()> {
     let status = wait(&mut survivor, Instant::now() + Duration::from_secs(30))?;
     let text = fs::read_to_string(&log)?;
     ensure!(
-        !status.success(),
-        "process 0 exited 0 after its peer was killed:\n{text}"
+        status.code() == Some(weir::cluster::PEER_LOST_EXIT),
+        "process 0 exited {status}, not {} (lost peer), after its peer was killed:\n{text}",
+        weir::cluster::PEER_LOST_EXIT
     );
     ensure!(
         !text.contains("events in:"),
         "process 0 printed a summary as if the run had finished:\n{text}"
     );
     ensure!(
-        text.contains("another process that stopped"),
-        "process 0's log does not point at the other process:\n{text}"
+        text.contains("lost peer process 1 at 127.0.0.1:"),
+        "process 0's log does not name the other process:\n{text}"
     );
     Ok(())
 }
