@@ -9,7 +9,8 @@
 //! the checks before a run ([`preflight`]) and `weir validate`'s report of them ([`validate`]),
 //! running a job ([`run`]) and its summary ([`summary`]), two model versions compared over a
 //! replay ([`replay`], [`score_compare`]), batch feature computation over files
-//! ([`features_cmd`]) and the clickstream event generator ([`gen`]).
+//! ([`features_cmd`]) and the clickstream event generator ([`gen`]); local clusters
+//! ([`launch`]) and restarts ([`supervise`]) over child processes ([`process_group`]).
 
 pub mod checkpointing;
 pub mod cluster;
@@ -18,17 +19,20 @@ pub mod config;
 pub mod features_cmd;
 pub mod gather;
 pub mod gen;
+pub mod launch;
 pub mod metrics_server;
 pub mod model_config;
 pub mod pipeline;
 pub mod plan;
 pub mod preflight;
+pub mod process_group;
 pub mod replay;
 pub mod run;
 pub mod score_compare;
 pub mod sections;
 pub mod start_agreement;
 pub mod summary;
+pub mod supervise;
 pub mod validate;
 
 pub use config::{CompiledJob, JobFile};

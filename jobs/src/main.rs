@@ -45,6 +45,12 @@ enum Command {
     Topics(TopicsArgs),
     /// Re-send dead letters of chosen reasons to the job's source topic (after a fix).
     ReplayDlq(ReplayDlqArgs),
+    /// Start a local cluster of N processes of a job (development): hosts file, `[p<i>]` log
+    /// prefixes, Ctrl-C to all; `--supervise` restarts them all when one fails.
+    Launch(weir::launch::LaunchArgs),
+    /// Run a command (one `weir run` process of a cluster) and restart it when it fails, with
+    /// backoff and a restart limit.
+    Supervise(weir::supervise::SuperviseArgs),
     /// List or inspect the checkpoints in a checkpoint directory or `s3://bucket/prefix`.
     Checkpoints {
         #[command(subcommand)]
@@ -381,6 +387,8 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Launch(args) => return exit_with(weir::launch::launch(&args)),
+        Command::Supervise(args) => return exit_with(weir::supervise::supervise(&args)),
         Command::Run(args) => run(args),
         Command::Validate(args) => weir::validate::report(&weir::validate::validate(&args)),
         Command::Replay(args) => {
@@ -409,6 +417,18 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The exit status a supervising command (`weir launch`, `weir supervise`) chose, or 1 when
+/// it could not run.
+fn exit_with(status: Result<i32>) -> ExitCode {
+    match status {
+        Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(1)),
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE

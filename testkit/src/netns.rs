@@ -100,6 +100,13 @@ impl NetnsPair {
         &self.names[host]
     }
 
+    /// Takes `host`'s link to the other host down (`up = false`: a partition; no connection
+    /// is closed, packets just stop) or back up.
+    pub fn set_link(&self, host: usize, up: bool) -> io::Result<()> {
+        let state = if up { "up" } else { "down" };
+        ip(&["-n", &self.names[host], "link", "set", "eth0", state])
+    }
+
     /// `ip netns exec <host's namespace> <program>`: a command to run on that host.
     pub fn command(&self, host: usize, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut command = Command::new("ip");
