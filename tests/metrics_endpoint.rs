@@ -14,6 +14,7 @@
 //!   `amount_max` is above 1e6; with a fifth of the windows failing,
 //!   `weir_inference_error_rate_alert` is 1 (`[model] error_rate_alert = 0.05`), and 0 in the
 //!   run without failures.
+//! - Checkpoints (every 200 ms) are counted with their duration, size and age.
 //! - An address already in use fails the run at start, naming the address.
 //!
 //! Each run has its own topics (two partitions). Windows close on a last event per partition,
@@ -41,7 +42,7 @@ use weir::pipeline::Mode;
 use weir::run::{run_job_with, RunOptions};
 use weir::JobFile;
 use weir_testkit::clickstream;
-use weir_testkit::files::scratch_dir;
+use weir_testkit::files::{checkpoint_toml, scratch_dir};
 
 /// `amount_max` above which `tests/fixtures/failing_model` fails its inference call.
 const FAILS_ABOVE: f64 = 1e6;
@@ -271,7 +272,8 @@ fn start(label: &str, model: &Path, input: &str) -> Result<Running> {
     job.model.error_rate_alert = Some(ERROR_RATE_ALERT);
     // Longer than the run: every score of the run is in the window.
     job.model.drift_window = 3_600_000;
-    job.checkpoint = None;
+    let checkpoints = scratch_dir(&format!("metrics-{label}-ckpt"));
+    job.checkpoint = Some(toml::from_str(&checkpoint_toml(&checkpoints, "200ms"))?);
     let compiled = job.compile()?;
     let addr = free_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -427,6 +429,14 @@ fn check_counts(scrape: &Scrape, sent: &Sent) -> Result<()> {
     }
     ensure!(scrape.one("weir_window_close_to_score_seconds_count", &[])? == windows);
     ensure!(scrape.one("weir_inference_batch_rows_sum", &[])? == windows);
+    // Checkpoints every 200 ms: committed, with their size and age.
+    ensure!(scrape.one("weir_checkpoints_committed_total", &[])? > 0.0);
+    ensure!(scrape.one("weir_checkpoint_duration_seconds_count", &[])? > 0.0);
+    ensure!(scrape.one("weir_checkpoint_size_bytes", &[])? > 0.0);
+    let age = scrape.one("weir_checkpoint_age_seconds", &[])?;
+    ensure!(age.is_finite() && age >= 0.0, "checkpoint age {age}");
+    ensure!(scrape.one("weir_checkpoint_restores_total", &[])? == 0.0);
+    ensure!(scrape.one("weir_snapshot_bytes_total", &[])? > 0.0);
     Ok(())
 }
 

@@ -110,3 +110,22 @@ pub struct InstanceLabels {
     /// The instance index within the stage.
     pub instance: u32,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{InstanceLabels, LabeledCounter, Operator};
+
+    #[test]
+    fn handles_share_their_label_sets_count_and_sums_filter_by_label() {
+        let flow = LabeledCounter::<InstanceLabels>::default();
+        let labels = |operator, instance| InstanceLabels { operator, instance };
+        let source_0 = flow.handle(&labels(Operator::Source, 0));
+        source_0.inc_by(3);
+        flow.handle(&labels(Operator::Source, 0)).inc();
+        flow.add(&labels(Operator::Source, 1), 10);
+        flow.add(&labels(Operator::Score, 0), 100);
+        assert_eq!(flow.sum_where(|l| l.operator == Operator::Source), 14);
+        assert_eq!(flow.sum_where(|_| true), 114);
+        assert_eq!(flow.entries().len(), 3, "one entry per label set");
+    }
+}

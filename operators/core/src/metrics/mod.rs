@@ -361,3 +361,44 @@ impl JobMetrics {
         self.latency.register(r);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+    use prometheus_client::registry::Registry;
+
+    use weir_features::dead_letter::DeadLetterReason;
+
+    use super::{JobMetrics, Operator};
+    use crate::serving::ServingModels;
+
+    #[test]
+    fn the_registry_serves_what_the_summary_reads() {
+        let metrics = JobMetrics::default();
+        let (read, decoded) = metrics.instance_flow(Operator::Source, 1);
+        read.inc_by(5);
+        decoded.inc_by(4);
+        metrics.dead_letter_at(DeadLetterReason::Late, 2);
+        metrics.dead_letter_at(DeadLetterReason::Late, 2);
+        metrics.dead_letter(DeadLetterReason::Undeliverable);
+        let serving = ServingModels::default();
+        serving.set(0, [("fraud".to_owned(), "v3".to_owned())].into());
+        metrics.refresh(&serving, 1_000);
+        let mut registry = Registry::with_prefix("weir");
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        assert!(encode(&mut text, &registry).is_ok());
+        for line in [
+            "weir_records_in_total{operator=\"source\",instance=\"1\"} 5",
+            "weir_records_out_total{operator=\"source\",instance=\"1\"} 4",
+            "weir_dead_letters_total{reason=\"late\",partition=\"2\"} 2",
+            "weir_dead_letters_total{reason=\"undeliverable\",partition=\"\"} 1",
+            "weir_model_serving{instance=\"0\",model=\"fraud\",version=\"v3\",role=\"primary\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        assert_eq!((metrics.records_read(), metrics.events_in()), (5, 4));
+        assert_eq!(metrics.late_by_partition(), vec![(2, 2)]);
+        assert_eq!(metrics.dead_letters_total(), 3);
+    }
+}

@@ -147,3 +147,38 @@ impl SourcePartitions {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use weir_features::vocab::Watermark;
+
+    use super::SourcePartitions;
+
+    #[test]
+    fn the_lowest_watermark_not_idle_nor_finished_holds_back() {
+        let partitions = SourcePartitions::default();
+        let (p0, p1, p2) = (
+            partitions.partition(0),
+            partitions.partition(1),
+            partitions.partition(2),
+        );
+        assert_eq!(
+            partitions.mark_holding_back(),
+            Some(0),
+            "none seen: the first"
+        );
+        p0.set_watermark(Watermark(5_000), false, 10_000);
+        p1.set_watermark(Watermark(2_000), true, 10_000);
+        p2.set_watermark(Watermark(3_000), false, 10_000);
+        assert_eq!(partitions.mark_holding_back(), Some(2), "1 is idle");
+        p2.set_watermark(Watermark::MAX, false, 10_000);
+        assert_eq!(partitions.mark_holding_back(), Some(0), "2 is finished");
+        p0.set_lag(-3);
+        p1.set_lag(7);
+        assert_eq!(partitions.lags(), vec![(0, 0), (1, 7), (2, 0)]);
+        assert!(std::ptr::eq(
+            partitions.partition(1).lag.inner(),
+            p1.lag.inner()
+        ));
+    }
+}
