@@ -47,7 +47,8 @@ TANSU_BIN="$TANSU_ROOT/bin/tansu"
 # snappy and SASL PLAIN are built into librdkafka. Kerberos clients also need
 # the GSSAPI plugin at run time (libsasl2-modules-gssapi-mit, not installed
 # here: no test uses it).
-APT_PACKAGES=(build-essential pkg-config zlib1g-dev libssl-dev libsasl2-dev libzstd-dev ca-certificates libgomp1)
+# iproute2 (ip netns, veth) and procps (sysctl): jobs/tests/netns_supervise.rs.
+APT_PACKAGES=(build-essential pkg-config zlib1g-dev libssl-dev libsasl2-dev libzstd-dev ca-certificates libgomp1 iproute2 procps)
 
 do_apt=1 do_ort=1 do_venv=1 do_broker=1
 
