@@ -246,15 +246,19 @@ pub fn serve_run(
     if let Some(check) = &job.topic_check {
         let (properties, topic) = (check.properties.clone(), check.topics.first().cloned());
         let stop = Arc::new(AtomicBool::new(false));
+        // One metadata client for the run, made at the first check (on the check's thread).
+        let mut client = None;
         let watch = watch_broker(
             readiness.clone(),
             BROKER_CHECK_EVERY,
             stop.clone(),
             move || {
-                let Ok(client) = TopicMetadata::connect(&properties) else {
-                    return false;
-                };
-                topic.as_ref().is_none_or(|t| client.partitions(t).is_ok())
+                if client.is_none() {
+                    client = TopicMetadata::connect(&properties).ok();
+                }
+                client.as_ref().is_some_and(|client: &TopicMetadata| {
+                    topic.as_ref().is_none_or(|t| client.partitions(t).is_ok())
+                })
             },
         )?;
         server.broker_watch = Some((stop, watch));
@@ -268,7 +272,7 @@ pub fn watch_broker(
     readiness: Arc<Readiness>,
     every: Duration,
     stop: Arc<AtomicBool>,
-    check: impl Fn() -> bool + Send + 'static,
+    mut check: impl FnMut() -> bool + Send + 'static,
 ) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("weir-broker-check".to_owned())

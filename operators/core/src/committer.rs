@@ -161,7 +161,7 @@ fn commit(
     config
         .metrics
         .checkpoints
-        .committed(manifest.total_size(), epoch_start_ms, unix_ms());
+        .record_commit(manifest.total_size(), epoch_start_ms, unix_ms());
     tracing::info!(
         epoch = tick,
         bytes = manifest.total_size(),

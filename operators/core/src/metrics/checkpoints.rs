@@ -61,7 +61,7 @@ impl CheckpointMetrics {
 
     /// Counts a committed manifest of `bytes` (files it names), committed at `now_ms` for an
     /// epoch whose tick began at `epoch_start_ms`.
-    pub fn committed(&self, bytes: u64, epoch_start_ms: u64, now_ms: u64) {
+    pub fn record_commit(&self, bytes: u64, epoch_start_ms: u64, now_ms: u64) {
         self.committed.inc();
         self.duration
             .observe(now_ms.saturating_sub(epoch_start_ms) as f64 / 1e3);

@@ -4,6 +4,7 @@
 //! remembers each label set once, when its handle is first resolved; hot paths resolve their
 //! handle once ([`LabeledCounter::handle`]) and then only add to an atomic.
 
+use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 
@@ -15,14 +16,14 @@ use prometheus_client::metrics::family::Family;
 #[derive(Debug)]
 pub struct LabeledCounter<L: Clone + Hash + Eq> {
     family: Family<L, Counter>,
-    seen: Mutex<Vec<(L, Counter)>>,
+    seen: Mutex<HashMap<L, Counter>>,
 }
 
 impl<L: Clone + Hash + Eq> Default for LabeledCounter<L> {
     fn default() -> Self {
         LabeledCounter {
             family: Family::default(),
-            seen: Mutex::new(Vec::new()),
+            seen: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -34,11 +35,11 @@ where
     /// The counter of `labels`, to keep and add to (a clone shares the count).
     pub fn handle(&self, labels: &L) -> Counter {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, counter)) = seen.iter().find(|(l, _)| l == labels) {
+        if let Some(counter) = seen.get(labels) {
             return counter.clone();
         }
         let counter = self.family.get_or_create(labels).clone();
-        seen.push((labels.clone(), counter.clone()));
+        seen.insert(labels.clone(), counter.clone());
         counter
     }
 
@@ -47,7 +48,7 @@ where
         self.handle(labels).inc_by(n);
     }
 
-    /// Every label set counted so far with its count, in first-use order.
+    /// Every label set counted so far with its count, in no particular order.
     pub fn entries(&self) -> Vec<(L, u64)> {
         let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         seen.iter().map(|(l, c)| (l.clone(), c.get())).collect()
