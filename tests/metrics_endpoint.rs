@@ -496,12 +496,19 @@ fn an_address_in_use_fails_the_run_at_start() -> Result<()> {
         ..RunOptions::default()
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let error = match run_job_with(job.compile()?, Mode::Score, stop, &options) {
+    let error = match run_job_with(job.clone().compile()?, Mode::Score, stop.clone(), &options) {
         Ok(_) => bail!("the run started on an address in use"),
         Err(error) => format!("{error:#}"),
     };
     let want = format!("cannot serve metrics on {}: ", taken.local_addr()?);
     ensure!(error.starts_with(&want), "{error}");
     ensure!(error.contains("--metrics-addr"), "{error}");
+    // Without the server the same run reads its ten lines, each counted once.
+    let summary = run_job_with(job.compile()?, Mode::Score, stop, &RunOptions::default())?;
+    ensure!(
+        (summary.records_in, summary.events_in) == (10, 10),
+        "{}",
+        summary.render()
+    );
     Ok(())
 }

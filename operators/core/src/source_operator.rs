@@ -252,7 +252,9 @@ pub fn build_source<'scope, R: SourceReader>(
             let mut events = Vec::new();
             let mut dead = Vec::new();
             let polled = reader.poll(now, &mut events, &mut dead);
-            flow.0.inc_by(polled as u64);
+            // Every record read becomes one event or one dead letter (`RecordDecoder::push`);
+            // `polled` may count progress that is not a record (a file range finished).
+            flow.0.inc_by((events.len() + dead.len()) as u64);
             flow.1.inc_by(events.len() as u64);
             if !events.is_empty() {
                 events_out
