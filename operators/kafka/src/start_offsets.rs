@@ -192,12 +192,28 @@ mod tests {
         let stop = |s: &str| s.parse::<StartFrom>().expect("stop");
         let at = stop("2026-11-30T12:00:00Z");
         assert_eq!(resolve_stop(&at, 0, range(Some(40))), 40);
-        assert_eq!(resolve_stop(&at, 0, range(None)), 100, "no record at or after it");
+        assert_eq!(
+            resolve_stop(&at, 0, range(None)),
+            100,
+            "no record at or after it"
+        );
         let offsets = stop("0:50,1:500,2:3");
         assert_eq!(resolve_stop(&offsets, 0, range(None)), 50);
-        assert_eq!(resolve_stop(&offsets, 1, range(None)), 100, "clamped to the end");
-        assert_eq!(resolve_stop(&offsets, 2, range(None)), 10, "clamped to the start");
-        assert_eq!(resolve_stop(&offsets, 3, range(None)), 100, "not named: to the end");
+        assert_eq!(
+            resolve_stop(&offsets, 1, range(None)),
+            100,
+            "clamped to the end"
+        );
+        assert_eq!(
+            resolve_stop(&offsets, 2, range(None)),
+            10,
+            "clamped to the start"
+        );
+        assert_eq!(
+            resolve_stop(&offsets, 3, range(None)),
+            100,
+            "not named: to the end"
+        );
         assert_eq!(resolve_stop(&StartFrom::Earliest, 0, range(None)), 10);
         assert_eq!(resolve_stop(&StartFrom::Latest, 0, range(None)), 100);
     }

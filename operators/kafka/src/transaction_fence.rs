@@ -69,8 +69,14 @@ mod tests {
     fn only_a_rescale_to_fewer_instances_removes_ids() {
         assert_eq!(removed_instances(4, 2), 2..4);
         assert!(removed_instances(2, 2).is_empty());
-        assert!(removed_instances(1, 3).is_empty(), "a rescale up removes none");
-        assert!(removed_instances(0, 2).is_empty(), "no sink parallelism recorded");
+        assert!(
+            removed_instances(1, 3).is_empty(),
+            "a rescale up removes none"
+        );
+        assert!(
+            removed_instances(0, 2).is_empty(),
+            "no sink parallelism recorded"
+        );
     }
 
     /// What the mock cluster can show: a transactional producer is initialised under every
@@ -82,12 +88,10 @@ mod tests {
     #[test]
     fn every_sink_s_id_of_each_removed_instance_is_initialised() {
         let broker = MockBroker::start(1).expect("mock cluster");
-        let properties = BTreeMap::from([(
-            "bootstrap.servers".to_owned(),
-            broker.bootstrap_servers(),
-        )]);
-        let fenced = fence_removed_instances(&properties, "job", removed_instances(3, 1))
-            .expect("fence");
+        let properties =
+            BTreeMap::from([("bootstrap.servers".to_owned(), broker.bootstrap_servers())]);
+        let fenced =
+            fence_removed_instances(&properties, "job", removed_instances(3, 1)).expect("fence");
         assert_eq!(
             fenced,
             [

@@ -83,7 +83,10 @@ mod tests {
         assert!(psi(&[100, 200, 300, 400], &expected).unwrap_or(1.0).abs() < 1e-12);
         assert!(psi(&[1, 2, 3, 4], &expected).unwrap_or(1.0).abs() < 0.01);
         let shifted = psi(&[400, 300, 200, 100], &expected).unwrap_or(0.0);
-        assert!(shifted > 0.25, "a reversed histogram is a major shift: {shifted}");
+        assert!(
+            shifted > 0.25,
+            "a reversed histogram is a major shift: {shifted}"
+        );
         assert_eq!(psi(&[0, 0, 0, 0], &expected), None);
         let empty_bin = psi(&[0, 0, 0, 1000], &expected).unwrap_or(f64::INFINITY);
         assert!(empty_bin.is_finite(), "pseudo counts keep it finite");
