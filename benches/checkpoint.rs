@@ -12,6 +12,8 @@
 //!    checksum, decode every shard) against a plain `fs::read`; a rescale restore (instance 0
 //!    of 2); and incremental checkpoints after 10 … 10 000 updates of random keys.
 //!    Target: restore ≤ 5 s.
+//!    `-- s3`: the full checkpoint (write of the bundle, manifest commit) and the restore of the
+//!    same state on moto's S3-compatible server against the local directory (issue #17).
 //! 2. **Throughput with checkpoints**: the job's dataflow (file source, window features,
 //!    feature rows to a file; 1 worker) over 2 M events of 100 k keys, with no checkpoints vs a
 //!    checkpoint every 500 ms (20× more often than the default 10 s). Target: ≤ 5 % loss at
@@ -31,7 +33,10 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 
 use weir_checkpoint::range::overlapping;
-use weir_checkpoint::{KeyGroupRange, LocalDirStore, Manifest, SnapshotStore};
+use weir_checkpoint::{
+    KeyGroupRange, LocalDirStore, Manifest, ObjectStoreSnapshotStore, Retries, S3Options,
+    SnapshotStore,
+};
 use weir_features::decode::JsonDecoder;
 use weir_features::job_features::JobFeatures;
 use weir_features::record::Event;
@@ -112,7 +117,7 @@ fn sections(changed: &[ShardSnapshot]) -> Vec<(KeyGroupRange, &[u8])> {
 /// pause), then write each durably (its writer thread). Returns (pause, write, shards, bytes).
 fn checkpoint(
     state: &mut StateShards,
-    store: &LocalDirStore,
+    store: &dyn SnapshotStore,
     epoch: Epoch,
 ) -> (Duration, Duration, usize, usize) {
     let (pause, changed) = time(|| state.changed_snapshots().unwrap_or_else(|e| panic!("{e}")));
@@ -131,7 +136,7 @@ fn checkpoint(
 /// Restores the instance `instance` of `parallelism` from the bundle of `epoch` (all shards).
 fn restore(
     job: &JobFeatures,
-    store: &LocalDirStore,
+    store: &dyn SnapshotStore,
     manifest: &Manifest,
     instance: usize,
     parallelism: usize,
@@ -156,7 +161,7 @@ fn restore(
 
 /// A manifest listing the full bundle of `epoch` (what the committer would write).
 fn full_manifest(
-    store: &LocalDirStore,
+    store: &dyn SnapshotStore,
     epoch: Epoch,
     state: &mut StateShards,
 ) -> (Manifest, Duration, Duration, usize, usize) {
@@ -173,6 +178,58 @@ fn full_manifest(
     manifest.parallelism.insert("window".to_owned(), 1);
     manifest.files = files;
     (manifest, pause, write, changed.len(), bytes)
+}
+
+/// The S3 case of `state_costs`: a full checkpoint and a restore of the same 1 M-key state in a
+/// bucket of moto's S3-compatible server (started here, `testkit::s3_server`), against the same
+/// on the local directory in the same run.
+fn s3_state_costs() {
+    let (job, mut state, _) = million_keys();
+    let dir = scratch_dir("bench-s3");
+    let local = LocalDirStore::open(dir.join("ckpt")).unwrap_or_else(|e| panic!("{e}"));
+    let server = weir_testkit::s3_server::S3Server::start();
+    server.create_bucket("bench");
+    let options = S3Options {
+        config: weir_testkit::s3_server::aws_options(&server.address()),
+        retries: Retries::default(),
+    };
+    let s3 = ObjectStoreSnapshotStore::open_with("s3://bench/ckpt", &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stores: [(&str, &dyn SnapshotStore); 2] = [("local directory", &local), ("S3 (moto)", &s3)];
+    let mut medians = Vec::new();
+    for (name, store) in stores {
+        let (mut write, mut restored) = (vec![], vec![]);
+        for round in 0..repeats() {
+            let epoch = Epoch(round as u64 + 1);
+            let (mut manifest, _, written, _, _) = full_manifest(store, epoch, &mut state);
+            manifest.tick_ms = 1;
+            let (commit, _) = time(|| {
+                store
+                    .commit_manifest(&manifest)
+                    .unwrap_or_else(|e| panic!("{e}"))
+            });
+            write.push(written + commit);
+            let (took, whole) = time(|| restore(&job, store, &manifest, 0, 1));
+            assert_eq!(whole.open_slots(), STATE_KEYS);
+            restored.push(took);
+        }
+        medians.push((name, median(write), median(restored)));
+    }
+    let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
+    let ((_, local_write, local_restore), (_, s3_write, s3_restore)) = (medians[0], medians[1]);
+    for (name, write, restored) in &medians {
+        println!(
+            "  {name}: full 1 M-key checkpoint (bundle write + manifest commit) {} | restore {}",
+            ms(*write),
+            ms(*restored)
+        );
+    }
+    println!(
+        "  S3 against the local directory: write {:.2}x, restore {:.2}x",
+        s3_write.as_secs_f64() / local_write.as_secs_f64(),
+        s3_restore.as_secs_f64() / local_restore.as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn state_costs() {
@@ -375,6 +432,9 @@ fn main() {
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
     if wanted("state") {
         state_costs();
+    }
+    if wanted("s3") {
+        s3_state_costs();
     }
     if wanted("throughput") {
         throughput_with_checkpoints();
