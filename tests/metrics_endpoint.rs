@@ -267,11 +267,12 @@ fn start(label: &str, model: &Path, input: &str) -> Result<Running> {
     job.sink.dead_letter_topic = unique_topic(&format!("metrics-{label}-dlq"));
     create_topic(&job.sink.topic, 1)?;
     create_topic(&job.sink.dead_letter_topic, 1)?;
-    job.model.path = Some(model.to_owned());
-    job.model.drift_alert = Some(DRIFT_ALERT);
-    job.model.error_rate_alert = Some(ERROR_RATE_ALERT);
-    // Longer than the run: every score of the run is in the window.
-    job.model.drift_window = 3_600_000;
+    // The drift window is longer than the run: every score of the run is in it. Set as TOML,
+    // like the job file: the section's shape is the job file's business.
+    job.model = toml::from_str(&format!(
+        "path = {model:?}\ndrift_alert = {DRIFT_ALERT}\nerror_rate_alert = {ERROR_RATE_ALERT}\n\
+         drift_window = \"1h\""
+    ))?;
     let checkpoints = scratch_dir(&format!("metrics-{label}-ckpt"));
     job.checkpoint = Some(toml::from_str(&checkpoint_toml(&checkpoints, "200ms"))?);
     let compiled = job.compile()?;
@@ -489,7 +490,7 @@ fn an_address_in_use_fails_the_run_at_start() -> Result<()> {
     let mut job = JobFile::load(&clickstream::job_path())?;
     job.use_input_files(vec![input]);
     job.use_output_file(dir.join("scores.jsonl"), None);
-    job.model.path = Some(fixture());
+    job.model = toml::from_str(&format!("path = {:?}", fixture()))?;
     let taken = TcpListener::bind("127.0.0.1:0")?;
     let options = RunOptions {
         metrics_addr: Some(taken.local_addr()?),

@@ -2,10 +2,10 @@
 //! delay, idle; `weir_operators::metrics::SourcePartitions`), set once per tick by each source
 //! instance for the partitions it reads.
 //!
-//! Lag is measured against the partition's high watermark as librdkafka last saw it in a fetch
-//! response (its statistics, every `statistics.interval.ms`, 1 s unless the job's properties
-//! say otherwise; a bounded run's end offset when higher), from the next offset the instance
-//! will emit. A partition that reported its end (partition EOF) and has had no record since
+//! Lag is measured against the partition's high watermark as listed when the instance was
+//! assigned the partition, then as librdkafka last saw it in a fetch response (its
+//! statistics, every `statistics.interval.ms`, 1 s unless the job's properties say otherwise;
+//! a bounded run's end offset when higher), from the next offset the instance will emit. A partition that reported its end (partition EOF) and has had no record since
 //! has lag 0.
 
 use std::collections::BTreeMap;
@@ -51,6 +51,16 @@ impl HighWatermarks {
                 known.insert(*partition, stats.hi_offset);
             }
         }
+    }
+
+    /// Records a high watermark listed at start (before the first statistics report).
+    pub(crate) fn listed(&self, partition: i32, high: i64) {
+        let mut known = self
+            .by_partition
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let entry = known.entry(partition).or_insert(high);
+        *entry = (*entry).max(high);
     }
 
     fn get(&self, partition: i32) -> Option<i64> {

@@ -295,6 +295,7 @@ impl Reader {
                     "list offsets of {}/{partition}",
                     config.topic
                 )))?;
+            consumer.context().high.listed(partition, high);
             // Every owned partition starts at a concrete offset, recorded as its resume
             // position at once: a partition that stays quiet is still in every checkpoint, so
             // a restore resumes it where this run started instead of at the then-latest end.
