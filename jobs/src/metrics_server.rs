@@ -151,7 +151,7 @@ pub fn start(
 ) -> Result<MetricsServer> {
     let listener = TcpListener::bind(addr).map_err(|error| {
         let hint = if error.kind() == std::io::ErrorKind::AddrInUse {
-            " (another process, maybe another weir, listens there): give this process its own \
+            "; another process (maybe another weir) listens there: give this process its own \
              address with --metrics-addr HOST:PORT, or turn the server off with --metrics-addr \
              off"
         } else {
