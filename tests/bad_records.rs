@@ -254,7 +254,7 @@ fn one_bad_record_in_ten_of_every_kind_is_dead_lettered_and_never_stalls_the_job
     job.watermark.idle_timeout = 3_600_000;
     job.sink.topic = scores.clone();
     job.sink.dead_letter_topic = dlq.clone();
-    job.model.path =
+    job.model.as_mut().context("the job has no [model]")?.path =
         Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/failing_model"));
     job.checkpoint = Some(toml::from_str(&checkpoint_toml(
         &dir.join("ckpt"),

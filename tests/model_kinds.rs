@@ -36,7 +36,7 @@ type Scores = BTreeMap<(String, i64), (String, f64, Vec<f64>)>;
 fn run_with(model: &Path, events: &Path, out: &Path) -> Result<Scores> {
     let mut job = JobFile::load(&clickstream::job_path())?;
     job.runtime.workers = 1;
-    job.model.path = Some(std::path::absolute(model)?);
+    job.model.as_mut().context("the job has no [model]")?.path = Some(std::path::absolute(model)?);
     job.use_input_files(vec![events.to_path_buf()]);
     job.use_output_file(out.to_path_buf(), None);
     let names: Vec<String> = job.features.iter().map(|f| f.name.clone()).collect();
@@ -163,16 +163,17 @@ fn registry_run_with_shadow(from_control: bool) -> Result<()> {
 
     let mut job = JobFile::load(&clickstream::job_path())?;
     job.runtime.workers = 1;
-    job.model.path = None;
-    job.model.registry = Some(dir.join("models"));
-    job.model.name = Some("purchase_propensity".into());
+    let model = job.model.as_mut().context("the job has no [model]")?;
+    model.path = None;
+    model.registry = Some(dir.join("models"));
+    model.name = Some("purchase_propensity".into());
     if from_control {
         std::fs::write(
             registry.join("CONTROL"),
             "pin tiny-mlp-1\nshadow tiny-lightgbm-1\n",
         )?;
     } else {
-        job.model.shadow = Some(shadow.clone());
+        model.shadow = Some(shadow.clone());
     }
     // A checkpoint every tick, so that the run commits some: their manifests must name
     // what served, the second version included (from the score instances, not the start).
@@ -271,10 +272,11 @@ fn a_version_published_mid_run_reaches_every_score_instance() -> Result<()> {
     let mut job = JobFile::load(&clickstream::job_path())?;
     job.runtime.workers = 2;
     job.override_parallelism("score=2")?;
-    job.model.path = None;
-    job.model.registry = Some(dir.join("models"));
-    job.model.name = Some("purchase_propensity".into());
-    job.model.poll = 20;
+    let model = job.model.as_mut().context("the job has no [model]")?;
+    model.path = None;
+    model.registry = Some(dir.join("models"));
+    model.name = Some("purchase_propensity".into());
+    model.poll = 20;
     let out = dir.join("scores.jsonl");
     job.use_input_files(vec![events.clone()]);
     job.use_output_file(out.clone(), None);

@@ -71,9 +71,11 @@ pub struct JobFile {
     pub state: StateSection,
     /// Features in model input order.
     pub features: Vec<FeatureSpec>,
-    /// The model.
-    pub model: ModelSection,
-    /// Outputs.
+    /// The model (absent: the job only computes features, `weir features`).
+    #[serde(default)]
+    pub model: Option<ModelSection>,
+    /// Outputs (absent: defaults, e.g. for `weir features`, which writes to its `--output`).
+    #[serde(default)]
     pub sink: SinkSection,
     /// Checkpoints (absent: none).
     #[serde(default)]
@@ -108,8 +110,8 @@ pub struct CompiledJob {
     pub source: SourcePlan,
     /// The window stage (beside `features`).
     pub windows: WindowPlan,
-    /// The score stage.
-    pub score: ScorePlan,
+    /// The score stage (`None`: the job file has no `[model]`; [`CompiledJob::score`]).
+    pub score: Option<ScorePlan>,
     /// The sinks.
     pub sinks: SinkPlan,
     /// Checkpoints (`None`: none).
@@ -122,6 +124,19 @@ pub struct CompiledJob {
     pub topology_hash: u64,
     /// [`JobFile::text_hash`].
     pub job_file_hash: u64,
+}
+
+impl CompiledJob {
+    /// The score stage; an error naming the missing section when the job file has no
+    /// `[model]` (a features-only job, which `weir run` cannot score).
+    pub fn score(&self) -> Result<&ScorePlan> {
+        self.score.as_ref().with_context(|| {
+            format!(
+                "job `{}` has no [model] section: `weir run` scores every window with a model                  (path = \"…\" or registry = \"…\"); `weir features` computes the features                  without one",
+                self.name
+            )
+        })
+    }
 }
 
 impl JobFile {
@@ -137,9 +152,9 @@ impl JobFile {
     }
 
     /// The model directory (or, with `[model] registry`, the model's registry directory),
-    /// resolved against the job file's directory.
-    pub fn model_dir(&self) -> PathBuf {
-        self.model.dir(&self.base_dir)
+    /// resolved against the job file's directory (`None` without `[model]`).
+    pub fn model_dir(&self) -> Option<PathBuf> {
+        self.model.as_ref().map(|model| model.dir(&self.base_dir))
     }
 
     /// Input files, resolved against the job file's directory.
@@ -312,7 +327,9 @@ impl JobFile {
         let placement = Placement::new(workers, runtime.processes);
         let score = self
             .model
-            .plan(&self.base_dir, placement, parallelism.score)?;
+            .as_ref()
+            .map(|model| model.plan(&self.base_dir, placement, parallelism.score))
+            .transpose()?;
         if self.uses_kafka()
             && !self.kafka.contains_key("bootstrap.servers")
             && !self.source.kafka.contains_key("bootstrap.servers")

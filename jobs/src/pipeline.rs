@@ -122,7 +122,7 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
         plan.commit_checkpoints(checkpoint.concat(rows).concat(dead), serving);
         return Ok(());
     }
-    let scored = windows.rows.score(plan.score_config(backlog, serving))?;
+    let scored = windows.rows.score(plan.score_config(backlog, serving)?)?;
     // The sources hold back while the scores lag (`[runtime] max_lag`), in any process.
     let scored_rows = scored.scores.probe_with(&progress);
     let scores = match &plan.job.sinks {
@@ -321,10 +321,14 @@ impl JobPlan {
         }
     }
 
-    fn score_config(&self, backlog: &ScoreBacklog, serving: &Arc<ServingModels>) -> ScoreConfig {
+    fn score_config(
+        &self,
+        backlog: &ScoreBacklog,
+        serving: &Arc<ServingModels>,
+    ) -> Result<ScoreConfig> {
         let job = &self.job;
-        let score = job.score.clone();
-        ScoreConfig {
+        let score = job.score()?.clone();
+        Ok(ScoreConfig {
             model: score.model,
             batching: score.batching,
             job_features: job.features.names().to_vec(),
@@ -337,7 +341,7 @@ impl JobPlan {
             counters: self.score_counters.clone(),
             backlog: backlog.clone(),
             serving: serving.clone(),
-        }
+        })
     }
 
     fn kafka_sink_config(
@@ -370,18 +374,16 @@ impl JobPlan {
     /// With `[model] cores`, pins this Timely worker thread to a core the inference threads
     /// do not use (DESIGN.md §4: inference cores separate from worker cores).
     fn pin_worker(&self, worker: usize) {
-        let cores = &self.job.score.inference_cores;
+        let Some(score) = &self.job.score else {
+            return;
+        };
+        let cores = &score.inference_cores;
         let local = worker % self.job.runtime.workers.max(1);
         if let Some(core) = worker_core(cores, cpu_set(), local) {
             if !pin_current_thread(core) {
                 tracing::warn!(worker, core, "could not pin the Timely worker");
             }
         }
-    }
-
-    /// The model directory.
-    pub fn model_dir(&self) -> PathBuf {
-        self.job.score.model_dir()
     }
 
     /// Feature names in output order.

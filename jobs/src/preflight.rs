@@ -31,7 +31,7 @@ pub fn input_files(job: &CompiledJob) -> Result<()> {
 /// Every model the run starts with loads and fits the job's features (needs ONNX Runtime
 /// loaded). Returns the model's version by model name.
 pub fn models(job: &CompiledJob) -> Result<BTreeMap<String, String>> {
-    let score = &job.score;
+    let score = job.score()?;
     let check = score.preflight_session();
     // A registry version must load and its manifest match its directory, as on the
     // inference threads (which pass over a newest version that does not, like this).

@@ -163,10 +163,16 @@ fn replay_job(
         }
         job.use_input_files(args.input_files.clone());
     }
-    job.model.path = Some(first);
-    job.model.registry = None;
-    job.model.canary = None;
-    job.model.shadow = Some(second);
+    let Some(model) = job.model.as_mut() else {
+        bail!(
+            "{} has no [model] section: weir replay runs the job's scoring stage (its batching and threads) with --model A and B",
+            args.job.display()
+        );
+    };
+    model.path = Some(first);
+    model.registry = None;
+    model.canary = None;
+    model.shadow = Some(second);
     job.use_output_file(scores.to_owned(), Some(dead_letters.to_owned()));
     job.checkpoint = None;
     job.runtime.processes = 1;

@@ -83,7 +83,8 @@ pub fn run_job_with(
         StartPoint::of(&job, options.cluster.process, restore.map(|m| m.epoch.0))
     });
     let metrics = Arc::new(JobMetrics::default());
-    let score_counters = Arc::new(ScoreCounters::new(job.score.alerts));
+    let alerts = job.score.as_ref().map(|s| s.alerts).unwrap_or_default();
+    let score_counters = Arc::new(ScoreCounters::new(alerts));
     let serving = Arc::default();
     if checkpoints.as_ref().is_some_and(|c| c.restore.is_some()) {
         metrics.checkpoints.restores.inc();
@@ -150,7 +151,9 @@ pub fn run_job_with(
     }
     let mut summary = summarize(&metrics, &score_counters, started.elapsed());
     summary.cluster = cluster.map(|totals| (options.cluster.process, totals));
-    summary.models.log();
+    if mode == Mode::Score {
+        summary.models.log();
+    }
     let read_failures = JobMetrics::get(&metrics.source_read_failures);
     if read_failures > 0 {
         return Err(anyhow!(

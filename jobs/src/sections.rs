@@ -201,7 +201,7 @@ impl StateSection {
 }
 
 /// `[sink]`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SinkSection {
     /// `kafka` (default) or `file`.

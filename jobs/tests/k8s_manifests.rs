@@ -465,7 +465,10 @@ fn the_cpu_request_is_the_jobs_cpu_budget_per_process() -> Result<()> {
     // a process hosts, each with intra_threads ONNX Runtime threads. Checked by planning the
     // pinned cores of one process with that many cores, and with one fewer.
     let placement = job.runtime.placement;
-    let (score, intra) = (job.parallelism.score, job.score.model.session.intra_threads);
+    let (score, intra) = (
+        job.parallelism.score,
+        job.score()?.model.session.intra_threads,
+    );
     let pinned = placement.most_on_one_process(score) * intra;
     ensure!(
         pinned < cores,
@@ -499,9 +502,12 @@ fn the_image_ships_the_jobs_model_and_the_onnx_runtime_weir_is_built_for() -> Re
     let job = deployment.job()?;
     let workspace = clickstream::workspace_dir();
     let dockerfile = std::fs::read_to_string(workspace.join("deploy/Dockerfile"))?;
-    let model = job.model_dir();
+    let model = job
+        .model_dir()
+        .context("the ConfigMap's job has no [model]")?;
     let example_model = JobFile::load(&clickstream::job_path())?
         .model_dir()
+        .context("jobs/clickstream.toml has no [model]")?
         .canonicalize()?;
     let copied = dockerfile.lines().find_map(|line| {
         let parts: Vec<&str> = line.split_whitespace().collect();

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use weir::config::JobFile;
+use weir::model_config::ModelSection;
 use weir_operators::Placement;
 use weir_score::budget::{available_cores, cpu_set};
 use weir_score::registry::{ModelSource, Target};
@@ -36,18 +37,23 @@ fn rejected(text: &str, needles: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// The job's `[model]` section (these jobs all have one).
+fn model(job: &JobFile) -> &ModelSection {
+    job.model.as_ref().expect("the job has a [model] section")
+}
+
 #[test]
 fn single_directory_form_still_works() -> Result<()> {
     let job = parse(&job("workers = 1", r#"path = "model""#))?;
-    assert_eq!(job.model_dir(), Path::new("/jobs/model"));
+    assert_eq!(job.model_dir().as_deref(), Some(Path::new("/jobs/model")));
     assert_eq!(
-        job.model.source(&job.base_dir),
+        model(&job).source(&job.base_dir),
         ModelSource::Dir("/jobs/model".into())
     );
-    assert_eq!(job.model.max_batch_rows, 256);
-    assert_eq!(job.model.max_batch_delay, 2);
-    assert_eq!(job.model.max_in_flight, 16);
-    assert!(job.model.secondary(&job.base_dir).is_none());
+    assert_eq!(model(&job).max_batch_rows, 256);
+    assert_eq!(model(&job).max_batch_delay, 2);
+    assert_eq!(model(&job).max_in_flight, 16);
+    assert!(model(&job).secondary(&job.base_dir).is_none());
     job.compile()?;
     Ok(())
 }
@@ -65,15 +71,18 @@ max_batch_delay = "5ms"
 max_in_flight = 2"#,
     ))?;
     assert_eq!(
-        job.model.source(&job.base_dir),
+        model(&job).source(&job.base_dir),
         ModelSource::Registry {
             root: "/jobs/models".into(),
             name: "pp".into(),
             poll: Duration::from_millis(500),
         }
     );
-    assert_eq!(job.model_dir(), Path::new("/jobs/models/pp"));
-    let canary = job.model.secondary(&job.base_dir);
+    assert_eq!(
+        job.model_dir().as_deref(),
+        Some(Path::new("/jobs/models/pp"))
+    );
+    let canary = model(&job).secondary(&job.base_dir);
     assert_eq!(
         canary.map(|c| (c.role, c.dir)),
         Some((
@@ -81,9 +90,7 @@ max_in_flight = 2"#,
             "/jobs/models/pp/next".into()
         ))
     );
-    let settings = job
-        .model
-        .score_settings(&job.base_dir, Placement::new(1, 1), 1)?;
+    let settings = model(&job).score_settings(&job.base_dir, Placement::new(1, 1), 1)?;
     assert_eq!(settings.batching.max_batch_delay, Duration::from_millis(5));
     assert_eq!(settings.batching.max_in_flight, 2);
     assert!(settings.cores.is_none());
@@ -106,13 +113,13 @@ fn a_control_second_version_overrides_the_job_files_at_start() -> Result<()> {
     let control = root.join("models/pp/CONTROL");
 
     std::fs::write(&control, "pin v1\n")?;
-    let (primary, second) = job.model.initial_models(&job.base_dir, |_| Ok(()))?;
+    let (primary, second) = model(&job).initial_models(&job.base_dir, |_| Ok(()))?;
     assert_eq!(primary, root.join("models/pp/v1"));
     let second = second.map(|s| (s.role, s.dir));
     assert_eq!(second, Some((SecondaryRole::Shadow, root.join("next"))));
 
     std::fs::write(&control, "pin v1\ncanary v3 5%\n")?;
-    let (primary, second) = job.model.initial_models(&job.base_dir, |_| Ok(()))?;
+    let (primary, second) = model(&job).initial_models(&job.base_dir, |_| Ok(()))?;
     assert_eq!(primary, root.join("models/pp/v1"));
     let second = second.map(|s| (s.role, s.dir));
     let canary = SecondaryRole::Canary { share: 0.05 };
@@ -125,10 +132,10 @@ fn a_control_second_version_overrides_the_job_files_at_start() -> Result<()> {
         "v1" => Ok(()),
         other => Err(ScoreError::Batch(format!("{other} does not load"))),
     };
-    let (primary, _) = job.model.initial_models(&job.base_dir, refuse_newer)?;
+    let (primary, _) = model(&job).initial_models(&job.base_dir, refuse_newer)?;
     assert_eq!(primary, root.join("models/pp/v1"));
     let refuse_all = |target: &Target| Err(ScoreError::Batch(format!("{} is bad", target.version)));
-    let error = match job.model.initial_models(&job.base_dir, refuse_all) {
+    let error = match model(&job).initial_models(&job.base_dir, refuse_all) {
         Ok(models) => bail!("started with no loadable version: {models:?}"),
         Err(e) => format!("{e:#}"),
     };
@@ -144,7 +151,7 @@ fn a_control_second_version_overrides_the_job_files_at_start() -> Result<()> {
         "v2" => Err(ScoreError::Batch("v2 does not load".into())),
         _ => Ok(()),
     };
-    let error = match job.model.initial_models(&job.base_dir, refuse_v2) {
+    let error = match model(&job).initial_models(&job.base_dir, refuse_v2) {
         Ok(models) => bail!("started with a second version that does not load: {models:?}"),
         Err(e) => format!("{e:#}"),
     };
@@ -154,7 +161,7 @@ fn a_control_second_version_overrides_the_job_files_at_start() -> Result<()> {
     );
 
     std::fs::write(&control, "canary v4 5%\n")?;
-    let error = match job.model.initial_models(&job.base_dir, |_| Ok(())) {
+    let error = match model(&job).initial_models(&job.base_dir, |_| Ok(())) {
         Ok(models) => bail!("a missing canary version was accepted: {models:?}"),
         Err(e) => format!("{e:#}"),
     };
