@@ -65,9 +65,10 @@ impl KeyGroup {
 /// Where a record came from: enough to find it again in the source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct SourcePosition {
-    /// Partition of the source topic (or 0 for a file).
+    /// Partition of the source topic (for a file: its index among the input files).
     pub partition: i32,
-    /// Offset in the partition (or line number for a file).
+    /// Offset in the partition (for a file: the byte offset of the record's line, in the
+    /// decompressed stream of a compressed file).
     pub offset: i64,
 }
 

@@ -316,6 +316,9 @@ impl JobFile {
         {
             bail!("[watermark] durations must be non-negative and idle_timeout positive");
         }
+        if self.source.range_bytes == 0 {
+            bail!("[source] range_bytes must be at least 1");
+        }
         if self.source.max_batch == 0 {
             bail!("[source] max_batch must be at least 1");
         }
@@ -445,7 +448,10 @@ impl JobFile {
                 stop: None,
                 partition_discovery: positive(source.partition_discovery),
             }),
-            EdgeKind::File => SourceInput::Files(self.source_paths()),
+            EdgeKind::File => SourceInput::Files {
+                paths: self.source_paths(),
+                range_bytes: source.range_bytes,
+            },
         };
         SourcePlan {
             name: self.source_name(),

@@ -97,7 +97,7 @@ struct RunArgs {
     /// Kafka bootstrap servers (overrides [kafka] bootstrap.servers).
     #[arg(long)]
     brokers: Option<String>,
-    /// Read these JSON Lines files instead of the job's source (bounded; one partition each).
+    /// Read these JSON Lines files (plain, gzip or zstd) instead of the job's source (bounded).
     #[arg(long = "input-file", value_name = "FILE")]
     input_files: Vec<PathBuf>,
     /// Write scores to this JSON Lines file instead of the job's sink.
@@ -142,7 +142,8 @@ struct RunArgs {
 struct FeaturesArgs {
     /// The job file whose features to compute.
     job: PathBuf,
-    /// JSON Lines input files (one event per line; one partition per file).
+    /// JSON Lines input files, plain, gzip or zstd (one event per line; large plain files are
+    /// split into byte ranges read by every worker).
     #[arg(long, required = true, num_args = 1..)]
     input: Vec<PathBuf>,
     /// JSON Lines output (one row per key, window and revision).
@@ -292,6 +293,7 @@ fn run(args: RunArgs) -> Result<()> {
     )?;
     let options = weir::run::RunOptions {
         metrics_addr,
+        progress: true,
         restore: args.restore,
         cluster: weir::cluster::ClusterArgs {
             processes: job.runtime.processes,

@@ -104,7 +104,9 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     let stage = plan.source_stage(backlog);
     let source = match &plan.job.source.input {
         SourceInput::Kafka(kafka) => kafka_source(scope, plan.kafka_source_config(kafka, stage))?,
-        SourceInput::Files(paths) => file_source(scope, plan.file_source_config(paths, stage))?,
+        SourceInput::Files { paths, range_bytes } => {
+            file_source(scope, plan.file_source_config(paths, *range_bytes, stage))?
+        }
     };
     let windows = source
         .events
@@ -269,10 +271,16 @@ impl JobPlan {
         }
     }
 
-    fn file_source_config(&self, paths: &[PathBuf], stage: SourceStage) -> FileSourceConfig {
+    fn file_source_config(
+        &self,
+        paths: &[PathBuf],
+        range_bytes: u64,
+        stage: SourceStage,
+    ) -> FileSourceConfig {
         let source = &self.job.source;
         FileSourceConfig {
             paths: paths.to_vec(),
+            range_bytes,
             stage,
             decoder: self.record_decoder(),
             max_out_of_orderness_ms: source.max_out_of_orderness,

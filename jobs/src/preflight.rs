@@ -18,7 +18,7 @@ use crate::plan::{SourceInput, TopicCheck};
 
 /// Every input file of a file source exists.
 pub fn input_files(job: &CompiledJob) -> Result<()> {
-    if let SourceInput::Files(paths) = &job.source.input {
+    if let SourceInput::Files { paths, .. } = &job.source.input {
         for path in paths {
             if !path.is_file() {
                 bail!("input file {} does not exist", path.display());

@@ -94,7 +94,7 @@ pub struct SourceSection {
     /// Topic to read (kind = "kafka").
     #[serde(default)]
     pub topic: String,
-    /// JSON Lines files to read, one partition each (kind = "file"; relative to the job file).
+    /// JSON Lines files to read, plain, gzip or zstd (kind = "file"; relative to the job file).
     #[serde(default)]
     pub paths: Vec<PathBuf>,
     /// Where to start without a checkpoint: `earliest`, `latest`, an RFC 3339 time or
@@ -111,6 +111,10 @@ pub struct SourceSection {
     /// Records read per source activation at most.
     #[serde(default = "default_max_batch")]
     pub max_batch: usize,
+    /// kind = "file": plain files are split into ranges of about this many bytes, read by
+    /// every source instance (part of a file run's checkpoints: keep it across restores).
+    #[serde(default = "default_range_bytes")]
+    pub range_bytes: u64,
     /// Largest decoded entity key in bytes; longer keys are `oversize` dead letters.
     #[serde(default = "default_max_key_bytes")]
     pub max_key_bytes: usize,
@@ -138,6 +142,10 @@ fn default_partition_discovery() -> i64 {
 
 fn default_max_batch() -> usize {
     4096
+}
+
+fn default_range_bytes() -> u64 {
+    weir_operators::file_ranges::DEFAULT_RANGE_BYTES
 }
 
 fn default_max_key_bytes() -> usize {

@@ -35,8 +35,13 @@ pub struct SourcePlan {
 pub enum SourceInput {
     /// A Kafka topic.
     Kafka(KafkaInput),
-    /// JSON Lines files, one partition each (resolved against the job file).
-    Files(Vec<PathBuf>),
+    /// JSON Lines files (plain, gzip or zstd), split into byte ranges.
+    Files {
+        /// The files, resolved against the job file.
+        paths: Vec<PathBuf>,
+        /// Plain files are read as ranges of about this many bytes.
+        range_bytes: u64,
+    },
 }
 
 /// A Kafka source.
@@ -61,7 +66,7 @@ impl SourcePlan {
     pub fn kafka(&self) -> Option<&KafkaInput> {
         match &self.input {
             SourceInput::Kafka(kafka) => Some(kafka),
-            SourceInput::Files(_) => None,
+            SourceInput::Files { .. } => None,
         }
     }
 }

@@ -39,15 +39,23 @@ pub enum OperatorError {
         /// Why.
         source: std::io::Error,
     },
-    /// A checkpoint resumes an input file past its end (the file was replaced or truncated).
-    #[error("{} has only {lines} lines but the checkpoint resumes it at line {resume_at}", path.display())]
-    ResumedPastEnd {
+    /// An input file the file source does not read (a directory, a compression it does not
+    /// decode, a name that contradicts its bytes).
+    #[error("cannot read input file {}: {reason}", path.display())]
+    UnreadableInput {
         /// The file.
         path: PathBuf,
-        /// Lines it has.
-        lines: i64,
-        /// Line the checkpoint resumes at.
-        resume_at: i64,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+    /// A checkpoint's position in an input file does not fit the file as it is now (the file
+    /// was replaced or truncated, or `[source] range_bytes` changed).
+    #[error("cannot resume input file {} from the checkpoint: {reason}", path.display())]
+    InputResume {
+        /// The file (or the input files).
+        path: PathBuf,
+        /// What does not fit.
+        reason: String,
     },
     /// A stage's parallelism is 0 or more than the job's workers.
     #[error("parallelism {stage}={parallelism} is invalid: it must be between 1 and the number of workers ({workers})")]

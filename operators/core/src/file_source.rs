@@ -1,10 +1,24 @@
-//! The file source: JSON Lines files read as a bounded input, one partition per file (offset =
-//! line number), through the same decoding, per-partition watermarks and tick reports as the
-//! Kafka source. Replays, backfills and training sets run the job's own feature code.
+//! The file source: JSON Lines files (plain, gzip or zstd: [`crate::input_file`]) read as a
+//! bounded input through the same decoding, watermarks and tick reports as the Kafka source.
+//! Replays, backfills and training sets run the job's own feature code.
+//!
+//! Every instance reads: a plain file is cut into byte ranges ([`crate::file_ranges`]) spread
+//! over the instances, so one large file is read by all of them. A record's position is
+//! `(partition = file index, offset = byte offset of its line)` — in the decompressed stream
+//! for a compressed file — whatever the number of instances; checkpoints record, per range
+//! (its id as the partition), the offset of its first unread line and its watermark.
+//!
+//! Watermarks: each range is a partition of [`PartitionWatermarks`]. An instance reads its
+//! ranges of a file one after another in file order ([`crate::file_lane`]), and a range it
+//! starts inherits the watermark of the one it finished before it in that file: the job's
+//! `max_out_of_orderness` bounds disorder along the file (as when the whole file was one
+//! partition), so every line after a finished range is at least its watermark. Ranges an
+//! instance has not started are bounded by its current one and so left out of its minimum.
+//! A file that keeps that bound therefore has no late record and fires every window once,
+//! with any number of instances; the instances read neighbouring ranges, so the window state
+//! held open between the slowest and the fastest one spans a few ranges, not the file.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,49 +27,46 @@ use timely::dataflow::Scope;
 
 use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
-use weir_features::ownership::instance_for_partition;
 use weir_features::record::Event;
 use weir_features::vocab::{SourcePosition, Tick};
 use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 
 use crate::clock::unix_ms;
 use crate::error::{OperatorError, Result};
+use crate::file_lane::{Lane, LineRead};
+use crate::file_ranges::RangeLayout;
+use crate::input_file::InputFile;
 use crate::metrics::JobMetrics;
-use crate::source::{resume_positions, RawRecord, RecordDecoder, SourceStreams};
+use crate::source::{RawRecord, RecordDecoder, SourceStreams};
 use crate::source_operator::{build_placed_source, SourceReader, SourceStage};
 
 /// Configuration of the file source stage.
 #[derive(Clone, Debug)]
 pub struct FileSourceConfig {
-    /// Input files; file `i` is partition `i`.
+    /// Input files; file `i` is the partition of its records' positions.
     pub paths: Vec<PathBuf>,
-    /// Instances (instance `i` reads files `f` with `f % parallelism == i`,
-    /// [`instance_for_partition`]), tick, epochs and pacing (whose `stop` flag also stops
-    /// every source on a read error).
+    /// Plain files are read as ranges of about this many bytes (`[source] range_bytes`); the
+    /// layout is part of a file run's checkpoints.
+    pub range_bytes: u64,
+    /// Instances (instance `i` reads the ranges `r` with `r % parallelism == i`), tick,
+    /// epochs and pacing (whose `stop` flag also stops every source on a read error).
     pub stage: SourceStage,
     /// Decoding of lines into events.
     pub decoder: RecordDecoder,
-    /// Bounded out-of-orderness of event time.
+    /// Bounded out-of-orderness of event time along a file.
     pub max_out_of_orderness_ms: i64,
     /// Lines read per activation at most.
     pub max_batch: usize,
-    /// Where to resume, per file (partition), from a checkpoint: lines before `next_offset`
-    /// are skipped.
+    /// Where to resume, per range, from a checkpoint: the offset of the range's first unread
+    /// line and its watermark.
     pub resume: BTreeMap<i32, SourceOffset>,
-}
-
-/// One open file of a source instance.
-struct OpenFile {
-    partition: i32,
-    reader: BufReader<File>,
-    next_line: i64,
-    done: bool,
 }
 
 /// A file source instance.
 struct FileReader {
     instance: u32,
-    files: Vec<OpenFile>,
+    files: Vec<InputFile>,
+    lanes: Vec<Lane>,
     watermarks: PartitionWatermarks,
     decoder: RecordDecoder,
     max_batch: usize,
@@ -77,36 +88,48 @@ pub fn file_source<'scope>(
 
 impl FileReader {
     fn open(instance: u32, config: &FileSourceConfig) -> Result<FileReader> {
-        let now = unix_ms();
+        let files = config
+            .paths
+            .iter()
+            .map(|path| InputFile::open(path))
+            .collect::<Result<Vec<_>>>()?;
+        let layout = RangeLayout::new(files, config.range_bytes)?;
+        if let Some((&id, _)) = config
+            .resume
+            .iter()
+            .find(|(&id, _)| id < 0 || id >= layout.len())
+        {
+            return Err(OperatorError::InputResume {
+                path: PathBuf::from(&config.decoder.source_name),
+                reason: format!(
+                    "the checkpoint has a position for range {id}, but the inputs split into {} ranges of {} bytes now (the files or [source] range_bytes changed)",
+                    layout.len(),
+                    config.range_bytes
+                ),
+            });
+        }
+        let ranges = layout.ranges_of(instance as usize, config.stage.parallelism)?;
+        let files = layout.files().to_vec();
+        let mut lanes = Vec::new();
+        for (index, file) in files.iter().enumerate() {
+            let mine: Vec<_> = ranges.iter().filter(|r| r.file == index).copied().collect();
+            if !mine.is_empty() {
+                lanes.push(Lane::open(file, index, mine, &config.resume)?);
+            }
+        }
         // Idle detection is pointless for files: a file is never "caught up" until it is done.
         let mut watermarks = PartitionWatermarks::new(config.max_out_of_orderness_ms, u64::MAX);
-        let mut files = Vec::new();
-        for (partition, path) in config.paths.iter().enumerate() {
-            if instance_for_partition(partition as i32, config.stage.parallelism)
-                != instance as usize
-            {
-                continue;
+        let now = unix_ms();
+        for lane in &lanes {
+            if let Some(range) = lane.current_range() {
+                watermarks.assign(range.range.id, now);
+                watermarks.resume(range.range.id, range.recorded);
             }
-            let file = File::open(path).map_err(|source| OperatorError::InputFile {
-                path: path.clone(),
-                source,
-            })?;
-            watermarks.assign(partition as i32, now);
-            let mut open = OpenFile {
-                partition: partition as i32,
-                reader: BufReader::new(file),
-                next_line: 0,
-                done: false,
-            };
-            if let Some(resume) = config.resume.get(&(partition as i32)) {
-                watermarks.resume(open.partition, resume.watermark);
-                open.skip_to(resume.next_offset, path)?;
-            }
-            files.push(open);
         }
         Ok(FileReader {
             instance,
             files,
+            lanes,
             watermarks,
             decoder: config.decoder.clone(),
             max_batch: config.max_batch.max(1),
@@ -114,29 +137,78 @@ impl FileReader {
             stop: config.stage.pacing.stop.clone(),
         })
     }
-}
 
-impl OpenFile {
-    /// Skips the lines before `line` (resuming from a checkpoint).
-    fn skip_to(&mut self, line: i64, path: &std::path::Path) -> Result<()> {
-        let mut buffer = Vec::new();
-        while self.next_line < line {
-            buffer.clear();
-            let read = self.reader.read_until(b'\n', &mut buffer);
-            let read = read.map_err(|source| OperatorError::InputFile {
-                path: path.to_owned(),
-                source,
-            })?;
-            if read == 0 {
-                return Err(OperatorError::ResumedPastEnd {
-                    path: path.to_owned(),
-                    lines: self.next_line,
-                    resume_at: line,
-                });
+    /// Stops the job after a read error: ending the range here would skip its unread lines
+    /// silently and flush every window as if the input were complete.
+    fn fail(&self, lane: usize, error: &dyn std::fmt::Display) {
+        let path = self.files[self.lanes[lane].file].path.display().to_string();
+        tracing::error!(%error, path, "cannot read the input file; stopping the job");
+        JobMetrics::add(&self.decoder.metrics.source_read_failures, 1);
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Reads up to `budget` lines of lane `l`; returns the records handled, or `None` after
+    /// a read error (the job is stopping).
+    fn poll_lane(
+        &mut self,
+        l: usize,
+        budget: usize,
+        now_ms: u64,
+        events: &mut Vec<Event>,
+        dead: &mut Vec<DeadLetter>,
+    ) -> Option<usize> {
+        let mut handled = 0;
+        for _ in 0..budget {
+            let lane = &mut self.lanes[l];
+            let Some(id) = lane.current_range().map(|r| r.range.id) else {
+                break;
+            };
+            let offset = match lane.read_line(&mut self.line) {
+                Ok(LineRead::Line(offset)) => offset,
+                Ok(LineRead::RangeDone) => {
+                    // The next range of this file inherits this one's watermark.
+                    let carried = self.watermarks.partition_watermark(id);
+                    self.watermarks.finish(id);
+                    let path = self.files[lane.file].path.clone();
+                    match lane.advance(&path) {
+                        Ok(Some(next)) => {
+                            let id = next.range.id;
+                            let inherited = carried.map_or(next.recorded, |c| c.max(next.recorded));
+                            self.watermarks.assign(id, now_ms);
+                            self.watermarks.resume(id, inherited);
+                            continue;
+                        }
+                        Ok(None) => break,
+                        Err(error) => {
+                            self.fail(l, &error);
+                            return None;
+                        }
+                    }
+                }
+                Err(error) => {
+                    self.fail(l, &error);
+                    return None;
+                }
+            };
+            if self.line.is_empty() {
+                continue;
             }
-            self.next_line += 1;
+            handled += 1;
+            let record = RawRecord {
+                payload: Some(&self.line),
+                position: SourcePosition {
+                    partition: lane.file as i32,
+                    offset: i64::try_from(offset).unwrap_or(i64::MAX),
+                },
+                timestamp: None,
+                key: None,
+            };
+            match self.decoder.push(record, now_ms, events, dead) {
+                Some(ts) => self.watermarks.observe(id, ts, now_ms),
+                None => self.watermarks.touch(id, now_ms),
+            }
         }
-        Ok(())
+        Some(handled)
     }
 }
 
@@ -145,57 +217,23 @@ impl SourceReader for FileReader {
         self.instance
     }
 
-    /// Reads up to `max_batch` lines, round-robin over this instance's files in chunks, so
-    /// every file's watermark moves forward together.
+    /// Reads up to `max_batch` lines, round-robin over this instance's lanes (one per file) in
+    /// chunks, so every file's watermark moves forward together.
     fn poll(&mut self, now_ms: u64, events: &mut Vec<Event>, dead: &mut Vec<DeadLetter>) -> usize {
-        let active = self.files.iter().filter(|f| !f.done).count().max(1);
-        let per_file = (self.max_batch / active).max(1);
+        let active = self.lanes.iter().filter(|l| !l.done()).count().max(1);
+        let per_lane = (self.max_batch / active).max(1);
         let mut handled = 0;
-        for file in self.files.iter_mut().filter(|f| !f.done) {
-            for _ in 0..per_file {
-                self.line.clear();
-                match file.reader.read_until(b'\n', &mut self.line) {
-                    Ok(0) => {
-                        file.done = true;
-                        self.watermarks.finish(file.partition);
-                        break;
-                    }
-                    Ok(_) => {}
-                    Err(error) => {
-                        // Ending the file here would skip its unread lines silently and flush
-                        // every window as if the input were complete: the run stops and fails.
-                        tracing::error!(%error, partition = file.partition, line = file.next_line, "cannot read the input file; stopping the job");
-                        JobMetrics::add(&self.decoder.metrics.source_read_failures, 1);
-                        self.stop.store(true, Ordering::SeqCst);
-                        return handled;
-                    }
-                }
-                let offset = file.next_line;
-                file.next_line += 1;
-                let payload = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
-                let payload = payload.strip_suffix(b"\r").unwrap_or(payload);
-                if payload.is_empty() {
-                    continue;
-                }
-                handled += 1;
-                let position = SourcePosition {
-                    partition: file.partition,
-                    offset,
-                };
-                let record = RawRecord {
-                    payload: Some(payload),
-                    position,
-                    timestamp: None,
-                    key: None,
-                };
-                match self.decoder.push(record, now_ms, events, dead) {
-                    Some(ts) => self.watermarks.observe(file.partition, ts, now_ms),
-                    None => self.watermarks.touch(file.partition, now_ms),
-                }
+        for l in 0..self.lanes.len() {
+            if self.lanes[l].done() {
+                continue;
+            }
+            match self.poll_lane(l, per_lane, now_ms, events, dead) {
+                Some(n) => handled += n,
+                None => return handled,
             }
         }
-        // Finished files still count as progress: report them on the next poll.
-        handled.max(usize::from(self.files.iter().any(|f| !f.done)))
+        // Finished ranges still count as progress: report them on the next poll.
+        handled.max(usize::from(!self.finished()))
     }
 
     fn progress(&self, now_ms: u64) -> SourceProgress {
@@ -207,15 +245,24 @@ impl SourceReader for FileReader {
     }
 
     fn finished(&self) -> bool {
-        self.files.iter().all(|f| f.done)
+        self.lanes.iter().all(Lane::done)
     }
 
     fn source_name(&self) -> &str {
         &self.decoder.source_name
     }
 
+    /// Every range started or done: done ones at their end with `Watermark::MAX`, so a
+    /// restore never reads them again; ranges not started are left out (they start over).
     fn positions(&self) -> BTreeMap<i32, SourceOffset> {
-        let next = self.files.iter().map(|f| (f.partition, f.next_line));
-        resume_positions(&self.watermarks, next)
+        self.lanes
+            .iter()
+            .flat_map(|lane| &lane.ranges)
+            .filter_map(|r| {
+                let id = r.range.id;
+                let position = r.position(self.watermarks.partition_watermark(id))?;
+                Some((id, position))
+            })
+            .collect()
     }
 }

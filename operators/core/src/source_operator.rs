@@ -196,6 +196,15 @@ pub fn build_source<'scope, R: SourceReader>(
                 return;
             };
             if stop.load(Ordering::Relaxed) {
+                // Every later snapshot holds the records read until now (the other instances
+                // may go on to later epochs): the checkpoints from this tick on need the
+                // positions after them, or a restore reads those records again.
+                if epochs.enabled() {
+                    parts_out
+                        .activate()
+                        .session(&caps.parts)
+                        .give(offsets_part(reader));
+                }
                 tracing::info!(instance = reader.instance(), "source stopped");
                 JobMetrics::add(&metrics.sources_stopped, 1);
                 running = None;

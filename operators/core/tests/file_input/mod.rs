@@ -11,6 +11,7 @@ use std::sync::Arc;
 use weir_features::decode::JsonDecoder;
 use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::epochs::EpochClock;
+use weir_operators::file_ranges::DEFAULT_RANGE_BYTES;
 use weir_operators::file_source::FileSourceConfig;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::{RecordDecoder, RecordLimits};
@@ -26,7 +27,7 @@ pub fn user_lines(lines: u64, key: impl Fn(u64) -> u64) -> String {
 }
 
 /// One source instance of one process reading `paths` of `{user, ts}` records as
-/// `source_name`, 10 ms ticks, 16 key groups, no out-of-orderness, batches of 64, no lag
+/// `source_name`, the default range size, 10 ms ticks, 16 key groups, no out-of-orderness, batches of 64, no lag
 /// bound, no checkpoints, not stopped and no backlog.
 pub fn file_config(
     paths: Vec<PathBuf>,
@@ -35,6 +36,7 @@ pub fn file_config(
 ) -> FileSourceConfig {
     FileSourceConfig {
         paths,
+        range_bytes: DEFAULT_RANGE_BYTES,
         stage: SourceStage {
             parallelism: 1,
             placement: Placement::new(1, 1),

@@ -1,0 +1,266 @@
+//! One file source instance's share of one input file: its ranges of that file
+//! ([`crate::file_ranges`]), read one after another in file order through one reader, with the
+//! byte offset of every line and each range's resume position. The instance
+//! ([`crate::file_source`]) reads its lanes round-robin and keeps their watermarks.
+//!
+//! Restoring checks each checkpointed position against the file as it is: inside its range and
+//! at a line start (the byte before it ends a line), so a replaced file, a changed
+//! `range_bytes` or a checkpoint of another input fails with a clear error instead of reading
+//! from the middle of a line.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+
+use weir_checkpoint::SourceOffset;
+use weir_features::vocab::Watermark;
+
+use crate::error::{OperatorError, Result};
+use crate::file_ranges::InputRange;
+use crate::input_file::{input_error, open_file, InputFile, READ_BUFFER_BYTES};
+
+/// A range and how far it has been read.
+#[derive(Clone, Debug)]
+pub struct RangeProgress {
+    /// The range.
+    pub range: InputRange,
+    /// Offset of the first line not yet emitted; `None` before the range is started.
+    pub next: Option<u64>,
+    /// The watermark a checkpoint recorded for it (`MIN` without one).
+    pub recorded: Watermark,
+    /// Whether every line of it has been emitted.
+    pub done: bool,
+}
+
+impl RangeProgress {
+    /// Its resume position, with `watermark` while it is being read.
+    pub fn position(&self, watermark: Option<Watermark>) -> Option<SourceOffset> {
+        let next = self.next?;
+        let watermark = if self.done {
+            Watermark::MAX
+        } else {
+            watermark.unwrap_or(self.recorded)
+        };
+        Some(SourceOffset {
+            next_offset: i64::try_from(next).unwrap_or(i64::MAX),
+            watermark,
+        })
+    }
+}
+
+/// The reader of a lane: a plain file it can seek in, or a stream it reads from the start.
+enum LaneInput {
+    Seekable(BufReader<File>),
+    Stream(Box<dyn BufRead>),
+}
+
+/// One instance's ranges of one file.
+pub struct Lane {
+    /// Index of the file among the inputs (the partition of its records' positions).
+    pub file: usize,
+    input: LaneInput,
+    /// The reader's offset in the file (or decompressed stream).
+    offset: u64,
+    /// Ranges in file order.
+    pub ranges: Vec<RangeProgress>,
+    /// Index in `ranges` of the range being read; `ranges.len()` once all are done.
+    pub current: usize,
+}
+
+/// What reading one line gave.
+pub enum LineRead {
+    /// A line (without its end-of-line bytes) starting at this offset.
+    Line(u64),
+    /// The current range is done (the lane may have another).
+    RangeDone,
+}
+
+impl Lane {
+    /// Opens `file`'s lane over `ranges` (in file order, non-empty), checking and applying the
+    /// checkpoint's positions in `resume` (by range id), positioned at its first unread line.
+    pub fn open(
+        file: &InputFile,
+        file_index: usize,
+        ranges: Vec<InputRange>,
+        resume: &BTreeMap<i32, SourceOffset>,
+    ) -> Result<Lane> {
+        let seekable = file.splittable_size.is_some();
+        let input = if seekable {
+            let handle = open_file(&file.path)?;
+            let mut ranges = ranges.iter();
+            let checked = ranges.try_for_each(|r| check_line_start(&handle, file, r, resume));
+            checked?;
+            LaneInput::Seekable(BufReader::with_capacity(READ_BUFFER_BYTES, handle))
+        } else {
+            LaneInput::Stream(file.stream()?)
+        };
+        let ranges = ranges
+            .into_iter()
+            .map(|range| {
+                let at = resume.get(&range.id);
+                let next = at.map(|at| u64::try_from(at.next_offset).unwrap_or(0));
+                let recorded = at.map_or(Watermark::MIN, |at| at.watermark);
+                let done = recorded == Watermark::MAX || (next.is_some() && next == range.end);
+                RangeProgress {
+                    range,
+                    next,
+                    recorded,
+                    done,
+                }
+            })
+            .collect();
+        let mut lane = Lane {
+            file: file_index,
+            input,
+            offset: 0,
+            ranges,
+            current: 0,
+        };
+        lane.current = lane.next_undone(0);
+        lane.seek_to_current(&file.path)?;
+        Ok(lane)
+    }
+
+    /// Whether every range of the lane is done.
+    pub fn done(&self) -> bool {
+        self.current >= self.ranges.len()
+    }
+
+    /// The range being read.
+    pub fn current_range(&self) -> Option<&RangeProgress> {
+        self.ranges.get(self.current)
+    }
+
+    /// Reads the current range's next line into `line` (cleared first).
+    pub fn read_line(&mut self, line: &mut Vec<u8>) -> io::Result<LineRead> {
+        let Some(range) = self.ranges.get_mut(self.current) else {
+            return Ok(LineRead::RangeDone);
+        };
+        let end = range.range.end;
+        if end == Some(self.offset) {
+            range.done = true;
+            range.next = Some(self.offset);
+            return Ok(LineRead::RangeDone);
+        }
+        line.clear();
+        let read = match &mut self.input {
+            LaneInput::Seekable(reader) => reader.read_until(b'\n', line)?,
+            LaneInput::Stream(reader) => reader.read_until(b'\n', line)?,
+        };
+        let start = self.offset;
+        self.offset += read as u64;
+        match end {
+            Some(end) if read == 0 || self.offset > end => {
+                return Err(io::Error::other(format!(
+                    "the file changed while it was read: a line at byte {start} runs past byte {end}, where the file ended or a line started when the source opened it"
+                )));
+            }
+            None if read == 0 => {
+                range.done = true;
+                range.next = Some(self.offset);
+                return Ok(LineRead::RangeDone);
+            }
+            _ => {}
+        }
+        range.next = Some(self.offset);
+        let trimmed = line.strip_suffix(b"\n").map_or(line.len(), <[u8]>::len);
+        let trimmed = line[..trimmed]
+            .strip_suffix(b"\r")
+            .map_or(trimmed, <[u8]>::len);
+        line.truncate(trimmed);
+        Ok(LineRead::Line(start))
+    }
+
+    /// Moves on to the next range that is not done (call after [`LineRead::RangeDone`]);
+    /// returns it, or `None` when the lane is done.
+    pub fn advance(&mut self, path: &std::path::Path) -> Result<Option<&RangeProgress>> {
+        self.current = self.next_undone(self.current + 1);
+        self.seek_to_current(path)?;
+        Ok(self.ranges.get(self.current))
+    }
+
+    fn next_undone(&self, from: usize) -> usize {
+        (from..self.ranges.len())
+            .find(|&i| !self.ranges[i].done)
+            .unwrap_or(self.ranges.len())
+    }
+
+    /// Puts the reader at the current range's first unread line.
+    fn seek_to_current(&mut self, path: &std::path::Path) -> Result<()> {
+        let Some(range) = self.ranges.get(self.current) else {
+            return Ok(());
+        };
+        let target = range.next.unwrap_or(range.range.start);
+        if target == self.offset {
+            return Ok(());
+        }
+        match &mut self.input {
+            LaneInput::Seekable(reader) => {
+                reader
+                    .seek(SeekFrom::Start(target))
+                    .map_err(|source| input_error(path, source))?;
+            }
+            LaneInput::Stream(reader) => skip_to_line_start(reader, target, path)?,
+        }
+        self.offset = target;
+        Ok(())
+    }
+}
+
+/// Checks that `range`'s checkpointed position (if any) lies in it at a line start.
+fn check_line_start(
+    handle: &File,
+    file: &InputFile,
+    range: &InputRange,
+    resume: &BTreeMap<i32, SourceOffset>,
+) -> Result<()> {
+    let Some(at) = resume.get(&range.id) else {
+        return Ok(());
+    };
+    let refuse = |reason: String| OperatorError::InputResume {
+        path: file.path.clone(),
+        reason,
+    };
+    let end = range.end.unwrap_or(u64::MAX);
+    let next = u64::try_from(at.next_offset).unwrap_or(u64::MAX);
+    if next < range.start || next > end {
+        return Err(refuse(format!(
+            "range {} is bytes {}..{end} of the file now, but the checkpoint resumes it at byte {} (the file or [source] range_bytes changed)",
+            range.id, range.start, at.next_offset
+        )));
+    }
+    if next == range.start || next == end {
+        return Ok(());
+    }
+    let mut before = [0u8; 1];
+    handle
+        .read_exact_at(&mut before, next - 1)
+        .map_err(|source| input_error(&file.path, source))?;
+    if before[0] != b'\n' {
+        return Err(refuse(format!(
+            "the checkpoint resumes range {} at byte {next}, which is not a line start (the file changed)",
+            range.id
+        )));
+    }
+    Ok(())
+}
+
+/// Reads `reader` (at offset 0) up to offset `target`, checking that a line starts there.
+fn skip_to_line_start(reader: &mut dyn BufRead, target: u64, path: &std::path::Path) -> Result<()> {
+    let before = target.saturating_sub(1);
+    let skipped = io::copy(&mut (&mut *reader).take(before), &mut io::sink())
+        .map_err(|source| input_error(path, source))?;
+    let mut last = [0u8; 1];
+    let ends_line = skipped == before
+        && (target == 0 || (reader.read_exact(&mut last).is_ok() && last[0] == b'\n'));
+    if ends_line {
+        return Ok(());
+    }
+    Err(OperatorError::InputResume {
+        path: path.to_owned(),
+        reason: format!(
+            "the checkpoint resumes it at byte {target} of its decompressed stream, which is past its end or not a line start (the file changed)"
+        ),
+    })
+}

@@ -1,0 +1,224 @@
+//! How the file source splits its input among its instances (DESIGN.md §2, §5): each plain
+//! file is cut into byte ranges of about `[source] range_bytes`, moved forward to line starts,
+//! and every compressed or non-regular file is one range. Ranges are numbered over the input
+//! files in order (file 0's ranges first); instance `i` of `p` reads the ranges `r` with
+//! `r % p == i` ([`instance_for_partition`]).
+//!
+//! The layout depends only on the files and `range_bytes`, never on the number of instances,
+//! so a rescale moves whole ranges between instances and every record keeps its position:
+//! a range is the unit of checkpoints (its id is the partition of the manifest's offsets) and
+//! of watermarks, while a record's position is `(file index, byte offset of its line)`.
+//!
+//! Range `k` of a file of `n` bytes holds the lines that start in
+//! `[line_start(k·B), line_start((k+1)·B))`, where `line_start(x)` is the first line start at
+//! or after byte `x` (`n` when there is none): every line is in exactly one range, a line
+//! longer than `B` leaves the ranges it covers empty, and the layout is found with one short
+//! read per boundary.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use weir_features::ownership::instance_for_partition;
+
+use crate::error::{OperatorError, Result};
+use crate::input_file::{input_error, open_file, InputFile};
+
+/// Default `[source] range_bytes`: small enough that two instances reading neighbouring ranges
+/// keep little window state open between their watermarks, large enough that a manifest of a
+/// 100 GB input holds ~25 000 entries.
+pub const DEFAULT_RANGE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A part of one input file that one source instance reads from start to end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputRange {
+    /// Its number among all ranges: the partition of its checkpoint offsets and watermark.
+    pub id: i32,
+    /// Index of its file among the inputs: the partition of its records' positions.
+    pub file: usize,
+    /// Offset of its first line (in the decompressed stream for a compressed file).
+    pub start: u64,
+    /// Offset just past its last line; `None`: it ends where the stream ends.
+    pub end: Option<u64>,
+}
+
+/// The ranges of a set of input files.
+#[derive(Clone, Debug)]
+pub struct RangeLayout {
+    files: Vec<InputFile>,
+    /// Id of each file's first range, and one past the last file's.
+    first_ids: Vec<i32>,
+    range_bytes: u64,
+}
+
+impl RangeLayout {
+    /// The layout of `files` cut into ranges of about `range_bytes` (at least 1).
+    pub fn new(files: Vec<InputFile>, range_bytes: u64) -> Result<RangeLayout> {
+        let range_bytes = range_bytes.max(1);
+        let mut first_ids = vec![0i32];
+        let mut next = 0u64;
+        for file in &files {
+            next += file
+                .splittable_size
+                .map_or(1, |size| size.div_ceil(range_bytes).max(1));
+            let id = i32::try_from(next).map_err(|_| OperatorError::UnreadableInput {
+                path: file.path.clone(),
+                reason: format!(
+                    "the inputs split into more than {} ranges of {range_bytes} bytes: raise [source] range_bytes",
+                    i32::MAX
+                ),
+            })?;
+            first_ids.push(id);
+        }
+        Ok(RangeLayout {
+            files,
+            first_ids,
+            range_bytes,
+        })
+    }
+
+    /// The input files, in order.
+    pub fn files(&self) -> &[InputFile] {
+        &self.files
+    }
+
+    /// Number of ranges over all files.
+    pub fn len(&self) -> i32 {
+        self.first_ids.last().copied().unwrap_or(0)
+    }
+
+    /// Whether there are no ranges (no input files).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The ranges instance `instance` of `parallelism` reads, in id order (file by file, each
+    /// file's in offset order).
+    pub fn ranges_of(&self, instance: usize, parallelism: usize) -> Result<Vec<InputRange>> {
+        let mut ranges = Vec::new();
+        for (file_index, file) in self.files.iter().enumerate() {
+            let (first, last) = (self.first_ids[file_index], self.first_ids[file_index + 1]);
+            let mine =
+                (first..last).filter(|&id| instance_for_partition(id, parallelism) == instance);
+            let Some(size) = file.splittable_size else {
+                ranges.extend(mine.map(|id| InputRange {
+                    id,
+                    file: file_index,
+                    start: 0,
+                    end: None,
+                }));
+                continue;
+            };
+            let mut opened: Option<File> = None;
+            for id in mine {
+                let handle = match &mut opened {
+                    Some(handle) => handle,
+                    None => opened.insert(open_file(&file.path)?),
+                };
+                let k = u64::try_from(id - first).unwrap_or(0);
+                let bound = |x: u64| line_start_at_or_after(handle, x, size);
+                let error = |source| input_error(&file.path, source);
+                let start = bound(k * self.range_bytes).map_err(error)?;
+                let end = bound((k + 1) * self.range_bytes).map_err(error)?;
+                ranges.push(InputRange {
+                    id,
+                    file: file_index,
+                    start,
+                    end: Some(end),
+                });
+            }
+        }
+        Ok(ranges)
+    }
+}
+
+/// The first line start at or after byte `at` of a file of `size` bytes (`size` if none).
+fn line_start_at_or_after(file: &File, at: u64, size: u64) -> std::io::Result<u64> {
+    if at == 0 || at >= size {
+        return Ok(at.min(size));
+    }
+    // A line starts at `at` iff the byte before it ends a line.
+    let mut scanned = at - 1;
+    let mut buffer = vec![0u8; 64 * 1024];
+    while scanned < size {
+        let read = file.read_at(&mut buffer, scanned)?;
+        if read == 0 {
+            break;
+        }
+        if let Some(i) = buffer[..read].iter().position(|&b| b == b'\n') {
+            return Ok((scanned + i as u64 + 1).min(size));
+        }
+        scanned += read as u64;
+    }
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::input_file::Encoding;
+
+    fn plain(text: &[u8]) -> InputFile {
+        let path = std::env::temp_dir().join(format!(
+            "weir-file-ranges-{}-{}.jsonl",
+            std::process::id(),
+            text.len()
+        ));
+        let mut file = File::create(&path).expect("temp file");
+        file.write_all(text).expect("write");
+        InputFile {
+            path,
+            encoding: Encoding::Plain,
+            splittable_size: Some(text.len() as u64),
+        }
+    }
+
+    #[test]
+    fn every_line_is_in_exactly_one_range_whatever_the_instances() {
+        let text = b"aaaa\nbb\n\ncccccccccccc\nd\neeeeeee";
+        let starts: Vec<u64> = std::iter::once(0)
+            .chain(
+                text.iter()
+                    .enumerate()
+                    .filter(|(_, b)| **b == b'\n')
+                    .map(|(i, _)| i as u64 + 1),
+            )
+            .filter(|&s| s < text.len() as u64)
+            .collect();
+        for range_bytes in 1..=text.len() as u64 + 1 {
+            let layout = RangeLayout::new(vec![plain(text)], range_bytes).expect("layout");
+            let mut seen = Vec::new();
+            for parallelism in 1..=3 {
+                let mut ranges: Vec<InputRange> = (0..parallelism)
+                    .flat_map(|i| layout.ranges_of(i, parallelism).expect("ranges"))
+                    .collect();
+                ranges.sort_by_key(|r| r.id);
+                assert_eq!(ranges.len() as i32, layout.len());
+                if parallelism > 1 {
+                    assert_eq!(
+                        ranges, seen,
+                        "range_bytes {range_bytes}, {parallelism} instances"
+                    );
+                }
+                let mut covered: Vec<u64> = Vec::new();
+                for (r, next) in ranges.iter().zip(ranges.iter().skip(1)) {
+                    assert_eq!(r.end, Some(next.start), "ranges touch");
+                }
+                assert_eq!(ranges[0].start, 0);
+                assert_eq!(ranges.last().and_then(|r| r.end), Some(text.len() as u64));
+                for r in &ranges {
+                    let end = r.end.expect("plain");
+                    covered.extend(starts.iter().copied().filter(|&s| s >= r.start && s < end));
+                    assert!(
+                        r.start == end || starts.contains(&r.start),
+                        "{r:?} starts mid-line"
+                    );
+                }
+                assert_eq!(covered, starts, "range_bytes {range_bytes}");
+                seen = ranges;
+            }
+            let _ = std::fs::remove_file(&layout.files()[0].path);
+        }
+    }
+}
