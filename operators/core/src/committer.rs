@@ -158,10 +158,12 @@ fn commit(
         return;
     }
     let epoch_start_ms = tick.saturating_mul(config.tick_ms);
-    config
-        .metrics
-        .checkpoints
-        .record_commit(manifest.total_size(), epoch_start_ms, unix_ms());
+    config.metrics.checkpoints.record_commit(
+        tick,
+        manifest.total_size(),
+        epoch_start_ms,
+        unix_ms(),
+    );
     tracing::info!(
         epoch = tick,
         bytes = manifest.total_size(),

@@ -1,14 +1,33 @@
 //! Checkpoint metrics: window snapshots written (files, bytes, time, the workers' pause),
 //! epochs committed with their duration and size, the last commit's time (its age at scrape
-//! time) and restores.
+//! time) and restores; the last few commits are kept to list ([`CheckpointMetrics::recent_commits`],
+//! the status page).
 
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
+
+/// Commits [`CheckpointMetrics::recent_commits`] lists.
+const RECENT_COMMITS: usize = 5;
+
+/// One committed checkpoint, as the status page lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitRecord {
+    /// Its epoch (the tick it was taken at).
+    pub epoch: u64,
+    /// When its manifest was committed (Unix ms).
+    pub committed_ms: u64,
+    /// From the epoch's start to the commit, ms.
+    pub duration_ms: u64,
+    /// Bytes of the files its manifest names.
+    pub bytes: u64,
+}
 
 /// Checkpoint counters and gauges of this process.
 #[derive(Debug)]
@@ -29,6 +48,7 @@ pub struct CheckpointMetrics {
     size: Gauge,
     last_commit: Gauge<f64, AtomicU64>,
     age: Gauge<f64, AtomicU64>,
+    recent: Mutex<VecDeque<CommitRecord>>,
 }
 
 impl Default for CheckpointMetrics {
@@ -45,6 +65,7 @@ impl Default for CheckpointMetrics {
             size: Gauge::default(),
             last_commit: Gauge::default(),
             age: Gauge::default(),
+            recent: Mutex::new(VecDeque::with_capacity(RECENT_COMMITS)),
         }
     }
 }
@@ -59,14 +80,30 @@ impl CheckpointMetrics {
         self.snapshot_seconds.inc_by(took.as_secs_f64());
     }
 
-    /// Counts a committed manifest of `bytes` (files it names), committed at `now_ms` for an
-    /// epoch whose tick began at `epoch_start_ms`.
-    pub fn record_commit(&self, bytes: u64, epoch_start_ms: u64, now_ms: u64) {
+    /// Counts the committed manifest of `epoch`, of `bytes` (files it names), committed at
+    /// `now_ms` for an epoch whose tick began at `epoch_start_ms`.
+    pub fn record_commit(&self, epoch: u64, bytes: u64, epoch_start_ms: u64, now_ms: u64) {
+        let duration_ms = now_ms.saturating_sub(epoch_start_ms);
         self.committed.inc();
-        self.duration
-            .observe(now_ms.saturating_sub(epoch_start_ms) as f64 / 1e3);
+        self.duration.observe(duration_ms as f64 / 1e3);
         self.size.set(i64::try_from(bytes).unwrap_or(i64::MAX));
         self.last_commit.set(now_ms as f64 / 1e3);
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if recent.len() == RECENT_COMMITS {
+            recent.pop_back();
+        }
+        recent.push_front(CommitRecord {
+            epoch,
+            committed_ms: now_ms,
+            duration_ms,
+            bytes,
+        });
+    }
+
+    /// The last few commits of this process, newest first.
+    pub fn recent_commits(&self) -> Vec<CommitRecord> {
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent.iter().copied().collect()
     }
 
     /// Sets the last commit's age at `now_ms` (before a scrape).
@@ -138,5 +175,32 @@ impl CheckpointMetrics {
             Unit::Seconds,
             self.age.clone(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CheckpointMetrics, CommitRecord, RECENT_COMMITS};
+
+    #[test]
+    fn the_last_commits_are_kept_newest_first() {
+        let checkpoints = CheckpointMetrics::default();
+        for epoch in 1..=7u64 {
+            checkpoints.record_commit(epoch * 10, epoch * 100, epoch * 1_000, epoch * 1_000 + 40);
+        }
+        let recent = checkpoints.recent_commits();
+        assert_eq!(recent.len(), RECENT_COMMITS);
+        assert_eq!(
+            recent[0],
+            CommitRecord {
+                epoch: 70,
+                committed_ms: 7_040,
+                duration_ms: 40,
+                bytes: 700,
+            }
+        );
+        let epochs: Vec<u64> = recent.iter().map(|c| c.epoch).collect();
+        assert_eq!(epochs, [70, 60, 50, 40, 30]);
+        assert_eq!(checkpoints.committed.get(), 7);
     }
 }
