@@ -131,15 +131,20 @@ impl VersionWindow {
         (rows > 0).then(|| failed as f64 / rows as f64)
     }
 
-    /// The PSI of the window's scores against the baseline (`None` without scores).
-    pub fn psi(&self) -> Option<f64> {
+    /// The window's scores per baseline bin.
+    pub fn counts(&self) -> Vec<u64> {
         let mut counts = vec![0u64; self.baseline_share.len()];
         for slice in &self.slices {
             for (sum, n) in counts.iter_mut().zip(&slice.bins) {
                 *sum += n;
             }
         }
-        psi(&counts, &self.baseline_share)
+        counts
+    }
+
+    /// The PSI of the window's scores against the baseline (`None` without scores).
+    pub fn psi(&self) -> Option<f64> {
+        psi(&self.counts(), &self.baseline_share)
     }
 
     /// The lower edge of each bin, as label values.
@@ -185,6 +190,30 @@ impl EncodeLabelSet for BinLabels {
         self.version.encode(encoder)?;
         ("bin", self.bin.as_str()).encode(encoder.encode_label())
     }
+}
+
+/// One model version's live score distribution against its baseline, as
+/// [`DriftMonitor::views`] reads it back (the status page).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VersionView {
+    /// The model version.
+    pub tag: ModelTag,
+    /// The lower edge of each baseline bin.
+    pub lower_edges: Vec<f64>,
+    /// Scores per bin in the sliding window.
+    pub live: Vec<u64>,
+    /// The baseline's share of each bin (smoothed as in the PSI).
+    pub baseline_share: Vec<f64>,
+    /// Rows in the window (scored and failed).
+    pub rows: u64,
+    /// The window's PSI (`None` until the window holds `drift_min_scores` rows).
+    pub psi: Option<f64>,
+    /// The window's failed share (`None` until the window holds `drift_min_scores` rows).
+    pub error_rate: Option<f64>,
+    /// Whether the drift alert is on.
+    pub drift_alert: bool,
+    /// Whether the error-rate alert is on.
+    pub error_rate_alert: bool,
 }
 
 /// One version's window, alerts and resolved gauges.
@@ -334,6 +363,34 @@ impl DriftMonitor {
             .map_or((false, false), |t| (t.drift.is_on(), t.errors.is_on()))
     }
 
+    /// The thresholds and window this monitor uses.
+    pub fn settings(&self) -> AlertSettings {
+        self.settings
+    }
+
+    /// Every version scored so far, in the order first scored.
+    pub fn views(&self) -> Vec<VersionView> {
+        let versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
+        versions
+            .iter()
+            .map(|t| {
+                let rows = t.window.rows();
+                let enough = rows >= self.settings.min_rows;
+                VersionView {
+                    tag: t.tag.clone(),
+                    lower_edges: t.window.bins.lower_edges().to_vec(),
+                    live: t.window.counts(),
+                    baseline_share: t.window.baseline_share.clone(),
+                    rows,
+                    psi: t.window.psi().filter(|_| enough),
+                    error_rate: t.window.error_rate().filter(|_| enough),
+                    drift_alert: t.drift.is_on(),
+                    error_rate_alert: t.errors.is_on(),
+                }
+            })
+            .collect()
+    }
+
     /// Registers the families.
     pub fn register(&self, registry: &mut Registry) {
         let r = registry;
@@ -418,6 +475,30 @@ mod tests {
         w.observe((0..100).map(|i| i % 4), 0, 11_000);
         assert_eq!(w.rows(), 200, "10 s later it is not");
         assert_eq!(w.error_rate(), Some(0.0));
+    }
+
+    #[test]
+    fn a_versions_view_holds_its_live_bins_and_a_psi_once_the_window_has_enough_rows() {
+        let monitor = DriftMonitor::new(AlertSettings {
+            drift_alert: Some(0.2),
+            min_rows: 8,
+            ..AlertSettings::default()
+        });
+        let tag = ModelTag {
+            name: "fraud".into(),
+            version: "v3".into(),
+        };
+        let scores = [0.9_f32, 0.8, 0.1, 0.95];
+        monitor.observe(&tag, &baseline(), &scores, |_| false, |_| true, 1_000);
+        let view = &monitor.views()[0];
+        assert_eq!((view.tag.clone(), view.rows), (tag.clone(), 4));
+        assert_eq!(view.lower_edges, [0.0, 0.25, 0.5, 0.75]);
+        assert_eq!(view.live, [1, 0, 0, 3]);
+        assert_eq!(view.psi, None, "4 rows, fewer than 8");
+        monitor.observe(&tag, &baseline(), &scores, |_| false, |_| true, 1_100);
+        let view = &monitor.views()[0];
+        assert!(view.psi.is_some_and(|psi| psi > 0.2) && view.drift_alert);
+        assert_eq!(view.error_rate, Some(0.0));
     }
 
     #[test]
