@@ -7,8 +7,9 @@
 //! processes start from one point ([`start_agreement`]) and their totals at the end
 //! ([`cluster_totals`]), both exchanged with [`gather`], the pipeline wiring ([`pipeline`]),
 //! the checks before a run ([`preflight`]) and `weir validate`'s report of them ([`validate`]),
-//! running a job ([`run`]) and its summary ([`summary`]), two model versions compared over a
-//! replay ([`replay`], [`score_compare`]), batch feature computation over files
+//! running a job ([`run`]) with its live progress ([`progress`]) and its summary
+//! ([`summary`]), two model versions compared over a replay ([`replay`], [`score_compare`]),
+//! batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]); local clusters
 //! ([`launch`]) and restarts ([`supervise`]) over child processes ([`process_group`]).
 
@@ -26,6 +27,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod preflight;
 pub mod process_group;
+pub mod progress;
 pub mod replay;
 pub mod run;
 pub mod score_compare;

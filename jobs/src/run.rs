@@ -25,6 +25,7 @@ use crate::metrics_server::{self, Readiness};
 use crate::pipeline::{self, JobPlan, Mode};
 use crate::plan::SinkPlan;
 use crate::preflight;
+use crate::progress::Progress;
 use crate::start_agreement::{self, StartPoint};
 use crate::summary::summarize;
 pub use crate::summary::{ModelActivity, RunSummary};
@@ -39,6 +40,8 @@ pub struct RunOptions {
     /// Where to serve `/metrics`, `/healthz` and `/readyz` during the run (`None`: no server;
     /// `weir run` passes `[metrics] listen` or `--metrics-addr`).
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Show live progress on stderr while the run goes on ([`crate::progress`]; `weir run`).
+    pub progress: bool,
 }
 
 /// Runs a compiled job to completion (bounded) or until `stop` is set.
@@ -83,6 +86,9 @@ pub fn run_job_with(
         StartPoint::of(&job, options.cluster.process, restore.map(|m| m.epoch.0))
     });
     let metrics = Arc::new(JobMetrics::default());
+    if job.source.bounded {
+        metrics.latency.set_bounded_replay();
+    }
     let alerts = job.score.as_ref().map(|s| s.alerts).unwrap_or_default();
     let score_counters = Arc::new(ScoreCounters::new(alerts));
     let serving = Arc::default();
@@ -109,6 +115,12 @@ pub fn run_job_with(
         serving,
     };
     let started = Instant::now();
+    // Until the workers are joined below.
+    let progress = options
+        .progress
+        .then(|| Progress::start(metrics.clone()))
+        .transpose()
+        .context("cannot start the progress reporter")?;
     // Dropped once `cluster::connect` has connected the cluster (or failed to).
     let connecting = match plan.job.runtime.connect_timeout {
         Some(timeout) if options.cluster.processes > 1 => {
@@ -149,6 +161,7 @@ pub fn run_job_with(
         let totals = result.map_err(|e| anyhow!("a worker failed: {e}"))?;
         cluster = cluster.or(totals);
     }
+    drop(progress);
     let mut summary = summarize(&metrics, &score_counters, started.elapsed());
     summary.cluster = cluster.map(|totals| (options.cluster.process, totals));
     if mode == Mode::Score {

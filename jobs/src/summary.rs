@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use weir_features::dead_letter::DeadLetterReason;
-use weir_operators::metrics::JobMetrics;
+use weir_operators::metrics::{JobMetrics, LatencySummary};
 use weir_score::counters::ScoreCounters;
 
 use crate::cluster_totals::ClusterTotals;
@@ -52,10 +52,11 @@ pub struct RunSummary {
     pub snapshot_time: Duration,
     /// Part of it the window workers spent encoding changed shards (the dataflow's pause).
     pub snapshot_pause: Duration,
-    /// Window close → score acknowledged latency, median, µs.
-    pub latency_p50_us: Option<u64>,
-    /// Window close → score acknowledged latency, 99th percentile, µs.
-    pub latency_p99_us: Option<u64>,
+    /// Window close → score acknowledged latency of live scores.
+    pub latency_live: LatencySummary,
+    /// The same of scores acknowledged while the job caught up (a bounded replay, or a source
+    /// behind its partitions' ends): time queued behind a backlog, not live latency.
+    pub latency_catch_up: LatencySummary,
     /// What the scoring stage's model versions did.
     pub models: ModelActivity,
     /// Wall-clock duration of the run.
@@ -149,11 +150,6 @@ impl RunSummary {
 
     /// Human-readable summary lines.
     pub fn render(&self) -> String {
-        let ms = |us: Option<u64>| {
-            us.map_or("n/a".to_owned(), |us| {
-                format!("{:.2} ms", us as f64 / 1000.0)
-            })
-        };
         let reasons: Vec<String> = self
             .dead_letters
             .iter()
@@ -165,7 +161,7 @@ impl RunSummary {
              windows scored:  {} ({} inference errors, {} delivered; {} missing feature values \
              set to the model's defaults)\n\
              dead letters:    {} [{}] ({} delivered)\n\
-             latency p50/p99: {} / {} (window close → score acknowledged)\n\
+             latency p50/p99: {}\n\
              elapsed:         {:.2} s{}{}{}{}{}{}",
             self.events_in,
             self.records_in,
@@ -177,8 +173,7 @@ impl RunSummary {
             self.dead_letters_total(),
             reasons.join(", "),
             self.dead_letters_delivered,
-            ms(self.latency_p50_us),
-            ms(self.latency_p99_us),
+            latency_line(self.latency_live, self.latency_catch_up),
             secs,
             if self.late_by_partition.is_empty() {
                 String::new()
@@ -246,17 +241,39 @@ pub(crate) fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duratio
         snapshot_bytes: JobMetrics::get(&m.checkpoints.snapshot_bytes),
         snapshot_time: Duration::from_secs_f64(m.checkpoints.snapshot_seconds.get()),
         snapshot_pause: Duration::from_secs_f64(m.checkpoints.snapshot_pause_seconds.get()),
-        latency_p50_us: m.latency_quantile_us(0.5),
-        latency_p99_us: m.latency_quantile_us(0.99),
+        latency_live: m.latency.live(),
+        latency_catch_up: m.latency.catch_up(),
         models: ModelActivity::of(models),
         elapsed,
         cluster: None,
     }
 }
 
+/// The latency line: live and catch-up scores apart, each with its count.
+fn latency_line(live: LatencySummary, catch_up: LatencySummary) -> String {
+    let ms =
+        |us: Option<u64>| us.map_or("n/a".to_owned(), |us| format!("{:.2} ms", us as f64 / 1e3));
+    let part = |what: &str, l: LatencySummary| match l.count {
+        0 => format!("no {what} scores"),
+        n => format!("{what} {} / {} over {n} scores", ms(l.p50_us), ms(l.p99_us)),
+    };
+    if live.count == 0 && catch_up.count == 0 {
+        return "n/a (window close → score acknowledged, measured at a Kafka score sink)"
+            .to_owned();
+    }
+    format!(
+        "{}; {} (window close → score acknowledged; catch-up: in a bounded replay or while a \
+         source is behind its partitions' ends, time queued behind the backlog, not live latency)",
+        part("live", live),
+        part("catch-up", catch_up)
+    )
+}
+
 #[cfg(test)]
 mod tests {
-    use super::ModelActivity;
+    use weir_operators::metrics::LatencySummary;
+
+    use super::{latency_line, ModelActivity};
 
     #[test]
     fn the_models_line_appears_only_when_versions_changed_or_split() {
@@ -282,5 +299,31 @@ mod tests {
             ..quiet
         };
         assert!(shadowed.line().contains("2 second-version changes"));
+    }
+
+    #[test]
+    fn live_and_catch_up_latencies_are_reported_apart() {
+        let live = LatencySummary {
+            count: 40,
+            p50_us: Some(3_000),
+            p99_us: Some(12_500),
+        };
+        let catch_up = LatencySummary {
+            count: 900,
+            p50_us: Some(1_700_000),
+            p99_us: Some(3_000_000),
+        };
+        let both = latency_line(live, catch_up);
+        assert!(
+            both.starts_with("live 3.00 ms / 12.50 ms over 40 scores; catch-up 1700.00 ms / 3000.00 ms over 900 scores (window close"),
+            "{both}"
+        );
+        let replay = latency_line(LatencySummary::default(), catch_up);
+        assert!(
+            replay.starts_with("no live scores; catch-up 1700.00 ms"),
+            "{replay}"
+        );
+        let none = latency_line(LatencySummary::default(), LatencySummary::default());
+        assert!(none.starts_with("n/a"), "{none}");
     }
 }

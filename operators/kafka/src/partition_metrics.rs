@@ -14,7 +14,7 @@ use std::sync::{Mutex, PoisonError};
 use rdkafka::statistics::Statistics;
 
 use weir_features::watermark::PartitionWatermarks;
-use weir_operators::metrics::{JobMetrics, PartitionGauges};
+use weir_operators::metrics::{JobMetrics, PartitionGauges, SourceBehind};
 
 /// How often librdkafka reports statistics (the high watermarks) unless the job sets
 /// `statistics.interval.ms`.
@@ -72,20 +72,38 @@ impl HighWatermarks {
     }
 }
 
-/// One source instance's partition gauges.
-#[derive(Debug, Default)]
+/// One source instance's partition gauges, and whether it counts in
+/// `weir_source_instances_behind`: from its start until a tick finds none of its partitions
+/// lagging more than one activation's read (`[source] max_batch` records; the lag uses the
+/// high watermark of the last statistics report, up to a second old, so a live stream reads
+/// as caught up and a backlog as behind).
+#[derive(Debug)]
 pub(crate) struct PartitionMetrics {
     gauges: BTreeMap<i32, PartitionGauges>,
+    behind: SourceBehind,
+    /// A partition lagging more records than this makes the instance behind.
+    behind_above: i64,
 }
 
 impl PartitionMetrics {
+    /// The gauges of a source instance of the job with `metrics`, counted as behind until a
+    /// tick finds no partition lagging more than `behind_above` records.
+    pub(crate) fn new(metrics: &JobMetrics, behind_above: usize) -> Self {
+        PartitionMetrics {
+            gauges: BTreeMap::new(),
+            behind: metrics.latency.source_behind(),
+            behind_above: i64::try_from(behind_above).unwrap_or(i64::MAX),
+        }
+    }
+
     /// Resolves the gauges of a partition the instance now reads.
     pub(crate) fn assign(&mut self, metrics: &JobMetrics, partition: i32) {
         self.gauges
             .insert(partition, metrics.partitions.partition(partition));
     }
 
-    /// Sets every partition's lag and watermark at `now_ms`.
+    /// Sets every partition's lag and watermark at `now_ms`, and whether the instance is
+    /// behind.
     pub(crate) fn publish(
         &self,
         high: &HighWatermarks,
@@ -93,6 +111,7 @@ impl PartitionMetrics {
         (next_offsets, end_offsets): (&BTreeMap<i32, i64>, &std::collections::HashMap<i32, i64>),
         now_ms: u64,
     ) {
+        let mut behind = false;
         for (&partition, gauges) in &self.gauges {
             let (caught_up, idle) = watermarks
                 .partition_state(partition, now_ms)
@@ -107,9 +126,11 @@ impl PartitionMetrics {
                 _ => 0,
             };
             gauges.set_lag(lag);
+            behind |= lag > self.behind_above;
             if let Some(watermark) = watermarks.partition_watermark(partition) {
                 gauges.set_watermark(watermark, idle, now_ms);
             }
         }
+        self.behind.set(behind);
     }
 }

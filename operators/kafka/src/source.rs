@@ -353,7 +353,7 @@ impl Reader {
             "source instance assigned"
         );
         let decoder = config.decoder.clone();
-        let mut partition_metrics = PartitionMetrics::default();
+        let mut partition_metrics = PartitionMetrics::new(&decoder.metrics, config.max_batch);
         for &partition in &owned {
             partition_metrics.assign(&decoder.metrics, partition);
         }

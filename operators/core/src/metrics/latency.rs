@@ -1,11 +1,17 @@
 //! Latency histograms of the job: window close → score produced, event time (window end) →
 //! score produced, and window close → score acknowledged by the sink. Prometheus histograms
-//! for `/metrics`; the acknowledged one also keeps an HDR histogram, for the exact p50/p99 of
-//! the end-of-run summary.
+//! for `/metrics`; the acknowledged one also keeps two HDR histograms, for the exact p50/p99 of
+//! the end-of-run summary, apart for live scores and scores acknowledged while the job was
+//! catching up: in a bounded replay (every window closes within seconds and waits behind the
+//! ones before it) or while a source instance is behind its partitions' ends (a partition lags more
+//! than one activation's read; `weir_source_instances_behind`). A catch-up
+//! latency is time queued behind a backlog, not the pipeline's live latency.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use hdrhistogram::Histogram as Hdr;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 
@@ -14,13 +20,71 @@ fn latency_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 20))
 }
 
+/// Scores acknowledged and their close → acknowledged p50 and p99, µs (`None`: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencySummary {
+    /// Scores recorded.
+    pub count: u64,
+    /// Median, µs.
+    pub p50_us: Option<u64>,
+    /// 99th percentile, µs.
+    pub p99_us: Option<u64>,
+}
+
+impl LatencySummary {
+    fn of(hdr: &Mutex<Option<Hdr<u64>>>) -> Self {
+        let hdr = hdr.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(hdr) = hdr.as_ref().filter(|h| !h.is_empty()) else {
+            return LatencySummary::default();
+        };
+        LatencySummary {
+            count: hdr.len(),
+            p50_us: Some(hdr.value_at_quantile(0.5)),
+            p99_us: Some(hdr.value_at_quantile(0.99)),
+        }
+    }
+}
+
+/// Whether one source instance is behind its partitions' ends ([`Latencies::source_behind`]).
+#[derive(Debug)]
+pub struct SourceBehind {
+    gauge: Gauge,
+    behind: AtomicBool,
+}
+
+impl SourceBehind {
+    /// Records whether the instance is behind now.
+    pub fn set(&self, behind: bool) {
+        if self.behind.swap(behind, Ordering::Relaxed) != behind {
+            if behind {
+                self.gauge.inc();
+            } else {
+                self.gauge.dec();
+            }
+        }
+    }
+}
+
+impl Drop for SourceBehind {
+    fn drop(&mut self) {
+        // An instance that ends is no longer behind.
+        self.set(false);
+    }
+}
+
 /// The job's latency histograms.
 #[derive(Debug)]
 pub struct Latencies {
     close_to_score: Histogram,
     event_to_score: Histogram,
     close_to_acked: Histogram,
-    close_to_acked_hdr: Mutex<Option<Hdr<u64>>>,
+    /// Close → acknowledged of live scores, and of scores acknowledged while catching up.
+    live_hdr: Mutex<Option<Hdr<u64>>>,
+    catch_up_hdr: Mutex<Option<Hdr<u64>>>,
+    /// Source instances of this process behind their partitions' ends.
+    sources_behind: Gauge,
+    /// The run is a bounded replay: every score is acknowledged while catching up.
+    bounded_replay: AtomicBool,
 }
 
 impl Default for Latencies {
@@ -29,7 +93,10 @@ impl Default for Latencies {
             close_to_score: latency_buckets(),
             event_to_score: latency_buckets(),
             close_to_acked: latency_buckets(),
-            close_to_acked_hdr: Mutex::new(None),
+            live_hdr: Mutex::new(None),
+            catch_up_hdr: Mutex::new(None),
+            sources_behind: Gauge::default(),
+            bounded_replay: AtomicBool::new(false),
         }
     }
 }
@@ -47,13 +114,35 @@ impl Latencies {
         self.event_to_score.observe(behind_ms as f64 / 1e3);
     }
 
+    /// Marks the run as a bounded replay (every latency is catch-up time).
+    pub fn set_bounded_replay(&self) {
+        self.bounded_replay.store(true, Ordering::Relaxed);
+    }
+
+    /// A source instance's share of `weir_source_instances_behind`: it counts from now (an
+    /// instance starts behind) until [`SourceBehind::set`] says it caught up, or it is dropped.
+    pub fn source_behind(&self) -> SourceBehind {
+        self.sources_behind.inc();
+        SourceBehind {
+            gauge: self.sources_behind.clone(),
+            behind: AtomicBool::new(true),
+        }
+    }
+
+    /// Whether a score acknowledged now is acknowledged while the job catches up.
+    fn catching_up(&self) -> bool {
+        self.bounded_replay.load(Ordering::Relaxed) || self.sources_behind.get() > 0
+    }
+
     /// One score acknowledged by the sink `micros` after its window closed.
     pub fn acknowledged_us(&self, micros: u64) {
         self.close_to_acked.observe(micros as f64 / 1e6);
-        let mut hdr = self
-            .close_to_acked_hdr
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let hdr = if self.catching_up() {
+            &self.catch_up_hdr
+        } else {
+            &self.live_hdr
+        };
+        let mut hdr = hdr.lock().unwrap_or_else(PoisonError::into_inner);
         // 1 µs .. 1 h at 3 significant figures; longer waits saturate at 1 h.
         if hdr.is_none() {
             *hdr = Hdr::new_with_bounds(1, 3_600_000_000, 3).ok();
@@ -63,17 +152,23 @@ impl Latencies {
         }
     }
 
-    /// The `q`-quantile (0..=1) of close → acknowledged latencies in µs, if any were recorded.
-    pub fn acknowledged_quantile_us(&self, q: f64) -> Option<u64> {
-        let hdr = self
-            .close_to_acked_hdr
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let hdr = hdr.as_ref().filter(|h| !h.is_empty())?;
-        Some(hdr.value_at_quantile(q.clamp(0.0, 1.0)))
+    /// Close → acknowledged latencies of live scores: their count and the p50 and p99 in µs.
+    pub fn live(&self) -> LatencySummary {
+        LatencySummary::of(&self.live_hdr)
+    }
+
+    /// The same for scores acknowledged while the job was catching up.
+    pub fn catch_up(&self) -> LatencySummary {
+        LatencySummary::of(&self.catch_up_hdr)
     }
 
     pub(crate) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "source_instances_behind",
+            "Source instances of this process that have not read their partitions to the end \
+             since their last record (scores acknowledged meanwhile are catch-up latency)",
+            self.sources_behind.clone(),
+        );
         registry.register_with_unit(
             "window_close_to_score",
             "From a window's close (its row fired) to its score produced by the model",
@@ -93,5 +188,32 @@ impl Latencies {
             Unit::Seconds,
             self.close_to_acked.clone(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Latencies;
+
+    #[test]
+    fn scores_acknowledged_while_a_source_is_behind_or_in_a_replay_are_catch_up() {
+        let latencies = Latencies::default();
+        let source = latencies.source_behind();
+        latencies.acknowledged_us(2_000_000);
+        source.set(false);
+        latencies.acknowledged_us(3_000);
+        latencies.acknowledged_us(5_000);
+        source.set(true);
+        latencies.acknowledged_us(4_000_000);
+        drop(source);
+        latencies.acknowledged_us(7_000);
+        assert_eq!((latencies.live().count, latencies.catch_up().count), (3, 2));
+        assert!(latencies.live().p99_us.unwrap_or(u64::MAX) < 10_000);
+        assert!(latencies.catch_up().p50_us.unwrap_or(0) >= 2_000_000);
+
+        let replay = Latencies::default();
+        replay.set_bounded_replay();
+        replay.acknowledged_us(1_000);
+        assert_eq!((replay.live().count, replay.catch_up().count), (0, 1));
     }
 }

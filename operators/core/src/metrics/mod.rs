@@ -28,9 +28,9 @@ use crate::serving::ServingModels;
 
 pub use checkpoints::CheckpointMetrics;
 pub use labeled::{InstanceLabels, LabeledCounter, Operator};
-pub use latency::Latencies;
+pub use latency::{Latencies, LatencySummary, SourceBehind};
 pub use models::{ModelLabels, ServingLabels};
-pub use partitions::{PartitionGauges, PartitionLabel, SourcePartitions};
+pub use partitions::{PartitionGauges, PartitionLabel, PartitionView, SourcePartitions};
 
 /// The labels of a dead letter: its `reason` and the source `partition` of its record (empty
 /// for letters that have none, e.g. a refused output record).
@@ -241,11 +241,6 @@ impl JobMetrics {
     /// Records one window-close → delivered latency, in microseconds.
     pub fn record_latency_us(&self, micros: u64) {
         self.latency.acknowledged_us(micros);
-    }
-
-    /// The `q`-quantile (0..=1) of window-close → delivered latencies in microseconds.
-    pub fn latency_quantile_us(&self, q: f64) -> Option<u64> {
-        self.latency.acknowledged_quantile_us(q)
     }
 
     /// Brings the gauges computed from other state up to date at `now_ms`, before a scrape:

@@ -56,6 +56,21 @@ impl PartitionGauges {
     }
 }
 
+/// One partition's gauges as [`SourcePartitions::views`] reads them back.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PartitionView {
+    /// The source partition.
+    pub partition: i32,
+    /// Records behind the high watermark.
+    pub lag: i64,
+    /// Its watermark ([`Watermark::MIN`]: no event yet, [`Watermark::MAX`]: finished).
+    pub watermark: Watermark,
+    /// How far the watermark is behind the wall clock, seconds (0 without an event time).
+    pub delay_seconds: f64,
+    /// Whether it is idle (left out of the job's watermark).
+    pub idle: bool,
+}
+
 /// Every partition's gauges in this process.
 #[derive(Debug, Default)]
 pub struct SourcePartitions {
@@ -112,6 +127,23 @@ impl SourcePartitions {
         let mut lags: Vec<_> = seen.iter().map(|(p, g)| (*p, g.lag.get())).collect();
         lags.sort_unstable();
         lags
+    }
+
+    /// Every partition's gauges as read back, by partition (the status page).
+    pub fn views(&self) -> Vec<PartitionView> {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut views: Vec<_> = seen
+            .iter()
+            .map(|(p, g)| PartitionView {
+                partition: *p,
+                lag: g.lag.get(),
+                watermark: Watermark(g.watermark_ms.get()),
+                delay_seconds: g.delay.get(),
+                idle: g.idle.get() != 0,
+            })
+            .collect();
+        views.sort_unstable_by_key(|v| v.partition);
+        views
     }
 
     /// Registers the families.
@@ -176,6 +208,19 @@ mod tests {
         p0.set_lag(-3);
         p1.set_lag(7);
         assert_eq!(partitions.lags(), vec![(0, 0), (1, 7), (2, 0)]);
+        let views = partitions.views();
+        assert_eq!(views.len(), 3);
+        assert_eq!(
+            (
+                views[1].partition,
+                views[1].lag,
+                views[1].watermark,
+                views[1].idle
+            ),
+            (1, 7, Watermark(2_000), true)
+        );
+        assert_eq!(views[1].delay_seconds, 8.0);
+        assert_eq!(views[2].watermark, Watermark::MAX);
         assert!(std::ptr::eq(
             partitions.partition(1).lag.inner(),
             p1.lag.inner()

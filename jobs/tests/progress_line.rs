@@ -1,0 +1,79 @@
+//! `weir run`'s live progress line (issue #16): on a terminal (here a pseudo-terminal made by
+//! util-linux `script`) stderr gets one line redrawn in place (`\r`, clear line) with events/s,
+//! lag, watermark delay, outputs/s and the last checkpoint; with stderr to a file there is no
+//! such line (a run shorter than the 10 s log interval writes no progress log line either).
+
+use std::fs;
+use std::process::Command;
+
+use anyhow::{ensure, Context, Result};
+
+use weir_testkit::clickstream;
+use weir_testkit::files::{write_lines, Scratch};
+
+fn events(count: i64) -> impl Iterator<Item = String> {
+    (0..count).map(|i| {
+        format!(
+            "{{\"user\":\"u{}\",\"ts\":{},\"type\":\"view\",\"dwell_ms\":5.0}}",
+            i % 5_000,
+            1_700_000_000_000_i64 + i * 3
+        )
+    })
+}
+
+#[test]
+fn a_terminal_gets_one_redrawn_progress_line_and_a_file_does_not() -> Result<()> {
+    let scratch = Scratch::new("progress");
+    let dir = scratch.path();
+    let input = dir.join("events.jsonl");
+    // Long enough for a few redraws (about 3 s in a debug build).
+    write_lines(&input, events(150_000))?;
+    let job = dir.join("job.toml");
+    fs::write(&job, clickstream::job_text())?;
+    let run = format!(
+        "{} run {} --input-file {} --output-file {} --metrics-addr off",
+        env!("CARGO_BIN_EXE_weir"),
+        job.display(),
+        input.display(),
+        dir.join("scores.jsonl").display()
+    );
+
+    // `script -q -e -c CMD /dev/null`: CMD on a pseudo-terminal, its output on our stdout.
+    let on_terminal = Command::new("script")
+        .args(["-q", "-e", "-c", &run, "/dev/null"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .context("util-linux `script` is needed (Debian: bsdutils)")?;
+    let shown = String::from_utf8_lossy(&on_terminal.stdout).into_owned();
+    ensure!(on_terminal.status.success(), "the run failed:\n{shown}");
+    let redraws = shown.matches("\r\x1b[2K").count();
+    ensure!(
+        redraws >= 2,
+        "expected the progress line drawn and cleared, saw {redraws} redraws:\n{shown}"
+    );
+    for part in [
+        " events/s | lag ",
+        " | watermark delay ",
+        " out/s | checkpoint ",
+    ] {
+        ensure!(shown.contains(part), "the line lacks `{part}`:\n{shown}");
+    }
+
+    let to_file = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["run"])
+        .arg(&job)
+        .arg("--input-file")
+        .arg(&input)
+        .arg("--output-file")
+        .arg(dir.join("scores-2.jsonl"))
+        .args(["--metrics-addr", "off"])
+        .env("RUST_LOG", "warn")
+        .output()?;
+    let logged = String::from_utf8_lossy(&to_file.stderr).into_owned();
+    ensure!(to_file.status.success(), "the run failed:\n{logged}");
+    ensure!(
+        !logged.contains('\r') && !logged.contains("events/s |"),
+        "a progress line went to a file:\n{logged}"
+    );
+    Ok(())
+}
