@@ -48,7 +48,9 @@ TANSU_BIN="$TANSU_ROOT/bin/tansu"
 # the GSSAPI plugin at run time (libsasl2-modules-gssapi-mit, not installed
 # here: no test uses it).
 # iproute2 (ip netns, veth) and procps (sysctl): jobs/tests/netns_supervise.rs.
-APT_PACKAGES=(build-essential pkg-config zlib1g-dev libssl-dev libsasl2-dev libzstd-dev ca-certificates libgomp1 iproute2 procps)
+# chromium (headless) and fonts-dejavu-core (its text): jobs/tests/status_page.rs loads the
+# status page in it.
+APT_PACKAGES=(build-essential pkg-config zlib1g-dev libssl-dev libsasl2-dev libzstd-dev ca-certificates libgomp1 iproute2 procps chromium fonts-dejavu-core)
 
 do_apt=1 do_ort=1 do_venv=1 do_broker=1
 

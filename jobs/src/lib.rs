@@ -7,8 +7,8 @@
 //! processes start from one point ([`start_agreement`]) and their totals at the end
 //! ([`cluster_totals`]), both exchanged with [`gather`], the pipeline wiring ([`pipeline`]),
 //! the checks before a run ([`preflight`]) and `weir validate`'s report of them ([`validate`]),
-//! running a job ([`run`]) with its live progress ([`progress`]) and its summary
-//! ([`summary`]), two model versions compared over a replay ([`replay`], [`score_compare`]),
+//! running a job ([`run`]) with its live progress ([`progress`]), its metrics server
+//! ([`metrics_server`]) and status page ([`status_page`]) and its summary ([`summary`]), two model versions compared over a replay ([`replay`], [`score_compare`]),
 //! batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]); local clusters
 //! ([`launch`]) and restarts ([`supervise`]) over child processes ([`process_group`]).
@@ -33,6 +33,7 @@ pub mod run;
 pub mod score_compare;
 pub mod sections;
 pub mod start_agreement;
+pub mod status_page;
 pub mod summary;
 pub mod supervise;
 pub mod validate;

@@ -5,8 +5,8 @@
 //! multi-process run serves its own registry: Prometheus scrapes every process and sums.
 //!
 //! axum on a one-thread tokio runtime of its own, off the Timely workers; the socket is bound
-//! before the job starts, so an address in use fails the run at once. A status page can be
-//! added as another route of [`router`] (issue #16 item 2).
+//! before the job starts, so an address in use fails the run at once. The status page
+//! (`/`, [`crate::status_page`]) is merged into [`router`].
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -30,6 +30,7 @@ use weir_operators::serving::ServingModels;
 use weir_score::counters::ScoreCounters;
 
 use crate::config::CompiledJob;
+use crate::status_page::{self, StatusPage};
 
 /// The content type of OpenMetrics text.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -108,12 +109,13 @@ impl Drop for MetricsServer {
 }
 
 /// The routes.
-fn router(served: Served) -> Router {
+fn router(served: Served, status: Arc<StatusPage>) -> Router {
     Router::new()
         .route("/metrics", get(scrape))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .with_state(served)
+        .merge(status_page::router(status))
 }
 
 async fn scrape(State(served): State<Served>) -> impl IntoResponse {
@@ -141,11 +143,12 @@ async fn ready(State(served): State<Served>) -> impl IntoResponse {
     }
 }
 
-/// Binds `addr` and serves `registry` on a thread of its own.
+/// Binds `addr` and serves `registry` and `status` on a thread of its own.
 pub fn start(
     addr: SocketAddr,
     registry: Registry,
     metrics: Arc<JobMetrics>,
+    status: Arc<StatusPage>,
     serving: Arc<ServingModels>,
     readiness: Arc<Readiness>,
 ) -> Result<MetricsServer> {
@@ -185,16 +188,17 @@ pub fn start(
                         return;
                     }
                 };
-                let serving = axum::serve(listener, router(served)).with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                });
+                let serving =
+                    axum::serve(listener, router(served, status)).with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    });
                 if let Err(error) = serving.await {
                     tracing::error!(%error, "metrics server stopped");
                 }
             });
         })
         .context("cannot start the metrics server's thread")?;
-    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    tracing::info!(%addr, "serving the status page (/), /metrics, /healthz and /readyz");
     Ok(MetricsServer {
         addr,
         shutdown: Some(shutdown),
@@ -206,15 +210,15 @@ pub fn start(
 /// How often `/readyz`'s broker check asks the broker for metadata.
 const BROKER_CHECK_EVERY: Duration = Duration::from_secs(5);
 
-/// Serves the metrics of a run of `job` as process `process` on `addr`: registers the job's
-/// and the scoring stage's metrics, binds the socket (an error names an address in use) and,
+/// Serves the metrics and the status page of a run of `job` as process `process` on `addr`:
+/// registers the job's and the scoring stage's metrics, binds the socket (an error names an address in use) and,
 /// for a Kafka job, checks the broker every few seconds. Returns the server and the readiness
 /// the run updates as its workers build.
 pub fn serve_run(
     addr: SocketAddr,
     job: &CompiledJob,
     process: usize,
-    (metrics, score_counters): (&Arc<JobMetrics>, &ScoreCounters),
+    (metrics, score_counters): (&Arc<JobMetrics>, &Arc<ScoreCounters>),
     serving: &Arc<ServingModels>,
 ) -> Result<(MetricsServer, Arc<Readiness>)> {
     let mut registry = Registry::with_prefix("weir");
@@ -236,10 +240,18 @@ pub fn serve_run(
         score_instances,
         broker_reachable: AtomicBool::new(job.topic_check.is_none()),
     });
+    let status = StatusPage::new(
+        job,
+        process,
+        metrics.clone(),
+        score_counters.clone(),
+        serving.clone(),
+    );
     let mut server = start(
         addr,
         registry,
         metrics.clone(),
+        Arc::new(status),
         serving.clone(),
         readiness.clone(),
     )?;

@@ -96,7 +96,7 @@ pub fn run_job_with(
         metrics.checkpoints.restores.inc();
     }
     let process = options.cluster.process;
-    let counters = (&metrics, &*score_counters);
+    let counters = (&metrics, &score_counters);
     let server = options
         .metrics_addr
         .map(|addr| metrics_server::serve_run(addr, &job, process, counters, &serving))

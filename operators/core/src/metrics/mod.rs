@@ -26,7 +26,7 @@ use weir_features::row::ModelTag;
 
 use crate::serving::ServingModels;
 
-pub use checkpoints::CheckpointMetrics;
+pub use checkpoints::{CheckpointMetrics, CommitRecord};
 pub use labeled::{InstanceLabels, LabeledCounter, Operator};
 pub use latency::{Latencies, LatencySummary, SourceBehind};
 pub use models::{ModelLabels, ServingLabels};
