@@ -4,7 +4,9 @@
 //! Run: `cargo bench --bench features_file` (or `scripts/bench.sh F`, which also writes its
 //! section of BENCHMARKS.md). Optional: `WEIR_BENCH_F_EVENTS` (default 1 000 000),
 //! `WEIR_BENCH_F_KEYS` (default 50 000), `WEIR_BENCH_F_OUT` (the markdown table, default
-//! `target/bench-results/F.md`).
+//! `target/bench-results/F.md`), `WEIR_BENCH_F_RANGE_BYTES` (`[source] range_bytes`; above the
+//! file's size, one instance reads it all, as before files were split). One case alone:
+//! `WEIR_BENCH_F_CASE="tumbling 1 m:2" target/release/deps/features_file-*` (or `parse_only`).
 //!
 //! Input: `weir gen`'s clickstream (seed 42, one event every 50 ms of event time on average,
 //! at most 2 s out of order), written once to `target/bench-data/`. The job is
@@ -145,6 +147,9 @@ fn features(input: &Path, window: &str, workers: usize) -> anyhow::Result<u64> {
     job.base_dir = job_path.parent().map(Path::to_path_buf).unwrap_or_default();
     job.runtime.workers = workers;
     job.parallelism = Default::default();
+    if let Ok(bytes) = std::env::var("WEIR_BENCH_F_RANGE_BYTES") {
+        job.source.range_bytes = bytes.parse()?;
+    }
     let out = tempdir_path(&format!("features-{workers}"));
     let summary = weir::features_cmd::compute_features(
         job,
