@@ -16,13 +16,15 @@ use weir_score::{ModelManifest, ModelSession};
 use crate::config::CompiledJob;
 use crate::plan::{SourceInput, TopicCheck};
 
-/// Every input file of a file source exists.
+/// Every input file of a file source exists and is in a format the file source reads.
 pub fn input_files(job: &CompiledJob) -> Result<()> {
     if let SourceInput::Files { paths, .. } = &job.source.input {
         for path in paths {
             if !path.is_file() {
                 bail!("input file {} does not exist", path.display());
             }
+            // A compression the source does not read, or a name that contradicts the bytes.
+            weir_operators::input_file::InputFile::open(path)?;
         }
     }
     Ok(())
