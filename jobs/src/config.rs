@@ -132,7 +132,9 @@ impl CompiledJob {
     pub fn score(&self) -> Result<&ScorePlan> {
         self.score.as_ref().with_context(|| {
             format!(
-                "job `{}` has no [model] section: `weir run` scores every window with a model                  (path = \"…\" or registry = \"…\"); `weir features` computes the features                  without one",
+                "job `{}` has no [model] section: `weir run` scores every window with a model \
+                 (path = \"…\" or registry = \"…\"); `weir features` computes the features \
+                 without one",
                 self.name
             )
         })

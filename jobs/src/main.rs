@@ -260,6 +260,20 @@ fn load_job(path: &std::path::Path, brokers: Option<&String>) -> Result<JobFile>
 }
 
 fn run(args: RunArgs) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let on_signal = stop.clone();
+    // Ctrl-C, SIGTERM (what Kubernetes sends) and SIGHUP stop reading and let the sinks flush;
+    // no window is flushed as if the input were complete. A second signal exits at once.
+    // Installed first, so that a signal during the checks before the run (S3 retries, the
+    // transaction fence, the topic check) is a clean stop, not the default termination.
+    ctrlc::set_handler(move || {
+        if on_signal.swap(true, Ordering::SeqCst) {
+            eprintln!("second stop signal: exiting without waiting for output to flush");
+            std::process::exit(130);
+        }
+        eprintln!("stop signal: the sources stop reading; waiting for output to flush (signal again to exit now)");
+    })
+    .context("cannot install the stop-signal handler")?;
     let mut job = load_job(&args.job, args.brokers.as_ref())?;
     if let Some(workers) = args.workers {
         job.runtime.workers = workers;
@@ -304,18 +318,6 @@ fn run(args: RunArgs) -> Result<()> {
     let job = job.compile()?;
     let library = weir_score::init_onnx_runtime(args.ort_lib.as_deref())?;
     tracing::info!(library = %library.display(), "ONNX Runtime loaded");
-    let stop = Arc::new(AtomicBool::new(false));
-    let on_signal = stop.clone();
-    // Ctrl-C, SIGTERM (what Kubernetes sends) and SIGHUP stop reading and let the sinks flush;
-    // no window is flushed as if the input were complete. A second signal exits at once.
-    ctrlc::set_handler(move || {
-        if on_signal.swap(true, Ordering::SeqCst) {
-            eprintln!("second stop signal: exiting without waiting for output to flush");
-            std::process::exit(130);
-        }
-        eprintln!("stop signal: the sources stop reading; waiting for output to flush (signal again to exit now)");
-    })
-    .context("cannot install the stop-signal handler")?;
     let bounded = job.source.bounded;
     let summary = weir::run::run_job_with(job, weir::pipeline::Mode::Score, stop, &options)?;
     println!("{}", summary.render());
@@ -385,7 +387,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,ort=warn,librdkafka=warn".into()),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(weir::progress::log_writer)
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

@@ -18,6 +18,33 @@ const TERMINAL_EVERY: Duration = Duration::from_secs(1);
 /// How often a log line is written when stderr is not a terminal.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// Whether the progress line is on the terminal now: a log line clears it first
+/// ([`log_writer`]), and the next redraw puts it back below the log line.
+static LINE_SHOWN: AtomicBool = AtomicBool::new(false);
+
+/// The log's writer (`tracing_subscriber`'s `with_writer(progress::log_writer)`): stderr,
+/// clearing the progress line before a log line so that the two never share a line.
+pub fn log_writer() -> LogWriter {
+    LogWriter
+}
+
+/// stderr for log lines; see [`log_writer`].
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut stderr = std::io::stderr().lock();
+        if LINE_SHOWN.swap(false, Ordering::Relaxed) {
+            stderr.write_all(b"\r\x1b[2K")?;
+        }
+        stderr.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 /// The counters the line is computed from, at one instant.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Reading {
@@ -31,6 +58,8 @@ pub struct Reading {
     pub watermark_delay_s: Option<f64>,
     /// Checkpoints committed so far.
     pub checkpoints: u64,
+    /// When the last one was committed (Unix ms).
+    pub last_commit_ms: Option<u64>,
 }
 
 impl Reading {
@@ -44,28 +73,35 @@ impl Reading {
             lag: partitions.iter().map(|p| p.lag).sum(),
             watermark_delay_s: partitions
                 .iter()
-                .filter(|p| p.watermark != Watermark::MIN && p.watermark != Watermark::MAX)
+                // Idle partitions hold nothing back (their delay only grows while quiet).
+                .filter(|p| {
+                    !p.idle && p.watermark != Watermark::MIN && p.watermark != Watermark::MAX
+                })
                 .map(|p| p.delay_seconds)
                 .reduce(f64::max),
             checkpoints: JobMetrics::get(&metrics.checkpoints.committed),
+            last_commit_ms: metrics
+                .checkpoints
+                .recent_commits()
+                .first()
+                .map(|c| c.committed_ms),
         }
     }
 }
 
-/// The progress text from the reading `then` to `now`, `elapsed` apart, the last checkpoint
-/// `since_checkpoint` ago (`None`: none committed in this run).
-pub fn line(
-    then: Reading,
-    now: Reading,
-    elapsed: Duration,
-    since_checkpoint: Option<Duration>,
-) -> String {
+/// The progress text from the reading `then` to `now`, `elapsed` apart, at wall-clock
+/// `now_ms` (Unix ms).
+pub fn line(then: Reading, now: Reading, elapsed: Duration, now_ms: u64) -> String {
     let per_s = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / elapsed.as_secs_f64().max(1e-3);
     let delay = now
         .watermark_delay_s
         .map_or("–".to_owned(), |d| format!("{d:.1} s"));
-    let checkpoint = match since_checkpoint {
-        Some(ago) => format!("#{} {} s ago", now.checkpoints, ago.as_secs()),
+    let checkpoint = match now.last_commit_ms {
+        Some(at) => format!(
+            "#{} {} s ago",
+            now.checkpoints,
+            now_ms.saturating_sub(at) / 1_000
+        ),
         None => "none yet".to_owned(),
     };
     format!(
@@ -119,23 +155,23 @@ impl Drop for Progress {
 fn report(metrics: &JobMetrics, stop: &AtomicBool, terminal: bool) {
     let every = if terminal { TERMINAL_EVERY } else { LOG_EVERY };
     let (mut then, mut at) = (Reading::of(metrics), Instant::now());
-    let mut last_checkpoint: Option<Instant> = None;
     while !sleep_unless_stopped(stop, every) {
         let now = Reading::of(metrics);
         let elapsed = at.elapsed();
-        if now.checkpoints != then.checkpoints {
-            last_checkpoint = Some(Instant::now());
-        }
-        let text = line(then, now, elapsed, last_checkpoint.map(|t| t.elapsed()));
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let text = line(then, now, elapsed, now_ms);
         if terminal {
             // Clear the line, then draw it; no newline, so the next draw replaces it.
-            let _ = write!(std::io::stderr(), "\r\x1b[2K{text}");
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[2K{text}");
+            LINE_SHOWN.store(true, Ordering::Relaxed);
         } else {
             tracing::info!("progress: {text}");
         }
         (then, at) = (now, Instant::now());
     }
-    if terminal {
+    if terminal && LINE_SHOWN.swap(false, Ordering::Relaxed) {
         let _ = write!(std::io::stderr(), "\r\x1b[2K");
     }
 }
@@ -172,18 +208,18 @@ mod tests {
             lag: 340,
             watermark_delay_s: Some(2.25),
             checkpoints: 7,
+            last_commit_ms: Some(1_000_000),
         };
-        let text = line(
-            then,
-            now,
-            Duration::from_secs(2),
-            Some(Duration::from_secs(3)),
-        );
+        let text = line(then, now, Duration::from_secs(2), 1_003_400);
         assert_eq!(
             text,
             "12.5 k events/s | lag 340 | watermark delay 2.2 s | 1.0 k out/s | checkpoint #7 3 s ago"
         );
-        let quiet = line(now, now, Duration::from_secs(1), None);
+        let none_yet = Reading {
+            last_commit_ms: None,
+            ..now
+        };
+        let quiet = line(none_yet, none_yet, Duration::from_secs(1), 5);
         assert_eq!(
             quiet,
             "0 events/s | lag 340 | watermark delay 2.2 s | 0 out/s | checkpoint none yet"
@@ -192,6 +228,6 @@ mod tests {
             watermark_delay_s: None,
             ..now
         };
-        assert!(line(now, unknown, Duration::from_secs(1), None).contains("watermark delay –"));
+        assert!(line(now, unknown, Duration::from_secs(1), 0).contains("watermark delay –"));
     }
 }

@@ -130,6 +130,7 @@ pub fn replay(args: &ReplayArgs) -> Result<ReplayReport> {
             .add_record(line.as_bytes())
             .with_context(|| format!("{} line {}", scores.display(), number + 1))?;
     }
+    comparison.tally();
     Ok(ReplayReport {
         run,
         comparison,
@@ -175,7 +176,9 @@ fn replay_job(
     model.shadow = Some(second);
     job.use_output_file(scores.to_owned(), Some(dead_letters.to_owned()));
     job.checkpoint = None;
+    // One process, every stage on every worker (a job sized for a cluster would not fit).
     job.runtime.processes = 1;
+    job.parallelism = Default::default();
     let mut compiled = job.compile()?;
     if let SourceInput::Kafka(kafka) = &mut compiled.source.input {
         kafka.stop = args.to.clone();

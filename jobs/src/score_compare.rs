@@ -2,8 +2,10 @@
 //! ([`crate::replay`]): read from score records that carry both (the primary's `score` and the
 //! shadow's `shadow.score`), it counts the windows compared, the mean and largest absolute
 //! difference, the agreement at a decision threshold and the PSI of the second version's
-//! score histogram against the first's, in the bins of the first's manifest baseline.
+//! score histogram against the first's, in the bins of the first's manifest baseline. A
+//! window re-emitted by a late record (a higher `revision`) counts once, as its latest revision.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anyhow::{bail, Context, Result};
@@ -16,6 +18,8 @@ use weir_score::psi::{psi, shares, ScoreBins};
 struct ScoreRecord {
     key: String,
     window_end: i64,
+    #[serde(default)]
+    revision: u64,
     score: Option<f64>,
     shadow: Option<ShadowPart>,
 }
@@ -36,11 +40,16 @@ pub struct LargestDifference {
     pub window_end: i64,
 }
 
-/// The running comparison.
+/// Both versions' scores of one window's latest revision (`None`: that version failed).
+type LatestScores = (u64, Option<f64>, Option<f64>);
+
+/// The comparison: the records read so far, one per window (a window re-emitted by a late
+/// record counts once, with its latest revision), and the figures computed from them.
 #[derive(Clone, Debug)]
 pub struct ScoreComparison {
     bins: ScoreBins,
     threshold: f64,
+    windows: BTreeMap<(String, i64), LatestScores>,
     /// Windows both versions scored.
     pub compared: u64,
     /// Windows the first version failed to score (not compared).
@@ -65,6 +74,7 @@ impl ScoreComparison {
         ScoreComparison {
             bins,
             threshold,
+            windows: BTreeMap::new(),
             compared: 0,
             first_failed: 0,
             second_failed: 0,
@@ -77,21 +87,41 @@ impl ScoreComparison {
         }
     }
 
-    /// Adds one score record (a JSON line of the score file).
+    /// Adds one score record (a JSON line of the score file); a later revision of a window
+    /// replaces an earlier one.
     pub fn add_record(&mut self, line: &[u8]) -> Result<()> {
         let record: ScoreRecord = serde_json::from_slice(line).context("not a score record")?;
         let Some(shadow) = record.shadow else {
             bail!("a score record without the second version's score (`shadow`)");
         };
-        match (record.score, shadow.score) {
-            (None, second) => {
-                self.first_failed += 1;
-                self.second_failed += u64::from(second.is_none());
-            }
-            (Some(_), None) => self.second_failed += 1,
-            (Some(a), Some(b)) => self.add(&record.key, record.window_end, a, b),
+        let latest = (record.revision, record.score, shadow.score);
+        let window = self
+            .windows
+            .entry((record.key, record.window_end))
+            .or_insert(latest);
+        if latest.0 > window.0 {
+            *window = latest;
         }
         Ok(())
+    }
+
+    /// Computes the figures over the windows read (call after the last [`Self::add_record`];
+    /// the counts and figures read before are those of the previous tally).
+    pub fn tally(&mut self) {
+        let fresh = ScoreComparison::new(self.bins.clone(), self.threshold);
+        let windows = std::mem::take(&mut self.windows);
+        *self = fresh;
+        for ((key, window_end), (_, a, b)) in &windows {
+            match (a, b) {
+                (None, second) => {
+                    self.first_failed += 1;
+                    self.second_failed += u64::from(second.is_none());
+                }
+                (Some(_), None) => self.second_failed += 1,
+                (Some(a), Some(b)) => self.add(key, *window_end, *a, *b),
+            }
+        }
+        self.windows = windows;
     }
 
     fn add(&mut self, key: &str, window_end: i64, a: f64, b: f64) {
@@ -208,6 +238,7 @@ mod tests {
         ] {
             c.add_record(&line).expect("record");
         }
+        c.tally();
         assert_eq!((c.compared, c.first_failed, c.second_failed), (3, 1, 1));
         let mean = c.mean_difference().unwrap_or_default();
         assert!((mean - 0.1).abs() < 1e-12, "{mean}");
@@ -232,9 +263,36 @@ mod tests {
             c.add_record(&record(key, Some(s), Some(s)))
                 .expect("record");
         }
+        c.tally();
         assert_eq!(c.mean_difference(), Some(0.0));
         assert_eq!(c.agreement(), Some(1.0));
         assert!(c.psi().unwrap_or(1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_window_re_emitted_by_a_late_record_counts_once_with_its_latest_revision() {
+        let mut c = comparison();
+        let revision = |n: u64, a: f64, b: f64| {
+            serde_json::to_vec(&serde_json::json!({
+                "key": "a", "window_end": 60_000, "revision": n,
+                "score": a, "shadow": { "score": b }
+            }))
+            .expect("json")
+        };
+        for line in [
+            revision(1, 0.9, 0.1),
+            revision(0, 0.2, 0.2),
+            revision(2, 0.3, 0.35),
+        ] {
+            c.add_record(&line).expect("record");
+        }
+        c.tally();
+        assert_eq!(c.compared, 1);
+        let mean = c.mean_difference().unwrap_or_default();
+        assert!(
+            (mean - 0.05).abs() < 1e-12,
+            "revision 2 is the one compared: {mean}"
+        );
     }
 
     #[test]

@@ -109,20 +109,30 @@ pub fn validate(args: &ValidateArgs) -> Vec<Finding> {
         }
         return findings;
     };
-    match weir_score::init_onnx_runtime(args.ort_lib.as_deref()) {
-        Ok(library) => {
-            note(
-                "ONNX Runtime",
-                Outcome::Passed(format!("{} loaded", library.display())),
-            );
-            note("models", models(&compiled));
-        }
-        Err(error) => {
-            note("ONNX Runtime", failed(&error.into()));
-            note(
-                "models",
-                Outcome::Skipped("ONNX Runtime is not loaded".to_owned()),
-            );
+    if compiled.score.is_none() {
+        note(
+            "models",
+            Outcome::Warning(
+                "no [model] section: a features-only job (`weir features`); `weir run` needs one"
+                    .to_owned(),
+            ),
+        );
+    } else {
+        match weir_score::init_onnx_runtime(args.ort_lib.as_deref()) {
+            Ok(library) => {
+                note(
+                    "ONNX Runtime",
+                    Outcome::Passed(format!("{} loaded", library.display())),
+                );
+                note("models", models(&compiled));
+            }
+            Err(error) => {
+                note("ONNX Runtime", failed(&error.into()));
+                note(
+                    "models",
+                    Outcome::Skipped("ONNX Runtime is not loaded".to_owned()),
+                );
+            }
         }
     }
     note(

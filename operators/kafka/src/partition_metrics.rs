@@ -116,9 +116,12 @@ impl PartitionMetrics {
             let (caught_up, idle) = watermarks
                 .partition_state(partition, now_ms)
                 .unwrap_or((false, false));
-            let high = high
-                .get(partition)
-                .max(end_offsets.get(&partition).copied());
+            // A bounded run reads to its end offset (which a `--to` stop puts before the
+            // high watermark): its lag is counted against that end.
+            let high = end_offsets
+                .get(&partition)
+                .copied()
+                .or_else(|| high.get(partition));
             let lag = match (caught_up, high, next_offsets.get(&partition)) {
                 (true, _, _) => 0,
                 (false, Some(high), Some(next)) => high - next,

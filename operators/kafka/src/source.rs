@@ -269,7 +269,7 @@ impl Reader {
         } else {
             config
                 .start
-                .check_partitions(&config.topic, partitions)
+                .check_partitions("start", &config.topic, partitions)
                 .map_err(start_error)?;
             match &config.start {
                 StartFrom::Time(ms) => {
@@ -279,6 +279,10 @@ impl Reader {
                 _ => HashMap::new(),
             }
         };
+        if let Some(stop) = &config.stop {
+            stop.check_partitions("stop", &config.topic, partitions)
+                .map_err(start_error)?;
+        }
         let stop_at_time = match &config.stop {
             Some(StartFrom::Time(ms)) if config.bounded => {
                 let answer = offsets_for_time(&consumer, &config.topic, &owned, *ms)?;

@@ -114,8 +114,14 @@ pub struct PartitionRange {
 
 impl StartFrom {
     /// Checks explicit offsets against the topic's partition count: an offset for a partition
-    /// the topic does not have is a mistake, never silently ignored.
-    pub fn check_partitions(&self, topic: &str, partitions: usize) -> Result<(), String> {
+    /// the topic does not have is a mistake, never silently ignored. `what` names the offsets
+    /// in the message (`start`, `stop`).
+    pub fn check_partitions(
+        &self,
+        what: &str,
+        topic: &str,
+        partitions: usize,
+    ) -> Result<(), String> {
         if let StartFrom::Offsets(offsets) = self {
             let missing: Vec<i32> = offsets
                 .keys()
@@ -124,7 +130,7 @@ impl StartFrom {
                 .collect();
             if !missing.is_empty() {
                 return Err(format!(
-                    "start offsets name partition(s) {missing:?}, but {topic} has {partitions} \
+                    "{what} offsets name partition(s) {missing:?}, but {topic} has {partitions} \
                      partition(s) (0..{partitions})"
                 ));
             }
@@ -261,10 +267,16 @@ mod tests {
     #[test]
     fn offsets_must_name_existing_partitions() {
         let start = StartFrom::Offsets(BTreeMap::from([(0, 1), (4, 1)]));
-        let err = start.check_partitions("t", 4).err().unwrap_or_default();
-        assert!(err.contains("partition(s) [4], but t has 4"), "{err}");
-        assert_eq!(start.check_partitions("t", 5), Ok(()));
-        assert_eq!(StartFrom::Earliest.check_partitions("t", 1), Ok(()));
+        let err = start
+            .check_partitions("start", "t", 4)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            err.contains("start offsets name partition(s) [4], but t has 4"),
+            "{err}"
+        );
+        assert_eq!(start.check_partitions("start", "t", 5), Ok(()));
+        assert_eq!(StartFrom::Earliest.check_partitions("stop", "t", 1), Ok(()));
     }
 
     #[test]
