@@ -411,8 +411,8 @@ impl JobFile {
     }
 
     /// Hash of everything a snapshot's meaning depends on: the schema, the features, the
-    /// windows, the trigger and the lateness. Parallelism and worker counts are not in it (a
-    /// rescale is a restore).
+    /// windows, the trigger and the lateness, and for a file source the size of its ranges.
+    /// Parallelism and worker counts are not in it (a rescale is a restore).
     pub fn topology_hash(&self) -> u64 {
         let mut hasher = Xxh3::with_seed(0x5745_4952_544f_5031); // "WEIRTOP1"
         let described = format!(
@@ -427,6 +427,13 @@ impl JobFile {
             self.watermark.allowed_lateness,
         );
         hasher.update(described.as_bytes());
+        if self.source.kind == EdgeKind::File {
+            // A file source's checkpoint offsets are byte positions in ranges numbered by
+            // their size (operators/core/src/file_ranges.rs): with another `range_bytes`, or
+            // from before byte positions (line numbers), the same numbers mean other ranges
+            // and lines, so such a checkpoint is refused instead of resumed at the wrong place.
+            hasher.update(format!("|file ranges of {} bytes", self.source.range_bytes).as_bytes());
+        }
         hasher.digest()
     }
 

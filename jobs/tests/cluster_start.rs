@@ -184,7 +184,10 @@ fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<
     let (scratch, hosts) = with_events("start", 40)?;
 
     // Process 0's directory holds a committed (empty) checkpoint of this very job.
-    let job = JobFile::load(&clickstream::job_path())?;
+    // The job as the processes run it: reading the file (a file source's topology includes its
+    // ranges).
+    let mut job = JobFile::load(&clickstream::job_path())?;
+    job.use_input_files(vec![scratch.path().join("events.jsonl")]);
     let (with_checkpoint, empty) = (scratch.path().join("ckpt-0"), scratch.path().join("ckpt-1"));
     let mut manifest = Manifest::new(Epoch(EPOCH), job.runtime.key_groups);
     manifest.topology_hash = topology_hash(&job);

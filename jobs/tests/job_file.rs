@@ -568,3 +568,23 @@ fn schedule_trigger_is_parsed_and_checked() -> Result<()> {
     );
     assert_rejected(&over_range, &["[trigger]", "over_range"])
 }
+
+#[test]
+fn a_file_source_s_range_size_is_part_of_its_topology() -> Result<()> {
+    let mut kafka = JobFile::load(&clickstream::job_path())?;
+    let before = kafka.topology_hash();
+    kafka.source.range_bytes *= 2;
+    assert_eq!(kafka.topology_hash(), before, "a Kafka source has no ranges");
+
+    let mut file = JobFile::load(&clickstream::job_path())?;
+    file.use_input_files(vec![PathBuf::from("events.jsonl")]);
+    let ranged = file.topology_hash();
+    assert_ne!(ranged, before, "file offsets are byte positions in ranges");
+    file.source.range_bytes *= 2;
+    assert_ne!(
+        file.topology_hash(),
+        ranged,
+        "other ranges: a checkpoint's offsets mean other lines"
+    );
+    Ok(())
+}
