@@ -15,7 +15,7 @@
 //! own free `127.0.0.1` port for `/metrics`, logged at start, so two launches on one machine
 //! (or a launch beside a `weir run`) do not collide on `[metrics] listen`'s port.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -66,11 +66,19 @@ pub fn launch(args: &LaunchArgs) -> Result<i32> {
         bail!("{flag} is set by weir launch for each process (-n sets the number of processes); leave it out");
     }
     let binary = std::env::current_exe().context("cannot find the weir binary")?;
-    let dir = LaunchDir::create()?;
+    // The hosts file's directory, removed when the launcher returns.
+    let dir = tempfile::Builder::new()
+        .prefix("weir-launch-")
+        .tempdir()
+        .context("cannot create the launcher's temporary directory")?;
     let mut signals = StopSignals::install()?;
     let start = |restart: u32| {
         // Fresh ports for every run: the last run's may still be held by closing sockets.
-        let hosts = dir.write_hosts(args.processes)?;
+        // The cluster's and the metrics servers' ports are picked together, so no port is
+        // handed out twice.
+        let ports = free_ports(2 * args.processes)?;
+        let (cluster_ports, metrics_ports) = ports.split_at(args.processes);
+        let hosts = write_hosts(dir.path(), cluster_ports)?;
         let flags = if restart == 0 {
             args.run_flags.clone()
         } else {
@@ -94,7 +102,7 @@ pub fn launch(args: &LaunchArgs) -> Result<i32> {
                     .arg("--hosts")
                     .arg(&hosts);
                 if own_metrics {
-                    let metrics = format!("127.0.0.1:{}", free_port()?);
+                    let metrics = format!("127.0.0.1:{}", metrics_ports[process]);
                     tracing::info!("{label} serves metrics at http://{metrics}/metrics");
                     command.arg("--metrics-addr").arg(metrics);
                 }
@@ -130,43 +138,29 @@ fn restore_newest(flags: &[String]) -> Vec<String> {
     kept
 }
 
-/// The launcher's temporary directory (the hosts file); removed on drop.
-struct LaunchDir {
-    path: PathBuf,
+/// Writes `dir/hosts.txt`: one `127.0.0.1:<port>` line per port.
+fn write_hosts(dir: &Path, ports: &[u16]) -> Result<PathBuf> {
+    let lines: String = ports
+        .iter()
+        .map(|port| format!("127.0.0.1:{port}\n"))
+        .collect();
+    let hosts = dir.join("hosts.txt");
+    std::fs::write(&hosts, lines).with_context(|| format!("cannot write {}", hosts.display()))?;
+    Ok(hosts)
 }
 
-impl LaunchDir {
-    fn create() -> Result<LaunchDir> {
-        let path = std::env::temp_dir().join(format!("weir-launch-{}", std::process::id()));
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(LaunchDir { path })
-    }
-
-    /// Writes `hosts.txt`: `processes` lines of `127.0.0.1:<free port>`.
-    fn write_hosts(&self, processes: usize) -> Result<PathBuf> {
-        let mut lines = String::new();
-        for _ in 0..processes {
-            lines.push_str(&format!("127.0.0.1:{}\n", free_port()?));
-        }
-        let hosts = self.path.join("hosts.txt");
-        std::fs::write(&hosts, lines)
-            .with_context(|| format!("cannot write {}", hosts.display()))?;
-        Ok(hosts)
-    }
-}
-
-impl Drop for LaunchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
-/// A 127.0.0.1 port that was free when asked (the OS picks it).
-fn free_port() -> Result<u16> {
-    let listener =
-        std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free localhost port")?;
-    Ok(listener.local_addr()?.port())
+/// `n` distinct 127.0.0.1 ports that were free when asked (the OS picks them; all are held
+/// until the last is picked, so none is picked twice).
+fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free localhost port")
+        })
+        .collect::<Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
 }
 
 #[cfg(test)]
