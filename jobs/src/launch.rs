@@ -84,9 +84,11 @@ pub fn launch(args: &LaunchArgs) -> Result<i32> {
         } else {
             restore_newest(&args.run_flags)
         };
-        let own_metrics = !flags
-            .iter()
-            .any(|f| f.split('=').next() == Some("--metrics-addr"));
+        // Unless the flags or the environment (`WEIR_METRICS_ADDR`) choose the address.
+        let own_metrics = std::env::var_os("WEIR_METRICS_ADDR").is_none()
+            && !flags
+                .iter()
+                .any(|f| f.split('=').next() == Some("--metrics-addr"));
         let commands = (0..args.processes)
             .map(|process| {
                 let label = format!("p{process}");

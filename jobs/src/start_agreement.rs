@@ -181,29 +181,35 @@ fn compare(points: &[StartPoint], peers: usize) -> Result<(), String> {
     Err(message)
 }
 
-/// `<fact>: process 0 has …, process 1 has …` for every fact not equal in every process.
+/// `<fact>: process 0 has …, process 1 has …` for every fact not equal in every process (a
+/// fact some process lacks counts as `(not set)` there).
 fn differing_facts(by_process: &BTreeMap<usize, &StartPoint>) -> Vec<String> {
     let facts: Vec<(usize, Vec<(String, String)>)> = by_process
         .iter()
         .map(|(p, point)| (*p, point.facts()))
         .collect();
-    let Some((_, first)) = facts.first() else {
-        return Vec::new();
-    };
+    // Every fact name, in the order the processes list them.
+    let mut names: Vec<&String> = Vec::new();
+    for (name, _) in facts.iter().flat_map(|(_, f)| f) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
     let mut differences = Vec::new();
-    for (name, value) in first {
+    for name in names {
         let value_of = |facts: &[(String, String)]| {
             facts
                 .iter()
                 .find(|(n, _)| n == name)
                 .map_or("(not set)".to_owned(), |(_, v)| v.clone())
         };
-        if facts.iter().all(|(_, f)| value_of(f) == *value) {
+        let values: Vec<(usize, String)> = facts.iter().map(|(p, f)| (*p, value_of(f))).collect();
+        if values.iter().all(|(_, v)| *v == values[0].1) {
             continue;
         }
-        let each: Vec<String> = facts
+        let each: Vec<String> = values
             .iter()
-            .map(|(process, f)| format!("process {process} has {}", value_of(f)))
+            .map(|(process, value)| format!("process {process} has {value}"))
             .collect();
         differences.push(format!("{name}: {}", each.join(", ")));
     }
@@ -286,6 +292,19 @@ mod tests {
         assert!(
             !err.contains("key groups:"),
             "equal facts are not listed: {err}"
+        );
+    }
+
+    #[test]
+    fn a_setting_only_a_later_process_has_is_a_difference() {
+        let mut other = point(1, Some(4));
+        other
+            .settings
+            .push(("source start".to_owned(), "Earliest".to_owned()));
+        let err = compare(&[point(0, Some(4)), other], 2).expect_err("differ");
+        assert!(
+            err.contains("source start: process 0 has (not set), process 1 has Earliest"),
+            "{err}"
         );
     }
 

@@ -44,6 +44,9 @@ fn weir(args: &[&str], log: &Path) -> Result<Child> {
         .args(args)
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
+        // The launcher picks each process's metrics port unless this chooses one (cargo's
+        // config sets it `off` for the processes it starts).
+        .env_remove("WEIR_METRICS_ADDR")
         .stdout(out.try_clone()?)
         .stderr(out)
         .spawn()

@@ -48,7 +48,9 @@ impl HighWatermarks {
         for (partition, stats) in &topic.partitions {
             // -1 is librdkafka's internal "unassigned" partition; -1001 an unknown offset.
             if *partition >= 0 && stats.hi_offset >= 0 {
-                known.insert(*partition, stats.hi_offset);
+                // A high watermark never goes down; an older report must not lower it.
+                let high = known.entry(*partition).or_insert(stats.hi_offset);
+                *high = (*high).max(stats.hi_offset);
             }
         }
     }
