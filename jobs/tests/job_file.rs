@@ -574,7 +574,11 @@ fn a_file_source_s_range_size_is_part_of_its_topology() -> Result<()> {
     let mut kafka = JobFile::load(&clickstream::job_path())?;
     let before = kafka.topology_hash();
     kafka.source.range_bytes *= 2;
-    assert_eq!(kafka.topology_hash(), before, "a Kafka source has no ranges");
+    assert_eq!(
+        kafka.topology_hash(),
+        before,
+        "a Kafka source has no ranges"
+    );
 
     let mut file = JobFile::load(&clickstream::job_path())?;
     file.use_input_files(vec![PathBuf::from("events.jsonl")]);
