@@ -23,8 +23,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -145,23 +144,7 @@ fn free_addr() -> Result<SocketAddr> {
 
 /// `GET path` over HTTP/1.1: the status code and the body.
 fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .context("an HTTP response without a body")?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("an HTTP response without a status")?;
-    Ok((status, body.to_owned()))
+    Ok(weir_testkit::scrape::get(addr, path)?)
 }
 
 /// One `/metrics` scrape: `(name, labels, value)` per sample.
@@ -416,6 +399,14 @@ fn check_counts(scrape: &Scrape, sent: &Sent) -> Result<()> {
     ensure!(scrape.sum("weir_records_in_total", &window) == records);
     ensure!(scrape.sum("weir_records_out_total", &window) == windows);
     ensure!(scrape.one("weir_scores_delivered_total", &[])? == windows);
+    // The score sink's instances: every score written once and acknowledged, with its bytes.
+    let score_sink = [("operator", "score_sink")];
+    ensure!(scrape.sum("weir_records_in_total", &score_sink) == windows);
+    ensure!(scrape.sum("weir_records_out_total", &score_sink) == windows);
+    ensure!(scrape.sum("weir_sink_acknowledged_bytes_total", &score_sink) > windows * 100.0);
+    let letters = scrape.one("weir_dead_letters_delivered_total", &[])?;
+    let dead_letter_sink = [("operator", "dead_letter_sink")];
+    ensure!(scrape.sum("weir_records_out_total", &dead_letter_sink) == letters);
     let score = [("operator", "score")];
     ensure!(scrape.sum("weir_records_in_total", &score) == windows);
     ensure!(scrape.sum("weir_records_out_total", &score) == windows);

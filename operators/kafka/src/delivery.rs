@@ -39,7 +39,7 @@ use rdkafka::{ClientContext, Message};
 use weir_features::dead_letter::{DeadLetter, DeadLetterReason};
 use weir_features::vocab::SourcePosition;
 use weir_operators::clock::unix_nanos;
-use weir_operators::metrics::JobMetrics;
+use weir_operators::metrics::{JobMetrics, Operator, SinkFlow};
 
 use crate::dead_letter_fit::{
     fit, headers_size, message_max_bytes, KEY_TRUNCATED_HEADER, LETTER_HEADERS,
@@ -116,6 +116,15 @@ impl Origin {
     }
 }
 
+/// The metrics' operator of the sink named `sink` in its `transactional.id`.
+fn sink_operator(sink: &str) -> Operator {
+    if sink == SCORE_SINK {
+        Operator::ScoreSink
+    } else {
+        Operator::DeadLetterSink
+    }
+}
+
 /// The `score_id` of a score record's JSON payload, for a log line about it (`?` if the
 /// payload has none).
 fn score_id_of(payload: &[u8]) -> String {
@@ -156,6 +165,8 @@ struct DeliveryContext {
     in_flight: Mutex<BTreeSet<u64>>,
     /// Records reported undelivered, oldest first.
     undelivered: Mutex<Vec<Undelivered>>,
+    /// This sink instance's records written and acknowledged, and their bytes.
+    flow: SinkFlow,
 }
 
 impl ClientContext for DeliveryContext {}
@@ -165,7 +176,10 @@ impl ProducerContext for DeliveryContext {
 
     fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Sent>) {
         match result {
-            Ok(_) => {
+            Ok(message) => {
+                let bytes =
+                    message.payload().map_or(0, <[u8]>::len) + message.key().map_or(0, <[u8]>::len);
+                self.flow.acknowledged(bytes);
                 match sent.origin {
                     Origin::Score { fired_at_ns, .. } if sent.attempt == Attempt::Score => {
                         JobMetrics::add(&self.metrics.scores_delivered, 1);
@@ -241,6 +255,9 @@ impl Delivery {
                 metrics: config.metrics.clone(),
                 in_flight: Mutex::default(),
                 undelivered: Mutex::default(),
+                flow: config
+                    .metrics
+                    .sink_flow(sink_operator(sink), instance as u32),
             })
             .map_err(|source| KafkaEdgeError::Client {
                 role: "producer",
@@ -333,6 +350,7 @@ impl Delivery {
             .key(key)
             .payload(payload)
             .headers(headers);
+        self.producer.context().flow.written();
         self.enqueue(record);
     }
 
@@ -364,6 +382,10 @@ impl Delivery {
         limit: usize,
         attempt: Attempt,
     ) {
+        // A new record (a dead letter, or one standing in for a refused score), not a resend.
+        if attempt == Attempt::Letter {
+            self.producer.context().flow.written();
+        }
         let partition = letter.position.partition.to_string();
         let offset = letter.position.offset.to_string();
         let timestamp = letter.timestamp.map(|t| t.to_string()).unwrap_or_default();

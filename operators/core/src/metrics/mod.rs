@@ -49,17 +49,42 @@ impl EncodeLabelSet for DeadLetterLabels {
     }
 }
 
+/// A Kafka sink instance's counters: records it handed to its producer (`records_in`), records
+/// the broker acknowledged (`records_out`) and their bytes (`sink_acknowledged_bytes`).
+#[derive(Clone, Debug)]
+pub struct SinkFlow {
+    written: Counter,
+    acknowledged: Counter,
+    bytes: Counter,
+}
+
+impl SinkFlow {
+    /// One record handed to the producer (first sends only, not resends).
+    pub fn written(&self) {
+        self.written.inc();
+    }
+
+    /// One record of `bytes` acknowledged.
+    pub fn acknowledged(&self, bytes: usize) {
+        self.acknowledged.inc();
+        self.bytes.inc_by(bytes as u64);
+    }
+}
+
 /// The metrics of one job run in this process (see the module header).
 #[derive(Debug, Default)]
 pub struct JobMetrics {
     /// Records into each operator instance: source = records read (good and bad), window =
-    /// events, score = feature rows.
+    /// events, score = feature rows, Kafka sinks = records handed to the producer.
     pub records_in: LabeledCounter<InstanceLabels>,
     /// Records out of each operator instance: source = events decoded, window = feature rows
-    /// fired (revisions included), score = score records (errors included).
+    /// fired (revisions included), score = score records (errors included), Kafka sinks =
+    /// records the broker acknowledged.
     pub records_out: LabeledCounter<InstanceLabels>,
     /// Bytes of the records read by the sources (payload and key).
     pub source_bytes: Counter,
+    /// Bytes (key and payload) of the records each Kafka sink instance had acknowledged.
+    pub sink_bytes: LabeledCounter<InstanceLabels>,
     /// Scores produced (successful inferences), by model version.
     pub scores: LabeledCounter<ModelLabels>,
     /// Inferences that failed (score records with an error field), by model version.
@@ -177,6 +202,16 @@ impl JobMetrics {
         )
     }
 
+    /// The counters of the sink `operator`'s instance `instance` (a Kafka sink).
+    pub fn sink_flow(&self, operator: Operator, instance: u32) -> SinkFlow {
+        let labels = InstanceLabels { operator, instance };
+        SinkFlow {
+            written: self.records_in.handle(&labels),
+            acknowledged: self.records_out.handle(&labels),
+            bytes: self.sink_bytes.handle(&labels),
+        }
+    }
+
     /// Counts `n` scores of model version `tag`.
     pub fn scored(&self, tag: &ModelTag, n: u64) {
         self.scores.add(&ModelLabels(tag.clone()), n);
@@ -279,6 +314,12 @@ impl JobMetrics {
             "Bytes of the records the sources read (key and payload)",
             Unit::Bytes,
             self.source_bytes.clone(),
+        );
+        r.register_with_unit(
+            "sink_acknowledged",
+            "Bytes (key and payload) of the records a Kafka sink instance had acknowledged",
+            Unit::Bytes,
+            self.sink_bytes.family(),
         );
         r.register(
             "scores",
