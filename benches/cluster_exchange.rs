@@ -10,10 +10,14 @@
 //! clickstream generator's events; the job is `jobs/clickstream.toml` (1-minute tumbling
 //! windows, 8 features, the tiny XGBoost model) writing scores to files.
 
+#[path = "weir_process/mod.rs"]
+mod weir_process;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use weir_process::{children_cpu, generated_inputs, median, weir_binary};
 use weir_testkit::clickstream;
 use weir_testkit::cluster::hosts_file;
 use weir_testkit::files::scratch_dir;
@@ -29,55 +33,6 @@ fn env_or(name: &str, default: usize) -> usize {
         .and_then(|n| n.parse().ok())
         .unwrap_or(default)
         .max(1)
-}
-
-/// The release `weir` binary beside this benchmark's directory (`target/release/weir`).
-fn weir_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
-    let binary = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|release| release.join("weir"))
-        .unwrap_or_else(|| panic!("no target directory above {}", exe.display()));
-    assert!(
-        binary.is_file(),
-        "{} is missing: run `cargo build --release -p weir` first (scripts/bench.sh does)",
-        binary.display()
-    );
-    binary
-}
-
-/// The CPU time (user + system) of this process's children that have been waited for:
-/// `cutime` and `cstime` of `/proc/self/stat`, in clock ticks.
-fn children_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_else(|e| panic!("{e}"));
-    // Fields after the command name (which may hold spaces) start at field 3 (`state`).
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<u64> = after_name
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    // cutime and cstime are fields 16 and 17 of stat(5): indices 13 and 14 from `state`.
-    let ticks = fields[13] + fields[14];
-    Duration::from_secs_f64(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
-}
-
-/// Two input files of `events / 2` generated events each.
-fn inputs(weir: &Path, dir: &Path, events: usize) -> [PathBuf; 2] {
-    [0, 1].map(|i| {
-        let path = dir.join(format!("events-{i}.jsonl"));
-        let status = Command::new(weir)
-            .args(["gen", "--seed", &(7 + i).to_string()])
-            .args(["--events", &(events / 2).to_string(), "--users", "50000"])
-            .args(["--mean-gap", "1ms", "--out"])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(status.success(), "weir gen failed");
-        path
-    })
 }
 
 /// `weir run` of the clickstream job over `inputs`, as process `process` of `processes`.
@@ -141,16 +96,11 @@ fn run(
     (wall, children_cpu() - cpu, scores)
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
 fn main() {
     let weir = weir_binary();
     let dir = scratch_dir("bench-cluster");
     let events = env_or("WEIR_BENCH_EVENTS", EVENTS);
-    let inputs = inputs(&weir, &dir, events);
+    let inputs = generated_inputs(&weir, &dir, events);
     std::fs::write(dir.join("job.toml"), clickstream::job_text()).unwrap_or_else(|e| panic!("{e}"));
     let mut results = Vec::new();
     for shape in [(1, 2), (2, 1)] {

@@ -16,8 +16,7 @@
 #[allow(dead_code)]
 mod kafka;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,17 +75,7 @@ fn keep_producing(topic: String, t0: i64, stop: Arc<AtomicBool>) -> JoinHandle<R
 
 /// `GET path`: the status code and the body.
 fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response.split_once("\r\n\r\n").context("no HTTP body")?;
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok());
-    Ok((status.context("no HTTP status")?, body.to_owned()))
+    Ok(weir_testkit::scrape::get(addr, path)?)
 }
 
 /// Runs headless Chromium on `url` with `args` (a fresh profile in `profile`) and returns its
