@@ -179,6 +179,33 @@ fn finish(
     Ok((status, log))
 }
 
+/// Waits for every process of `children` to exit (within 120 s in all) with status `code` and a
+/// log holding each of `expected`; returns their logs.
+fn every_exits_with(
+    scratch: &Path,
+    children: &mut [Child],
+    code: i32,
+    expected: &[&str],
+) -> Result<Vec<String>> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut logs = Vec::new();
+    for (process, child) in children.iter_mut().enumerate() {
+        let (status, log) = finish(scratch, process, child, deadline)?;
+        ensure!(
+            status.code() == Some(code),
+            "process {process} exited with {status}, not {code}:\n{log}"
+        );
+        for expected in expected {
+            ensure!(
+                log.contains(expected),
+                "process {process}'s log lacks `{expected}`:\n{log}"
+            );
+        }
+        logs.push(log);
+    }
+    Ok(logs)
+}
+
 #[test]
 fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<()> {
     let (scratch, hosts) = with_events("start", 40)?;
@@ -204,28 +231,17 @@ fn processes_that_would_restore_different_checkpoints_refuse_to_run() -> Result<
         )?,
         spawn(scratch.path(), 1, &hosts, "events.jsonl", Some(&empty))?,
     ];
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for (process, child) in children.iter_mut().enumerate() {
-        let (status, log) = finish(scratch.path(), process, child, deadline)?;
-        ensure!(
-            status.code() == Some(2),
-            "process {process} exited with {status}, not 2:\n{log}"
-        );
-        for expected in [
-            "would start from different points",
-            &format!(
-                "process 0 (1 workers, topology {:016x}) restores checkpoint {EPOCH}",
-                manifest.topology_hash
-            ),
-            "process 1 (1 workers",
-            "starts fresh (no checkpoint chosen)",
-        ] {
-            ensure!(
-                log.contains(expected),
-                "process {process}'s log lacks `{expected}`:\n{log}"
-            );
-        }
-    }
+    let restores = format!(
+        "process 0 (1 workers, topology {:016x}) restores checkpoint {EPOCH}",
+        manifest.topology_hash
+    );
+    let expected = [
+        "would start from different points",
+        &restores,
+        "process 1 (1 workers",
+        "starts fresh (no checkpoint chosen)",
+    ];
+    every_exits_with(scratch.path(), &mut children, 2, &expected)?;
     // Neither process ran the job.
     for process in 0..2 {
         let scores = scratch.path().join(format!("scores-{process}.jsonl"));
@@ -307,24 +323,14 @@ fn processes_with_another_binary_job_file_or_flags_refuse_to_run_and_name_each_d
             &variant,
         )?,
     ];
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for (process, child) in children.iter_mut().enumerate() {
-        let (status, log) = finish(scratch.path(), process, child, deadline)?;
-        ensure!(
-            status.code() == Some(2),
-            "process {process} exited with {status}, not 2:\n{log}"
-        );
-        for expected in [
-            "they differ in job file: process 0 has content hash ",
-            "they differ in weir binary: process 0 has weir 0.1.0, executable xxh3 ",
-            "they differ in parallelism: process 0 has source=2,window=2,score=2,sink=2, process 1 has source=1,window=2,score=2,sink=2",
-            "every process must run the same binary, job file and flags",
-        ] {
-            ensure!(
-                log.contains(expected),
-                "process {process}'s log lacks `{expected}`:\n{log}"
-            );
-        }
+    let expected = [
+        "they differ in job file: process 0 has content hash ",
+        "they differ in weir binary: process 0 has weir 0.1.0, executable xxh3 ",
+        "they differ in parallelism: process 0 has source=2,window=2,score=2,sink=2, process 1 has source=1,window=2,score=2,sink=2",
+        "every process must run the same binary, job file and flags",
+    ];
+    let logs = every_exits_with(scratch.path(), &mut children, 2, &expected)?;
+    for (process, log) in logs.iter().enumerate() {
         // The same topology and key groups: not named as differences.
         for unexpected in ["differ in topology", "differ in key groups"] {
             ensure!(
@@ -440,22 +446,10 @@ fn a_bounded_run_stopped_in_one_process_fails_in_every_process() -> Result<()> {
         .args(["-TERM", &children[0].id().to_string()])
         .status()?;
     ensure!(signal.success(), "kill -TERM failed");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for (process, child) in children.iter_mut().enumerate() {
-        let (status, log) = finish(scratch.path(), process, child, deadline)?;
-        ensure!(
-            status.code() == Some(1),
-            "process {process} exited with {status}, not 1:\n{log}"
-        );
-        for expected in [
-            "source instances stopped before the end of their input",
-            "stopped by a signal before the end of the bounded input",
-        ] {
-            ensure!(
-                log.contains(expected),
-                "process {process}'s log lacks `{expected}`:\n{log}"
-            );
-        }
-    }
+    let expected = [
+        "source instances stopped before the end of their input",
+        "stopped by a signal before the end of the bounded input",
+    ];
+    every_exits_with(scratch.path(), &mut children, 1, &expected)?;
     Ok(())
 }
