@@ -113,18 +113,9 @@ fn spawn(config: &Config, args: &[&str], log: &Path) -> Result<Child> {
         .context("cannot start the weir binary")
 }
 
-/// The last lines of a run's log (ONNX Runtime's chatter left out).
+/// The last 20 lines of a run's log (ONNX Runtime's chatter left out).
 fn log_tail(log: &Path) -> String {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.contains("ort::logging"))
-        .collect();
-    format!(
-        "{}:\n{}",
-        log.display(),
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    )
+    weir_testkit::files::log_tail(log, 20)
 }
 
 fn wait(child: &mut Child, log: &Path) -> Result<()> {

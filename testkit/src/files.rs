@@ -96,3 +96,18 @@ pub fn checkpoint_toml(dir: &Path, interval: &str) -> String {
 pub fn checkpoint_dir_toml(dir: &Path) -> String {
     format!("dir = \"{}\"", dir.display())
 }
+
+/// The last `lines` lines of a `weir` log (ONNX Runtime's chatter left out), headed by its
+/// path, for failure messages.
+pub fn log_tail(log: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("ort::logging"))
+        .collect();
+    format!(
+        "{}:\n{}",
+        log.display(),
+        kept[kept.len().saturating_sub(lines)..].join("\n")
+    )
+}

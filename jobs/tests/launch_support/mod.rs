@@ -160,18 +160,9 @@ pub fn wait_for(child: &mut Child, limit: Duration, log: &Path) -> Result<ExitSt
     }
 }
 
-/// The last 40 lines of a log (ONNX Runtime's chatter left out), for failure messages.
+/// The last 40 lines of a run's log (ONNX Runtime's chatter left out).
 pub fn log_tail(log: &Path) -> String {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.contains("ort::logging"))
-        .collect();
-    format!(
-        "{}:\n{}",
-        log.display(),
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    )
+    weir_testkit::files::log_tail(log, 40)
 }
 
 /// The pid the launcher or supervisor logged for `label` (`started p1 (pid 1234)`) in its
