@@ -153,6 +153,17 @@ impl JobFile {
         Ok(job)
     }
 
+    /// [`JobFile::load`], then `--brokers` (when given) as every Kafka client's
+    /// `bootstrap.servers`, over `[kafka]`.
+    pub fn load_with_brokers(path: &Path, brokers: Option<&str>) -> Result<JobFile> {
+        let mut job = JobFile::load(path)?;
+        if let Some(brokers) = brokers {
+            job.kafka
+                .insert("bootstrap.servers".to_owned(), brokers.to_owned());
+        }
+        Ok(job)
+    }
+
     /// The model directory (or, with `[model] registry`, the model's registry directory),
     /// resolved against the job file's directory (`None` without `[model]`).
     pub fn model_dir(&self) -> Option<PathBuf> {

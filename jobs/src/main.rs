@@ -205,7 +205,7 @@ fn only_source_records(reasons: &[weir_features::dead_letter::DeadLetterReason])
 /// `weir replay-dlq`: reads the dead-letter topic up to its end at start (so it never reads
 /// what it re-sends) and prints the letters re-sent and skipped per reason.
 fn replay_dlq(args: ReplayDlqArgs) -> Result<()> {
-    let job = load_job(&args.job, args.brokers.as_ref())?;
+    let job = JobFile::load_with_brokers(&args.job, args.brokers.as_deref())?;
     if args.to_topic.is_none() {
         only_source_records(&args.reasons)?;
     }
@@ -250,15 +250,6 @@ fn replay_dlq(args: ReplayDlqArgs) -> Result<()> {
     Ok(())
 }
 
-fn load_job(path: &std::path::Path, brokers: Option<&String>) -> Result<JobFile> {
-    let mut job = JobFile::load(path)?;
-    if let Some(brokers) = brokers {
-        job.kafka
-            .insert("bootstrap.servers".to_owned(), brokers.clone());
-    }
-    Ok(job)
-}
-
 fn run(args: RunArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let on_signal = stop.clone();
@@ -274,7 +265,7 @@ fn run(args: RunArgs) -> Result<()> {
         eprintln!("stop signal: the sources stop reading; waiting for output to flush (signal again to exit now)");
     })
     .context("cannot install the stop-signal handler")?;
-    let mut job = load_job(&args.job, args.brokers.as_ref())?;
+    let mut job = JobFile::load_with_brokers(&args.job, args.brokers.as_deref())?;
     if let Some(workers) = args.workers {
         job.runtime.workers = workers;
     }
@@ -333,7 +324,7 @@ fn run(args: RunArgs) -> Result<()> {
 }
 
 fn features(args: FeaturesArgs) -> Result<()> {
-    let mut job = load_job(&args.job, None)?;
+    let mut job = JobFile::load(&args.job)?;
     if let Some(workers) = args.workers {
         job.runtime.workers = workers;
         job.parallelism = Default::default();
@@ -402,22 +393,23 @@ fn main() -> ExitCode {
         Command::Features(args) => features(args),
         Command::Checkpoints { action } => checkpoints(action),
         Command::ReplayDlq(args) => replay_dlq(args),
-        Command::Topics(args) => load_job(&args.job, args.brokers.as_ref()).and_then(|job| {
-            for topic in [
-                &job.source.topic,
-                &job.sink.topic,
-                &job.sink.dead_letter_topic,
-            ] {
-                weir_kafka::admin::ensure_replicated_topic(
-                    &job.kafka,
-                    topic,
-                    args.partitions,
-                    args.replication_factor,
-                )?;
-                println!("topic {topic} ready");
-            }
-            Ok(())
-        }),
+        Command::Topics(args) => JobFile::load_with_brokers(&args.job, args.brokers.as_deref())
+            .and_then(|job| {
+                for topic in [
+                    &job.source.topic,
+                    &job.sink.topic,
+                    &job.sink.dead_letter_topic,
+                ] {
+                    weir_kafka::admin::ensure_replicated_topic(
+                        &job.kafka,
+                        topic,
+                        args.partitions,
+                        args.replication_factor,
+                    )?;
+                    println!("topic {topic} ready");
+                }
+                Ok(())
+            }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

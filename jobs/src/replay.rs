@@ -147,11 +147,7 @@ fn replay_job(
     scores: &Path,
     dead_letters: &Path,
 ) -> Result<crate::config::CompiledJob> {
-    let mut job = JobFile::load(&args.job)?;
-    if let Some(brokers) = &args.brokers {
-        job.kafka
-            .insert("bootstrap.servers".to_owned(), brokers.clone());
-    }
+    let mut job = JobFile::load_with_brokers(&args.job, args.brokers.as_deref())?;
     if let Some(workers) = args.workers {
         job.runtime.workers = workers;
     }

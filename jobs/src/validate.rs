@@ -66,12 +66,8 @@ impl fmt::Display for Finding {
 pub fn validate(args: &ValidateArgs) -> Vec<Finding> {
     let mut findings = Vec::new();
     let mut note = |check, outcome| findings.push(Finding { check, outcome });
-    let job = match JobFile::load(&args.job) {
-        Ok(mut job) => {
-            if let Some(brokers) = &args.brokers {
-                job.kafka
-                    .insert("bootstrap.servers".to_owned(), brokers.clone());
-            }
+    let job = match JobFile::load_with_brokers(&args.job, args.brokers.as_deref()) {
+        Ok(job) => {
             note(
                 "job file",
                 Outcome::Passed(format!("{} read", args.job.display())),
