@@ -271,23 +271,14 @@ impl Reader {
                 .start
                 .check_partitions("start", &config.topic, partitions)
                 .map_err(start_error)?;
-            match &config.start {
-                StartFrom::Time(ms) => {
-                    let answer = offsets_for_time(&consumer, &config.topic, &owned, *ms)?;
-                    checked_offsets_for_time(&config.properties, &config.topic, answer, *ms)?
-                }
-                _ => HashMap::new(),
-            }
+            offsets_at(&consumer, &config, &owned, &config.start)?
         };
         if let Some(stop) = &config.stop {
             stop.check_partitions("stop", &config.topic, partitions)
                 .map_err(start_error)?;
         }
         let stop_at_time = match &config.stop {
-            Some(StartFrom::Time(ms)) if config.bounded => {
-                let answer = offsets_for_time(&consumer, &config.topic, &owned, *ms)?;
-                checked_offsets_for_time(&config.properties, &config.topic, answer, *ms)?
-            }
+            Some(stop) if config.bounded => offsets_at(&consumer, &config, &owned, stop)?,
             _ => HashMap::new(),
         };
         for &partition in &owned {
@@ -473,6 +464,22 @@ fn handle(
     if end.is_some_and(|end| offset + 1 >= end) {
         watermarks.finish(partition);
     }
+}
+
+/// For a position that is a time ([`StartFrom::Time`]), the broker's checked offsets-for-times
+/// answer for `partitions` ([`offsets_for_time`], [`checked_offsets_for_time`]); empty for any
+/// other position.
+fn offsets_at<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    config: &KafkaSourceConfig,
+    partitions: &[i32],
+    position: &StartFrom,
+) -> Result<HashMap<i32, Option<i64>>> {
+    let StartFrom::Time(ms) = position else {
+        return Ok(HashMap::new());
+    };
+    let answer = offsets_for_time(consumer, &config.topic, partitions, *ms)?;
+    checked_offsets_for_time(&config.properties, &config.topic, answer, *ms)
 }
 
 /// The broker's offsets-for-times answer for `partitions` at `ms`: per partition the offset of
