@@ -420,6 +420,14 @@ fn check_counts(scrape: &Scrape, sent: &Sent) -> Result<()> {
         ensure!(scrape.one("weir_source_watermark_seconds", &partition)? > 0.0);
     }
     ensure!(scrape.one("weir_window_close_to_score_seconds_count", &[])? == windows);
+    // Every window's records were read in this run: each score has an ingest → score time.
+    let ingest_count = scrape.one("weir_ingest_to_score_seconds_count", &[])?;
+    let ingest_mean = scrape.one("weir_ingest_to_score_seconds_sum", &[])? / ingest_count;
+    ensure!(ingest_count == windows);
+    ensure!(
+        (0.0..300.0).contains(&ingest_mean),
+        "ingest → score mean {ingest_mean} s"
+    );
     ensure!(scrape.one("weir_inference_batch_rows_sum", &[])? == windows);
     // Checkpoints every 200 ms: committed, with their size and age.
     ensure!(scrape.one("weir_checkpoints_committed_total", &[])? > 0.0);

@@ -9,17 +9,18 @@
 //! Only windows that had records are recorded, so "no entry" means "the empty window".
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use crate::panes::FastHash;
 use crate::row::FeatureRow;
+use crate::snapshot_row::RowsByKey;
 use crate::vocab::{EventTime, Key};
 use crate::window::WindowSpec;
 
 /// Closed windows of one window group: key → window end → the window's row.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct ClosedWindows {
-    by_key: HashMap<Key, BTreeMap<EventTime, FeatureRow>, FastHash>,
+    #[serde(with = "crate::snapshot_row")]
+    by_key: RowsByKey,
     /// Horizon of the last [`ClosedWindows::prune`] (not persisted: a restored state prunes
     /// once more).
     #[serde(skip)]

@@ -33,6 +33,7 @@ pub mod schema;
 pub mod scored;
 mod sessions;
 mod slot;
+mod snapshot_row;
 pub mod state_shards;
 #[cfg(test)]
 mod test_fixtures;

@@ -13,12 +13,40 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::feature::FeatureSet;
 use crate::panes::FastHash;
-use crate::record::Event;
+use crate::record::{Event, Values};
 use crate::row::{FeatureRow, RowValues};
-use crate::vocab::{EventTime, Key, Watermark};
+use crate::vocab::{EventTime, Key, KeyGroup, SourcePosition, Watermark};
 
 /// Buffered events of one key, by (event time, arrival sequence); `true` = row not emitted yet.
-type Buffer = BTreeMap<(EventTime, u64), (Event, bool)>;
+type Buffer = BTreeMap<(EventTime, u64), (BufferedEvent, bool)>;
+
+/// A buffered [`Event`]. Snapshots hold it in the layout of an `Event` without its ingest
+/// time, which they do not keep (an event restored from one was read by an earlier run: 0,
+/// unknown), so the window-state format is unchanged.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct BufferedEvent {
+    /// Kept for the snapshot layout (the buffer's key says the same).
+    key: Key,
+    key_group: KeyGroup,
+    ts: EventTime,
+    values: Values,
+    position: SourcePosition,
+    #[serde(skip)]
+    ingested_ms: u64,
+}
+
+impl From<&Event> for BufferedEvent {
+    fn from(event: &Event) -> Self {
+        BufferedEvent {
+            key: event.key.clone(),
+            key_group: event.key_group,
+            ts: event.ts,
+            values: event.values.clone(),
+            position: event.position,
+            ingested_ms: event.ingested_ms,
+        }
+    }
+}
 
 /// Trailing-range state of all keys of one operator instance.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -49,7 +77,7 @@ impl OverRange {
             Some(buffer) => buffer,
             None => self.keys.entry(event.key.clone()).or_default(),
         };
-        buffer.insert((event.ts, seq), (event.clone(), true));
+        buffer.insert((event.ts, seq), (BufferedEvent::from(event), true));
         self.pending += 1;
     }
 
@@ -160,6 +188,7 @@ impl OverRange {
             last: event.position,
             fired_at_ns: 0,
             closed_by_timeout: timeout,
+            ingested_at_ms: event.ingested_ms,
         });
     }
 }

@@ -46,4 +46,6 @@ pub struct Event {
     pub values: Values,
     /// Where the record was read.
     pub position: SourcePosition,
+    /// Wall-clock time the source read it (Unix ms); 0 when unknown (pure code).
+    pub ingested_ms: u64,
 }

@@ -41,6 +41,10 @@ pub struct FeatureRow {
     /// records seen so far, and the key's state was dropped.
     #[serde(default)]
     pub closed_by_timeout: bool,
+    /// Wall-clock time (Unix ms) the source read the latest-read record of the window that
+    /// this process saw; 0 when unknown (pure code, or every record came before a restore:
+    /// window-state snapshots do not keep it). The start of `weir_ingest_to_score_seconds`.
+    pub ingested_at_ms: u64,
 }
 
 /// Model identity attached to every score. Inline strings (up to 24 bytes, like keys), so

@@ -183,6 +183,7 @@ impl Schedule {
             last: described.last,
             fired_at_ns: 0,
             closed_by_timeout,
+            ingested_at_ms: described.ingested_at_ms,
         })
     }
 }

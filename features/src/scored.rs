@@ -298,6 +298,7 @@ mod tests {
             },
             fired_at_ns: 0,
             closed_by_timeout: false,
+            ingested_at_ms: 0,
         }
     }
 

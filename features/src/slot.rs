@@ -20,6 +20,10 @@ pub(crate) struct Slot {
     pub first: (u64, SourcePosition),
     /// Arrival sequence number and position of the last record.
     pub last: (u64, SourcePosition),
+    /// Latest ingest time of its records ([`Event::ingested_ms`]); not in snapshots (records
+    /// restored from one were read by an earlier run: 0, unknown).
+    #[serde(skip)]
+    pub ingested_ms: u64,
 }
 
 impl Slot {
@@ -31,6 +35,7 @@ impl Slot {
             records: 0,
             first: (seq, event.position),
             last: (seq, event.position),
+            ingested_ms: 0,
         };
         slot.add(features, event, seq);
         slot
@@ -41,6 +46,7 @@ impl Slot {
     pub fn add(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
         features.update(&mut self.accs, &event.values, event.ts);
         self.records += 1;
+        self.ingested_ms = self.ingested_ms.max(event.ingested_ms);
         if seq < self.first.0 {
             self.first = (seq, event.position);
         }
@@ -54,6 +60,7 @@ impl Slot {
     pub fn absorb(&mut self, features: &FeatureSet, other: &Slot) {
         features.merge(&mut self.accs, &other.accs);
         self.records += other.records;
+        self.ingested_ms = self.ingested_ms.max(other.ingested_ms);
         if other.first.0 < self.first.0 {
             self.first = other.first;
         }
@@ -85,6 +92,7 @@ impl Slot {
             last: self.last.1,
             fired_at_ns: 0,
             closed_by_timeout,
+            ingested_at_ms: self.ingested_ms,
         }
     }
 }

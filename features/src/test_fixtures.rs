@@ -45,5 +45,6 @@ pub(crate) fn event(key: &str, ts: i64) -> Event {
             partition: 0,
             offset: 0,
         },
+        ingested_ms: 0,
     }
 }

@@ -671,6 +671,7 @@ fn re_encoded_ts(format: FieldType, ts_json: &str) -> Result<EventTime, String> 
             partition: 0,
             offset: 0,
         },
+        ingested_ms: 0,
     };
     let again = event_json(d.schema(), &event);
     d.decode(&again)

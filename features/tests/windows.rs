@@ -32,13 +32,21 @@ fn features() -> FeatureSet {
     FeatureSet::compile(&specs, &schema).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// An event read at a wall-clock time that is not in arrival order (a row's ingest time is
+/// its records' latest, not its last record's).
 fn event(key: &str, ts: EventTime, x: i32, offset: i64) -> Event {
     let values = [text(key), Value::Num(ts as f64), Value::Num(f64::from(x))];
     weir_testkit::event::event(key, ts)
         .values(values)
         .key_groups(64)
         .offset(offset)
+        .ingested(1_000_000 + (offset as u64 * 7_919) % 1_000)
         .build()
+}
+
+/// The ingest time a row of `group` carries.
+fn latest_ingest(group: &[&Event]) -> u64 {
+    group.iter().map(|e| e.ingested_ms).max().unwrap_or(0)
 }
 
 /// Naive features of `events` (arrival order): count, sum, min, max, first, last.
@@ -201,6 +209,7 @@ proptest! {
             prop_assert_eq!(row.records, group.len() as u64);
             prop_assert_eq!(Some(row.first), group.first().map(|e| e.position));
             prop_assert_eq!(Some(row.last), group.last().map(|e| e.position));
+            prop_assert_eq!(row.ingested_at_ms, latest_ingest(group));
             prop_assert!(same(&row.values, &naive(group)), "{:?}: {:?} vs {:?}", id, row.values, naive(group));
         }
         if lateness == 0 {
@@ -241,6 +250,7 @@ proptest! {
             prop_assert!(row.window_end - row.window_start <= max_length);
             group.sort_by_key(|e| e.position.offset);
             prop_assert_eq!(row.records, group.len() as u64);
+            prop_assert_eq!(row.ingested_at_ms, latest_ingest(&group));
             prop_assert!(same(&row.values, &naive(&group)), "{:?}: {:?} vs {:?}", id, row.values, naive(&group));
         }
     }

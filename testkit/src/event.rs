@@ -25,6 +25,7 @@ pub struct EventBuilder {
     values: Values,
     key_groups: u32,
     position: SourcePosition,
+    ingested_ms: u64,
 }
 
 /// An event of key `key` at event time `ts`.
@@ -38,6 +39,7 @@ pub fn event(key: &str, ts: EventTime) -> EventBuilder {
             partition: 0,
             offset: 0,
         },
+        ingested_ms: 0,
     }
 }
 
@@ -52,6 +54,7 @@ pub fn from_decoded(decoded: Decoded, key_groups: u32, offset: i64) -> Event {
             partition: 0,
             offset,
         },
+        ingested_ms: 0,
     }
 }
 
@@ -97,6 +100,12 @@ impl EventBuilder {
         self
     }
 
+    /// Read by the source at wall-clock time `ms` (Unix ms).
+    pub fn ingested(mut self, ms: u64) -> Self {
+        self.ingested_ms = ms;
+        self
+    }
+
     /// The event.
     pub fn build(self) -> Event {
         Event {
@@ -105,6 +114,7 @@ impl EventBuilder {
             ts: self.ts,
             values: self.values,
             position: self.position,
+            ingested_ms: self.ingested_ms,
         }
     }
 }

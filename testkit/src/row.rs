@@ -28,5 +28,6 @@ pub fn feature_row(
         last: position,
         fired_at_ns: 0,
         closed_by_timeout: false,
+        ingested_at_ms: 0,
     }
 }

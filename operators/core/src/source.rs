@@ -175,6 +175,7 @@ impl RecordDecoder {
                     ts,
                     values: decoded.values,
                     position: record.position,
+                    ingested_ms: now_ms,
                 });
                 Some(ts)
             }

@@ -287,6 +287,7 @@ mod tests {
                 last: position,
                 fired_at_ns: 0,
                 closed_by_timeout: false,
+                ingested_at_ms: 0,
             })
             .collect()
     }

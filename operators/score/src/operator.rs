@@ -142,16 +142,14 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
     }
 }
 
-/// Counts score records leaving a score instance and their latencies from window close and
-/// from window end.
+/// Counts score records leaving a score instance and their latencies from window close, from
+/// window end and from ingest.
 fn count_produced(metrics: &JobMetrics, out: &Counter, scored: &[ScoredBatch]) {
     let now_ms = unix_ms();
     for batch in scored {
         out.inc_by(batch.rows.len() as u64);
         for row in &batch.rows {
-            metrics
-                .latency
-                .score_produced(row.fired_at_ns, row.window_end, now_ms);
+            metrics.latency.score_produced(row, now_ms);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Latency histograms of the job: window close → score produced, event time (window end) →
-//! score produced, and window close → score acknowledged by the sink. Prometheus histograms
+//! score produced, ingest (the source's read of the window's latest record) → score produced,
+//! and window close → score acknowledged by the sink. Prometheus histograms
 //! for `/metrics`; the acknowledged one also keeps two HDR histograms, for the exact p50/p99 of
 //! the end-of-run summary, apart for live scores and scores acknowledged while the job was
 //! catching up: in a bounded replay (every window closes within seconds and waits behind the
@@ -14,6 +15,7 @@ use hdrhistogram::Histogram as Hdr;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
+use weir_features::row::FeatureRow;
 
 /// Buckets from 1 ms to about 9 min, doubling.
 fn latency_buckets() -> Histogram {
@@ -77,6 +79,7 @@ impl Drop for SourceBehind {
 pub struct Latencies {
     close_to_score: Histogram,
     event_to_score: Histogram,
+    ingest_to_score: Histogram,
     close_to_acked: Histogram,
     /// Close → acknowledged of live scores, and of scores acknowledged while catching up.
     live_hdr: Mutex<Option<Hdr<u64>>>,
@@ -92,6 +95,7 @@ impl Default for Latencies {
         Latencies {
             close_to_score: latency_buckets(),
             event_to_score: latency_buckets(),
+            ingest_to_score: latency_buckets(),
             close_to_acked: latency_buckets(),
             live_hdr: Mutex::new(None),
             catch_up_hdr: Mutex::new(None),
@@ -102,15 +106,20 @@ impl Default for Latencies {
 }
 
 impl Latencies {
-    /// One score produced at `now_ms` (wall clock) for a window that closed at `fired_at_ns`
-    /// (0: unknown) and ends at event time `window_end_ms`.
+    /// One score produced at `now_ms` (wall clock) for `row`: its window closed at
+    /// `fired_at_ns`, ends at event time `window_end` and its latest record was read at
+    /// `ingested_at_ms` (either 0: unknown, not observed).
     #[inline]
-    pub fn score_produced(&self, fired_at_ns: u64, window_end_ms: i64, now_ms: u64) {
-        if fired_at_ns > 0 {
-            let waited_ms = now_ms.saturating_sub(fired_at_ns / 1_000_000);
+    pub fn score_produced(&self, row: &FeatureRow, now_ms: u64) {
+        if row.fired_at_ns > 0 {
+            let waited_ms = now_ms.saturating_sub(row.fired_at_ns / 1_000_000);
             self.close_to_score.observe(waited_ms as f64 / 1e3);
         }
-        let behind_ms = (now_ms as i64).saturating_sub(window_end_ms).max(0);
+        if row.ingested_at_ms > 0 {
+            let waited_ms = now_ms.saturating_sub(row.ingested_at_ms);
+            self.ingest_to_score.observe(waited_ms as f64 / 1e3);
+        }
+        let behind_ms = (now_ms as i64).saturating_sub(row.window_end).max(0);
         self.event_to_score.observe(behind_ms as f64 / 1e3);
     }
 
@@ -181,6 +190,13 @@ impl Latencies {
              replay of old data this is the data's age, not the pipeline's latency)",
             Unit::Seconds,
             self.event_to_score.clone(),
+        );
+        registry.register_with_unit(
+            "ingest_to_score",
+            "From the source's read of a window's latest record to the window's score produced \
+             (windows whose every record came before a restore are not counted)",
+            Unit::Seconds,
+            self.ingest_to_score.clone(),
         );
         registry.register_with_unit(
             "window_close_to_score_acked",
