@@ -38,7 +38,7 @@ use weir_operators::committer::{CommitCheckpoints, CommitHook, CommitterConfig};
 use weir_operators::epochs::{CheckpointStream, EpochClock, OperatorCheckpoints};
 use weir_operators::file_sink::{FileSinkConfig, JsonlSink};
 use weir_operators::file_source::{file_source, FileSourceConfig};
-use weir_operators::metrics::JobMetrics;
+use weir_operators::metrics::{JobMetrics, Operator};
 use weir_operators::serving::ServingModels;
 use weir_operators::source::RecordDecoder;
 use weir_operators::source_operator::{Pacing, SourceStage};
@@ -116,7 +116,7 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     let checkpoint = source.checkpoint.concat(windows.checkpoint);
     if plan.mode == Mode::FeaturesOnly {
         let rows = windows.rows.probe_with(&progress).jsonl_sink(
-            plan.file_sink_config(plan.scores_file()?),
+            plan.file_sink_config(plan.scores_file()?, Operator::ScoreSink),
             |row, line| line(feature_row_json(row)),
             |m| &m.rows_written,
         )?;
@@ -144,9 +144,11 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
                     .views()
                     .for_each(|s| line(score_json(&s, &names, &source)));
             };
-            scored_rows.jsonl_sink(plan.file_sink_config(scores), encode, |m| {
-                &m.scores_delivered
-            })?
+            scored_rows.jsonl_sink(
+                plan.file_sink_config(scores, Operator::ScoreSink),
+                encode,
+                |m| &m.scores_delivered,
+            )?
         }
     };
     let dead = plan.dead_letter_sink(dead_letters.concat(scored.dead_letters))?;
@@ -169,7 +171,7 @@ impl JobPlan {
             SinkPlan::File {
                 dead_letters: path, ..
             } => dead_letters.jsonl_sink(
-                self.file_sink_config(path),
+                self.file_sink_config(path, Operator::DeadLetterSink),
                 |letter, line| line(dead_letter_json(letter)),
                 |m| &m.dead_letters_delivered,
             )?,
@@ -229,9 +231,10 @@ impl JobPlan {
         }
     }
 
-    fn file_sink_config(&self, path: &Path) -> FileSinkConfig {
+    fn file_sink_config(&self, path: &Path, operator: Operator) -> FileSinkConfig {
         FileSinkConfig {
             path: path.to_path_buf(),
+            operator,
             placement: self.job.runtime.placement,
             metrics: self.metrics.clone(),
             epochs: self.epochs(),

@@ -109,11 +109,11 @@ impl StatusSources {
     pub fn snapshot(&self, now_ms: u64) -> StatusSnapshot {
         let metrics = &self.metrics;
         metrics.refresh(&self.serving, now_ms);
-        let mut totals: Vec<(u64, u64)> = Vec::with_capacity(self.stages.len());
-        for (operator, _) in &self.stages {
-            let upstream_out = totals.last().map_or(0, |(_, out)| *out);
-            totals.push(stage_records(metrics, *operator, upstream_out));
-        }
+        let totals: Vec<(u64, u64)> = self
+            .stages
+            .iter()
+            .map(|(operator, _)| stage_records(metrics, *operator))
+            .collect();
         let rates = self.rates.sample(now_ms, &totals);
         let stages = self
             .stages
@@ -167,23 +167,12 @@ impl StatusSources {
     }
 }
 
-/// The records in and out of `operator`'s instances in this process ([`StageView::records`]);
-/// `upstream_out` is the previous stage's out (what the score sink receives).
-fn stage_records(metrics: &JobMetrics, operator: Operator, upstream_out: u64) -> (u64, u64) {
-    match operator {
-        Operator::ScoreSink => (
-            upstream_out,
-            metrics.scores_delivered.get() + metrics.rows_written.get(),
-        ),
-        Operator::DeadLetterSink => (
-            metrics.dead_letters_total(),
-            metrics.dead_letters_delivered.get(),
-        ),
-        stage => (
-            metrics.records_in.sum_where(|l| l.operator == stage),
-            metrics.records_out.sum_where(|l| l.operator == stage),
-        ),
-    }
+/// The records in and out of `operator`'s instances in this process ([`StageView::records`]).
+fn stage_records(metrics: &JobMetrics, operator: Operator) -> (u64, u64) {
+    (
+        metrics.records_in.sum_where(|l| l.operator == operator),
+        metrics.records_out.sum_where(|l| l.operator == operator),
+    )
 }
 
 /// The view of `name` `version` in `models`, made empty when absent.

@@ -2,7 +2,8 @@
 //! worker of instance 0) receives every record, writes the lines its encoder makes of it (one
 //! per feature row or dead letter, one per row of a scored batch) and flushes when its
 //! input ends and before every checkpoint epoch passes; write errors are counted as delivery
-//! failures, which fail the run. A run restored from a checkpoint appends (at-least-once: rows
+//! failures, which fail the run. Its lines are counted as the sink's instance 0 (records in:
+//! lines encoded; out and bytes: lines written). A run restored from a checkpoint appends (at-least-once: rows
 //! after the checkpoint may appear twice, with equal score ids); other runs truncate.
 
 use std::fs::File;
@@ -20,7 +21,7 @@ use weir_features::vocab::Tick;
 use crate::epoch_sink::{epoch_sink, SinkWriter};
 use crate::epochs::{CheckpointStream, EpochClock};
 use crate::error::{OperatorError, Result};
-use crate::metrics::JobMetrics;
+use crate::metrics::{JobMetrics, Operator, SinkFlow};
 use crate::placement::Placement;
 
 /// Where and how a file sink writes.
@@ -32,6 +33,8 @@ pub struct FileSinkConfig {
     pub placement: Placement,
     /// Counters.
     pub metrics: Arc<JobMetrics>,
+    /// Which sink it is, the `operator` label of its counters.
+    pub operator: Operator,
     /// Checkpoint epochs (the file is flushed and synced before each one passes).
     pub epochs: EpochClock,
     /// Append to an existing file (a run restored from a checkpoint) instead of truncating it.
@@ -57,17 +60,27 @@ struct JsonlWriter<E> {
     encode: E,
     counter: fn(&JobMetrics) -> &Counter,
     metrics: Arc<JobMetrics>,
+    flow: SinkFlow,
     path: PathBuf,
 }
 
 impl<T, E: Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static> SinkWriter<T> for JsonlWriter<E> {
     fn write(&mut self, batch: &mut Vec<T>) {
-        let (out, counter, metrics, path) =
-            (&mut self.out, self.counter, &self.metrics, &self.path);
+        let (out, counter, metrics, flow, path) = (
+            &mut self.out,
+            self.counter,
+            &self.metrics,
+            &self.flow,
+            &self.path,
+        );
         let mut write_line = |mut line: Vec<u8>| {
             line.push(b'\n');
+            flow.written();
             match out.write_all(&line) {
-                Ok(()) => JobMetrics::add(counter(metrics), 1),
+                Ok(()) => {
+                    JobMetrics::add(counter(metrics), 1);
+                    flow.acknowledged(line.len());
+                }
                 Err(error) => {
                     JobMetrics::add(&metrics.delivery_failures, 1);
                     tracing::error!(%error, path = %path.display(), "write failed");
@@ -122,6 +135,7 @@ where
                 encode,
                 counter,
                 metrics: config.metrics.clone(),
+                flow: config.metrics.sink_flow(config.operator, 0),
                 path: config.path.clone(),
             })
         } else {

@@ -78,9 +78,11 @@ pub enum Operator {
     Window,
     /// The score operator: in = feature rows, out = score records (errors included).
     Score,
-    /// The score sink: in = score records written, out = acknowledged.
+    /// The output sink (score records; feature rows in a features-only run): in = records
+    /// handed to the producer or the file, out = acknowledged or written.
     ScoreSink,
-    /// The dead-letter sink: in = letters written, out = acknowledged.
+    /// The dead-letter sink: in = letters handed to the producer or the file, out =
+    /// acknowledged or written.
     DeadLetterSink,
 }
 

@@ -49,8 +49,9 @@ impl EncodeLabelSet for DeadLetterLabels {
     }
 }
 
-/// A Kafka sink instance's counters: records it handed to its producer (`records_in`), records
-/// the broker acknowledged (`records_out`) and their bytes (`sink_acknowledged_bytes`).
+/// A sink instance's counters: records it handed to its producer or encoded for its file
+/// (`records_in`), records the broker acknowledged or written to the file (`records_out`) and
+/// their bytes (`sink_acknowledged_bytes`).
 #[derive(Clone, Debug)]
 pub struct SinkFlow {
     written: Counter,
@@ -59,12 +60,12 @@ pub struct SinkFlow {
 }
 
 impl SinkFlow {
-    /// One record handed to the producer (first sends only, not resends).
+    /// One record handed to the producer (first sends only, not resends) or to the file.
     pub fn written(&self) {
         self.written.inc();
     }
 
-    /// One record of `bytes` acknowledged.
+    /// One record of `bytes` acknowledged by the broker or written to the file.
     pub fn acknowledged(&self, bytes: usize) {
         self.acknowledged.inc();
         self.bytes.inc_by(bytes as u64);
@@ -75,15 +76,16 @@ impl SinkFlow {
 #[derive(Debug, Default)]
 pub struct JobMetrics {
     /// Records into each operator instance: source = records read (good and bad), window =
-    /// events, score = feature rows, Kafka sinks = records handed to the producer.
+    /// events, score = feature rows, sinks = records handed to the producer or the file.
     pub records_in: LabeledCounter<InstanceLabels>,
     /// Records out of each operator instance: source = events decoded, window = feature rows
-    /// fired (revisions included), score = score records (errors included), Kafka sinks =
-    /// records the broker acknowledged.
+    /// fired (revisions included), score = score records (errors included), sinks = records
+    /// the broker acknowledged or written to the file.
     pub records_out: LabeledCounter<InstanceLabels>,
     /// Bytes of the records read by the sources (payload and key).
     pub source_bytes: Counter,
-    /// Bytes (key and payload) of the records each Kafka sink instance had acknowledged.
+    /// Bytes (key and payload; a file line with its newline) of the records each sink instance
+    /// had acknowledged or written.
     pub sink_bytes: LabeledCounter<InstanceLabels>,
     /// Scores produced (successful inferences), by model version.
     pub scores: LabeledCounter<ModelLabels>,
@@ -202,7 +204,7 @@ impl JobMetrics {
         )
     }
 
-    /// The counters of the sink `operator`'s instance `instance` (a Kafka sink).
+    /// The counters of the sink `operator`'s instance `instance`.
     pub fn sink_flow(&self, operator: Operator, instance: u32) -> SinkFlow {
         let labels = InstanceLabels { operator, instance };
         SinkFlow {
@@ -317,7 +319,8 @@ impl JobMetrics {
         );
         r.register_with_unit(
             "sink_acknowledged",
-            "Bytes (key and payload) of the records a Kafka sink instance had acknowledged",
+            "Bytes of the records a sink instance had acknowledged (Kafka: key and payload) or \
+             written (a file: the line and its newline)",
             Unit::Bytes,
             self.sink_bytes.family(),
         );
