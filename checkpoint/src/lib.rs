@@ -21,6 +21,9 @@
 //! since its last snapshot, as sections of one bundle file per instance and epoch
 //! ([`SnapshotStore::write_bundle`]), and the manifest lists the older files' sections for the
 //! others ([`SnapshotEntry::stored_in`]).
+//!
+//! [`S3Client`] (`s3.rs`) is the one S3 client construction of the workspace: the object
+//! store above and the scoring stage's model registry mirror both open their buckets with it.
 
 pub mod bundle;
 mod durable;
@@ -32,6 +35,7 @@ mod location;
 pub mod manifest;
 pub mod object;
 pub mod range;
+pub mod s3;
 pub mod store;
 
 pub use error::{CheckpointError, Result};
@@ -39,7 +43,8 @@ pub use inspect::{inspect, EpochStatus, EpochSummary};
 pub use local::LocalDirStore;
 pub use location::{is_object_store_url, open_store};
 pub use manifest::{Manifest, SourceOffset};
-pub use object::{ObjectStoreSnapshotStore, Retries, S3Options};
+pub use object::ObjectStoreSnapshotStore;
 pub use range::{KeyGroupRange, Section, SnapshotEntry};
+pub use s3::{ObjectInfo, Retries, S3Client, S3Options};
 pub use store::{Pruned, SnapshotStore, StoredFile, MANIFEST_FILE};
 pub use weir_features::vocab::{Epoch, Watermark};

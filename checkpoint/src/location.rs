@@ -6,7 +6,8 @@ use std::path::Path;
 
 use crate::error::{CheckpointError, Result};
 use crate::local::LocalDirStore;
-use crate::object::{ObjectStoreSnapshotStore, S3_SCHEME};
+use crate::object::ObjectStoreSnapshotStore;
+use crate::s3::S3_SCHEME;
 use crate::store::SnapshotStore;
 
 /// True when `location` names an object store (`s3://...`) rather than a directory. Such a

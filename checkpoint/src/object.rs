@@ -8,88 +8,30 @@
 //! object and durable when it returns, so a MANIFEST is either absent or complete: that PUT
 //! is the commit point. Listings are strongly consistent on S3, which retention relies on.
 //!
-//! `object_store` is async; the store owns a one-thread tokio runtime and blocks on it. Its
-//! callers are the snapshot writer threads, the committer and the CLI, never a hot path.
-//! Requests that fail with a 5xx, a 429, a timeout or a refused connection are retried with
-//! exponential backoff ([`Retries`]); past the bound the error is an
-//! [`CheckpointError::Io`] naming the object (`s3://bucket/prefix/<epoch>/...`).
-//!
-//! Credentials and endpoint come from the environment, as `object_store`'s
-//! `AmazonS3Builder::from_env` reads it: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-//! `AWS_SESSION_TOKEN`, `AWS_REGION` (or `AWS_DEFAULT_REGION`), `AWS_ENDPOINT_URL` (or
-//! `AWS_ENDPOINT`; an S3-compatible server), `AWS_ALLOW_HTTP=true` (a plain-http endpoint),
-//! `AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN` (Kubernetes service accounts), the ECS
-//! container credential variables, and otherwise the EC2 instance metadata service. Profiles
-//! in `~/.aws/config` and `~/.aws/credentials` are not read.
+//! The bucket is reached through [`crate::s3::S3Client`] (shared with the model registry
+//! mirror): credentials and endpoint from the `AWS_*` environment, failed requests retried
+//! with backoff ([`Retries`]); past the bound the error is a [`CheckpointError::Io`] naming
+//! the object (`s3://bucket/prefix/<epoch>/...`). Its callers are the snapshot writer
+//! threads, the committer and the CLI, never a hot path.
 
-use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
-use futures::TryStreamExt;
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
-use object_store::{BackoffConfig, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 use weir_features::vocab::Epoch;
 
 use crate::error::{CheckpointError, Result};
 use crate::format::{self, Snapshot};
 use crate::manifest::{self, Manifest};
 use crate::range::{check_operator_name, KeyGroupRange, SnapshotEntry};
+use crate::s3::S3Client;
+pub use crate::s3::{parse_s3_url, Retries, S3Options, S3_SCHEME};
 use crate::store::{encoded_snapshot, SnapshotStore, StoredFile, MANIFEST_FILE};
-
-/// The URL scheme of an object-store checkpoint location.
-pub const S3_SCHEME: &str = "s3://";
-
-/// How failed requests are retried: exponential backoff from `first_backoff` (doubling, capped
-/// at `max_backoff`), at most `max_retries` times and no longer than `timeout` in all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Retries {
-    /// Retries of one request after its first attempt.
-    pub max_retries: usize,
-    /// The first wait.
-    pub first_backoff: Duration,
-    /// The longest wait.
-    pub max_backoff: Duration,
-    /// No retry starts later than this after the first attempt.
-    pub timeout: Duration,
-}
-
-impl Default for Retries {
-    /// 10 retries from 100 ms up to 5 s, within 60 s: a server that refuses a few requests is
-    /// ridden out; one that is down fails the commit within a minute, and the next epoch
-    /// tries again.
-    fn default() -> Self {
-        Retries {
-            max_retries: 10,
-            first_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(5),
-            timeout: Duration::from_secs(60),
-        }
-    }
-}
-
-/// How to reach the bucket, besides the environment.
-#[derive(Clone, Debug, Default)]
-pub struct S3Options {
-    /// `object_store` S3 options applied over the environment, by their names
-    /// (`aws_endpoint`, `aws_allow_http`, `aws_access_key_id`, `aws_region`, ...).
-    pub config: Vec<(String, String)>,
-    /// Retry policy.
-    pub retries: Retries,
-}
 
 /// A [`SnapshotStore`] on an S3 bucket under a prefix. Safe to share between threads and
 /// processes under the same rule as the local store: one writer per (epoch, operator,
 /// range), one committer per epoch.
 pub struct ObjectStoreSnapshotStore {
-    store: Arc<dyn ObjectStore>,
-    /// `s3://bucket`, for messages.
-    bucket_url: String,
-    /// Prefix of every key (no leading or trailing `/`; empty for the bucket's root).
-    prefix: ObjectPath,
-    runtime: tokio::runtime::Runtime,
+    client: S3Client,
 }
 
 impl std::fmt::Debug for ObjectStoreSnapshotStore {
@@ -98,26 +40,6 @@ impl std::fmt::Debug for ObjectStoreSnapshotStore {
             .field("location", &self.location())
             .finish_non_exhaustive()
     }
-}
-
-/// Splits `s3://bucket/prefix` into the bucket and the prefix (possibly empty).
-pub fn parse_s3_url(url: &str) -> Result<(String, String)> {
-    let invalid = |reason: &str| CheckpointError::InvalidLocation {
-        location: url.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let rest = url
-        .strip_prefix(S3_SCHEME)
-        .ok_or_else(|| invalid("it does not start with s3://"))?;
-    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    if bucket.is_empty() {
-        return Err(invalid("it names no bucket (s3://bucket/prefix)"));
-    }
-    let prefix = prefix.trim_matches('/');
-    if prefix.split('/').any(|part| part == "." || part == "..") || prefix.contains("//") {
-        return Err(invalid("its prefix has an empty, `.` or `..` segment"));
-    }
-    Ok((bucket.to_owned(), prefix.to_owned()))
 }
 
 impl ObjectStoreSnapshotStore {
@@ -130,57 +52,22 @@ impl ObjectStoreSnapshotStore {
 
     /// Opens the store at `url` with `options` applied over the environment.
     pub fn open_with(url: &str, options: &S3Options) -> Result<Self> {
-        let (bucket, prefix) = parse_s3_url(url)?;
-        let mut builder = AmazonS3Builder::from_env()
-            .with_bucket_name(&bucket)
-            .with_retry(retry_config(options.retries));
-        for (key, value) in &options.config {
-            let key =
-                key.parse()
-                    .map_err(|e: object_store::Error| CheckpointError::InvalidLocation {
-                        location: url.to_owned(),
-                        reason: format!("unknown S3 option `{key}`: {e}"),
-                    })?;
-            builder = builder.with_config(key, value);
-        }
-        let store = builder.build().map_err(|e| CheckpointError::Io {
-            op: "configure S3 access to",
-            path: PathBuf::from(url),
-            source: std::io::Error::other(e),
-        })?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("weir-ckpt-s3")
-            .enable_all()
-            .build()
-            .map_err(|e| CheckpointError::io("start the S3 client runtime for", url, e))?;
         Ok(ObjectStoreSnapshotStore {
-            store: Arc::new(store),
-            bucket_url: format!("{S3_SCHEME}{bucket}"),
-            prefix: ObjectPath::from(prefix),
-            runtime,
+            client: S3Client::open(url, options, "weir-ckpt-s3")?,
         })
     }
 
     /// `s3://bucket/prefix`.
     pub fn location(&self) -> String {
-        self.url_of(&self.prefix)
-    }
-
-    fn url_of(&self, key: &ObjectPath) -> String {
-        if key.as_ref().is_empty() {
-            self.bucket_url.clone()
-        } else {
-            format!("{}/{key}", self.bucket_url)
-        }
+        self.client.location()
     }
 
     fn path_of(&self, key: &ObjectPath) -> PathBuf {
-        PathBuf::from(self.url_of(key))
+        self.client.path_of(key)
     }
 
     fn epoch_prefix(&self, epoch: Epoch) -> ObjectPath {
-        self.prefix.clone().join(epoch.0.to_string())
+        self.client.prefix().clone().join(epoch.0.to_string())
     }
 
     fn key_of(&self, epoch: Epoch, name: &str) -> ObjectPath {
@@ -194,64 +81,22 @@ impl ObjectStoreSnapshotStore {
             .join(range.file_name())
     }
 
-    /// Runs `future` on the store's runtime (on a scoped thread when the caller is itself
-    /// inside a tokio runtime, where blocking on another one is not allowed).
-    fn block_on<F: Future + Send>(&self, future: F) -> F::Output
-    where
-        F::Output: Send,
-    {
-        if tokio::runtime::Handle::try_current().is_ok() {
-            std::thread::scope(
-                |scope| match scope.spawn(|| self.runtime.block_on(future)).join() {
-                    Ok(output) => output,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                },
-            )
-        } else {
-            self.runtime.block_on(future)
-        }
-    }
-
-    fn error(&self, op: &'static str, key: &ObjectPath, e: object_store::Error) -> CheckpointError {
-        CheckpointError::Io {
-            op,
-            path: self.path_of(key),
-            source: std::io::Error::other(flatten(&e)),
-        }
-    }
-
-    /// The object's bytes; `None` when it does not exist.
     fn get(&self, key: &ObjectPath) -> Result<Option<Vec<u8>>> {
-        let result = self.block_on(async {
-            let got = self.store.get(key).await?;
-            got.bytes().await
-        });
-        match result {
-            Ok(bytes) => Ok(Some(bytes.to_vec())),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(self.error("read", key, e)),
-        }
+        Ok(self.client.get_key(key)?.map(|(bytes, _)| bytes))
     }
 
     fn put(&self, key: &ObjectPath, bytes: Vec<u8>) -> Result<()> {
-        self.block_on(self.store.put(key, PutPayload::from(bytes)))
-            .map(drop)
-            .map_err(|e| self.error("write", key, e))
+        self.client.put_key(key, bytes)
     }
 
     fn delete(&self, key: &ObjectPath) -> Result<()> {
-        match self.block_on(self.store.delete(key)) {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(self.error("delete", key, e)),
-        }
+        self.client.delete_key(key)
     }
 
     /// Every object under `epoch`, as (name relative to the epoch, size, key).
     fn list_epoch(&self, epoch: Epoch) -> Result<Vec<(String, u64, ObjectPath)>> {
         let prefix = self.epoch_prefix(epoch);
-        let objects = self
-            .block_on(self.store.list(Some(&prefix)).try_collect::<Vec<_>>())
-            .map_err(|e| self.error("list", &prefix, e))?;
+        let objects = self.client.list_key(&prefix)?;
         let mut out = Vec::with_capacity(objects.len());
         for object in objects {
             let Some(parts) = object.location.prefix_match(&prefix) else {
@@ -264,36 +109,6 @@ impl ObjectStoreSnapshotStore {
             out.push((name, object.size, object.location));
         }
         Ok(out)
-    }
-}
-
-/// One line for an `object_store` error: its own message (which repeats its first causes)
-/// and the root cause (a refused connection, a DNS failure) when the message lacks it. A
-/// string, not a source chain: `{:#}` printing would repeat each level's text.
-fn flatten(error: &object_store::Error) -> String {
-    let mut message = error.to_string();
-    let mut root: &dyn std::error::Error = error;
-    while let Some(next) = root.source() {
-        root = next;
-    }
-    let cause = root.to_string();
-    if !message.contains(&cause) {
-        message.push_str(": ");
-        message.push_str(&cause);
-    }
-    message
-}
-
-/// The `object_store` retry policy of `retries`.
-fn retry_config(retries: Retries) -> RetryConfig {
-    RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: retries.first_backoff,
-            max_backoff: retries.max_backoff,
-            base: 2.0,
-        },
-        max_retries: retries.max_retries,
-        retry_timeout: retries.timeout,
     }
 }
 
@@ -368,14 +183,10 @@ impl SnapshotStore for ObjectStoreSnapshotStore {
     }
 
     fn list_epochs(&self) -> Result<Vec<Epoch>> {
-        let root = (!self.prefix.as_ref().is_empty()).then_some(&self.prefix);
-        let listed = self
-            .block_on(self.store.list_with_delimiter(root))
-            .map_err(|e| self.error("list", &self.prefix, e))?;
-        let mut epochs: Vec<Epoch> = listed
-            .common_prefixes
+        let mut epochs: Vec<Epoch> = self
+            .client
+            .list_dirs()?
             .iter()
-            .filter_map(|dir| dir.filename())
             .filter(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()))
             .filter_map(|name| name.parse().ok())
             .map(Epoch)
