@@ -1,7 +1,7 @@
 //! The job file's `[model]` section: which model the scoring stage serves (one directory, or
 //! a registry watched for new versions), its second version (shadow or canary; with a
 //! registry, a `CONTROL` line can override it at run time), micro-batching, in-flight bound,
-//! threads and pinned cores. Kept apart from `config.rs` so the scoring options grow here;
+//! threads and pinned cores. A registry is a directory or `s3://bucket/prefix`. Kept apart from `config.rs` so the scoring options grow here;
 //! [`ModelSection::plan`] checks it and turns it into the score stage's plan
 //! ([`crate::plan::ScorePlan`]). See docs/JOB_FILE.md, `[model]`.
 
@@ -11,12 +11,14 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::Deserialize;
 
+use weir_checkpoint::is_object_store_url;
+use weir_checkpoint::object::parse_s3_url;
 use weir_features::duration_ms;
 use weir_operators::Placement;
 use weir_score::budget::{cpu_set, plan_cores, InstanceCores};
 use weir_score::config::{BatchLimits, ModelSettings};
 use weir_score::drift::AlertSettings;
-use weir_score::registry::{ModelSource, Target};
+use weir_score::registry::{ModelSource, RemoteRegistry, Target};
 use weir_score::secondary::{SecondaryModel, SecondaryRole};
 use weir_score::SessionOptions;
 
@@ -29,7 +31,8 @@ pub struct ModelSection {
     /// One model directory (`model.onnx` + `manifest.json`), relative to the job file.
     #[serde(default)]
     pub path: Option<PathBuf>,
-    /// A registry root holding `<name>/<version>/` directories, relative to the job file.
+    /// A registry root holding `<name>/<version>/` directories, relative to the job file, or
+    /// `s3://bucket/prefix` (mirrored into a local cache: `weir_score::registry_mirror`).
     #[serde(default)]
     pub registry: Option<PathBuf>,
     /// The model's name in the registry.
@@ -127,6 +130,17 @@ impl ModelSection {
                 )
             }
         }
+        if let (Some(root), Some(name)) = (&self.registry, &self.name) {
+            if name.is_empty() || name.contains('/') || name.starts_with('.') {
+                bail!("[model] name = {name:?} must be one directory name under the registry (no `/`, not starting with `.`)");
+            }
+            if is_object_store_url(root) {
+                let url = root.to_string_lossy();
+                if let Err(e) = parse_s3_url(&url) {
+                    bail!("[model] registry: {e}");
+                }
+            }
+        }
         if let Some(psi) = self.drift_alert.filter(|t| !(t.is_finite() && *t > 0.0)) {
             bail!("[model] drift_alert = {psi} must be a positive PSI, e.g. 0.2 (above 0.25 is usually read as a major shift)");
         }
@@ -196,13 +210,18 @@ impl ModelSection {
         )?)
     }
 
-    /// Where the primary model comes from, paths resolved against `base_dir`.
+    /// Where the primary model comes from, paths resolved against `base_dir` (an
+    /// `s3://bucket/prefix` registry is used as given; nothing is contacted here).
     pub fn source(&self, base_dir: &Path) -> ModelSource {
+        let poll = Duration::from_millis(u64::try_from(self.poll).unwrap_or(0).max(1));
         match (&self.registry, &self.name) {
+            (Some(root), Some(name)) if is_object_store_url(root) => {
+                ModelSource::ObjectStore(RemoteRegistry::new(&root.to_string_lossy(), name, poll))
+            }
             (Some(root), Some(name)) => ModelSource::Registry {
                 root: base_dir.join(root),
                 name: name.clone(),
-                poll: Duration::from_millis(u64::try_from(self.poll).unwrap_or(0).max(1)),
+                poll,
             },
             _ => ModelSource::Dir(base_dir.join(self.path.clone().unwrap_or_default())),
         }

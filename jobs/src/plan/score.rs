@@ -1,7 +1,8 @@
 //! The score stage's settings, planned once: the model's source and second version, session
 //! options, batching bounds and the pinned cores of one process's inference threads. The
 //! pipeline hands them to `weir_score::operator::ScoreConfig`; `weir run`'s preflight loads
-//! the versions served at start with them.
+//! the versions served at start with them (an S3 registry's first sync happens there, and its
+//! mirror is shared by every clone of the plan: one per process).
 
 use std::path::PathBuf;
 
@@ -39,6 +40,7 @@ impl ScorePlan {
     pub fn model_name(&self) -> &str {
         match &self.model.source {
             ModelSource::Registry { name, .. } => name,
+            ModelSource::ObjectStore(remote) => remote.name(),
             ModelSource::Dir(_) => "",
         }
     }
@@ -65,12 +67,30 @@ impl ScorePlan {
     }
 }
 
-/// The model directory of `source`: the directory itself, or the model's registry directory.
+/// The model directory of `source`: the directory itself, or the model's registry directory
+/// (`s3://bucket/prefix/<name>` on an object store).
 pub fn model_dir(source: &ModelSource) -> PathBuf {
     match source {
         ModelSource::Dir(dir) => dir.clone(),
         ModelSource::Registry { root, name, .. } => root.join(name),
+        ModelSource::ObjectStore(remote) => PathBuf::from(remote.location()),
     }
+}
+
+/// The registry directory to read and the model name: a local registry's, or an object
+/// store's local mirror, synced first if this process has not yet (the start fails, naming
+/// the URL, when it cannot be). `None` for a single directory.
+fn registry_of(source: &ModelSource) -> Result<Option<Registry>> {
+    Ok(match source {
+        ModelSource::Dir(_) => None,
+        ModelSource::Registry { root, name, .. } => Some(Registry::new(root, name)),
+        ModelSource::ObjectStore(remote) => {
+            let root = remote.start().with_context(|| {
+                format!("[model] registry = \"{}\": cannot mirror it", remote.url())
+            })?;
+            Some(Registry::new(&root, remote.name()))
+        }
+    })
 }
 
 /// The directory of the primary version served at start, and the second version served
@@ -84,10 +104,9 @@ pub fn initial_models(
     job_second: Option<SecondaryModel>,
     loads: impl Fn(&Target) -> weir_score::Result<()>,
 ) -> Result<(PathBuf, Option<SecondaryModel>)> {
-    match source {
-        ModelSource::Dir(dir) => Ok((dir.clone(), job_second)),
-        ModelSource::Registry { root, name, .. } => {
-            let registry = Registry::new(root, name);
+    match registry_of(source)? {
+        None => Ok((model_dir(source), job_second)),
+        Some(registry) => {
             let plan = registry.plan().context("[model] registry")?;
             let start = start_primary(&plan, &registry, &loads)
                 .context("[model] registry: no version loads")?;

@@ -1,4 +1,5 @@
-//! The scoring stage's own metrics ([`ScoreCounters`]): reloads, second-version changes,
+//! The scoring stage's own metrics ([`ScoreCounters`]): reloads, registry syncs that failed,
+//! second-version changes,
 //! canary rows, shadow errors, batches and their sizes, split runs, in-flight high water,
 //! inference time, and drift ([`crate::drift`]).
 //!
@@ -27,6 +28,9 @@ pub struct ScoreCounters {
     /// Failed reload attempts of either version, and unreadable or invalid `CONTROL` files
     /// (what served kept serving); one per distinct failure and instance.
     pub reload_failures: Counter,
+    /// Failed syncs of a registry on S3 into its local cache (`crate::registry_mirror`; one
+    /// per process and poll; the job served what the cache held).
+    pub registry_sync_failures: Counter,
     /// Changes of the second version that took effect: started, stopped, another version, or
     /// another role or share (`CONTROL`'s `canary` / `shadow` line).
     pub secondary_changes: Counter,
@@ -66,6 +70,7 @@ impl ScoreCounters {
         ScoreCounters {
             reloads: Counter::default(),
             reload_failures: Counter::default(),
+            registry_sync_failures: Counter::default(),
             secondary_changes: Counter::default(),
             canary_rows: Counter::default(),
             shadow_errors: Counter::default(),
@@ -103,6 +108,11 @@ impl ScoreCounters {
             "model_reload_failures",
             "Failed reloads of either version or of CONTROL (what served kept serving)",
             self.reload_failures.clone(),
+        );
+        r.register(
+            "model_registry_sync_failures",
+            "Failed syncs of an S3 model registry into its local cache (what it held kept serving)",
+            self.registry_sync_failures.clone(),
         );
         r.register(
             "model_secondary_changes",

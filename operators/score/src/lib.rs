@@ -12,6 +12,8 @@
 //! | 5 | [`secondary`] | the second version's role (shadow, canary and its share) |
 //! | 6 | [`control`] | the `CONTROL` file: pin/rollback, canary share, shadow |
 //! | 7 | [`registry`] | `models/<name>/<version>/` + `CONTROL`: which versions to serve |
+//! | 7a | [`registry_mirror`] | a registry on S3 mirrored into a local cache, synced every poll |
+//! | 7b | [`registry_sync`] | one sync: complete versions and `CONTROL`, swapped in atomically |
 //! | 8 | [`inference_batch`] | a micro-batch's values in and scores out, to the thread and back |
 //! | 9 | [`canary`] | the stable canary split by key, and the share a thread serves |
 //! | 10 | [`counters`] | the scoring stage's counters (reloads, canary rows, busy time) |
@@ -52,6 +54,8 @@ pub mod preprocess;
 pub mod psi;
 pub mod records;
 pub mod registry;
+pub mod registry_mirror;
+pub mod registry_sync;
 pub mod reload;
 pub mod runtime;
 pub mod secondary;

@@ -13,6 +13,9 @@
 //!   every row beside it. Without such a line the job file's fixed `[model] shadow`/`canary`
 //!   directory, if any, is the second version.
 //!
+//! A registry on S3 (`s3://bucket/prefix`) is mirrored into a local directory of this layout
+//! (`crate::registry_mirror`, `crate::registry_sync`), and read from there like any other.
+//!
 //! Directories whose name starts with `.` are ignored, so a new version can be written to
 //! `.incoming` and renamed into place. Each inference thread resolves [`Registry::plan`]
 //! every poll and applies what changed (`crate::reload`): a [`Target`] whose fingerprint
@@ -25,6 +28,7 @@ use std::time::Duration;
 use crate::control::{parse_control, Control, Primary, SecondVersion, CONTROL_FILE};
 use crate::error::{Result, ScoreError};
 use crate::manifest::MANIFEST_FILE;
+pub use crate::registry_mirror::RemoteRegistry;
 use crate::secondary::SecondaryRole;
 use crate::session::MODEL_FILE;
 
@@ -42,6 +46,10 @@ pub enum ModelSource {
         /// How often each inference thread looks for a new version or control command.
         poll: Duration,
     },
+    /// A registry on an object store (`[model] registry = "s3://bucket/prefix"` + `name`),
+    /// mirrored into a local cache that is read as a [`ModelSource::Registry`]
+    /// (`crate::registry_mirror`).
+    ObjectStore(RemoteRegistry),
 }
 
 /// A version the registry says to serve.
@@ -105,7 +113,12 @@ impl Registry {
         })?;
         let mut versions: Vec<String> = entries
             .filter_map(|entry| entry.ok())
-            .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+            // A symlink to a directory is a version too (the object-store mirror's versions
+            // are: `crate::registry_sync`).
+            .filter(|entry| {
+                entry.file_type().is_ok_and(|t| t.is_dir())
+                    || entry.file_type().is_ok_and(|t| t.is_symlink()) && entry.path().is_dir()
+            })
             .filter_map(|entry| entry.file_name().to_str().map(str::to_owned))
             .filter(|name| !name.starts_with('.'))
             .collect();
@@ -247,12 +260,40 @@ fn fingerprint(version: &str, dir: &Path) -> String {
             format!("{}@{mtime}", m.len())
         })
     };
-    format!("{version}|{}|{}", stamp(MANIFEST_FILE), stamp(MODEL_FILE))
+    // A version that is a symlink (the object-store mirror's) changes with its target, also
+    // when the new files have the old sizes and a coarse clock gives them the old times.
+    let target = std::fs::read_link(dir).map_or(String::new(), |t| t.display().to_string());
+    format!(
+        "{version}|{target}|{}|{}",
+        stamp(MANIFEST_FILE),
+        stamp(MODEL_FILE)
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_symlinked_version_is_listed_and_fingerprinted_by_its_target() -> Result<()> {
+        let scratch = tempfile::tempdir().map_err(|e| ScoreError::Thread(e.to_string()))?;
+        let io = |e: std::io::Error| ScoreError::Thread(e.to_string());
+        let dir = scratch.path().join("pp");
+        for data in [".a", ".b"] {
+            std::fs::create_dir_all(dir.join(data)).map_err(io)?;
+            for file in [MODEL_FILE, MANIFEST_FILE] {
+                std::fs::write(dir.join(data).join(file), "same").map_err(io)?;
+            }
+        }
+        std::os::unix::fs::symlink(".a", dir.join("v1")).map_err(io)?;
+        let registry = Registry::new(scratch.path(), "pp");
+        assert_eq!(registry.versions()?, ["v1"]);
+        let before = registry.target("v1".into()).fingerprint;
+        std::os::unix::fs::symlink(".b", dir.join(".next")).map_err(io)?;
+        std::fs::rename(dir.join(".next"), dir.join("v1")).map_err(io)?;
+        assert_ne!(registry.target("v1".into()).fingerprint, before);
+        Ok(())
+    }
 
     #[test]
     fn natural_version_order() {

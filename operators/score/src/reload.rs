@@ -10,7 +10,8 @@
 //! the newest is retried only once its files change), so a bad publish cannot keep a restarting
 //! job down; a pinned version, a second version, or a registry where no version loads stops the
 //! start. Then, every `poll`, the `Watcher` resolves the plan again and applies what changed,
-//! the primary first:
+//! the primary first (a registry on S3 is read from its local mirror, which `start` syncs
+//! first if this process has not and whose sync thread it starts: `crate::registry_mirror`):
 //!
 //! - a new version (another version directory, or its files changed) is loaded, checked
 //!   (manifest, the job's features, a registry version's name and version against its
@@ -62,44 +63,65 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
             };
             Ok((set(primary, secondary), None))
         }
-        ModelSource::Registry { root, name, poll } => {
-            let registry = Registry::new(root, name);
-            let plan = registry.plan()?;
-            let StartingPrimary {
-                serving,
-                loaded: session,
-                skipped,
-            } = start_primary(&plan, &registry, |target| {
-                load_version(setup, &registry, target)
-            })?;
-            for (target, error) in &skipped {
-                tracing::error!(
-                    %error,
-                    skipped = %target.version,
-                    serving = %serving.version,
-                    "a newer model version does not load; starting with an older one (the newest is retried when its files change)"
-                );
-                count(&setup.counters.reload_failures);
-            }
-            // The watcher would otherwise retry the newest every poll.
-            let failed = skipped.first().map(|(t, _)| t.fingerprint.clone());
-            let wanted = Second::wanted(plan.second, setup.model.secondary.as_ref());
-            let secondary = match &wanted {
-                Some(w) => Some((w.role, w.load(setup, &registry)?)),
-                None => None,
-            };
-            let watcher = Watcher {
-                registry,
-                primary: Follower::new(Some(serving.fingerprint), failed),
-                second: Follower::new(wanted.map(|w| w.key()), None),
-                failed_plan: None,
-                poll: *poll,
-                last_poll: Instant::now(),
-                last_look: Instant::now(),
-            };
-            Ok((set(session, secondary), Some(watcher)))
+        ModelSource::Registry { root, name, poll } => start_registry(setup, root, name, *poll),
+        ModelSource::ObjectStore(remote) => {
+            let root = remote.start()?;
+            remote.watch(&setup.counters.registry_sync_failures);
+            start_registry(setup, &root, remote.name(), remote.poll())
         }
     }
+}
+
+/// [`start`] from a registry directory (a local one, or an object store's local mirror).
+fn start_registry(
+    setup: &InferenceSetup,
+    root: &Path,
+    name: &str,
+    poll: Duration,
+) -> Result<(ModelSet, Option<Watcher>)> {
+    let set = |primary, secondary| {
+        ModelSet::new(
+            primary,
+            secondary,
+            setup.metrics.clone(),
+            setup.counters.clone(),
+        )
+    };
+    let registry = Registry::new(root, name);
+    let plan = registry.plan()?;
+    let StartingPrimary {
+        serving,
+        loaded: session,
+        skipped,
+    } = start_primary(&plan, &registry, |target| {
+        load_version(setup, &registry, target)
+    })?;
+    for (target, error) in &skipped {
+        tracing::error!(
+            %error,
+            skipped = %target.version,
+            serving = %serving.version,
+            "a newer model version does not load; starting with an older one (the newest is retried when its files change)"
+        );
+        count(&setup.counters.reload_failures);
+    }
+    // The watcher would otherwise retry the newest every poll.
+    let failed = skipped.first().map(|(t, _)| t.fingerprint.clone());
+    let wanted = Second::wanted(plan.second, setup.model.secondary.as_ref());
+    let secondary = match &wanted {
+        Some(w) => Some((w.role, w.load(setup, &registry)?)),
+        None => None,
+    };
+    let watcher = Watcher {
+        registry,
+        primary: Follower::new(Some(serving.fingerprint), failed),
+        second: Follower::new(wanted.map(|w| w.key()), None),
+        failed_plan: None,
+        poll,
+        last_poll: Instant::now(),
+        last_look: Instant::now(),
+    };
+    Ok((set(session, secondary), Some(watcher)))
 }
 
 /// The primary version a job starts with ([`start_primary`]).
