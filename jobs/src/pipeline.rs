@@ -26,7 +26,7 @@ use timely::dataflow::{Scope, Stream};
 use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::decode::JsonDecoder;
-use weir_features::encode::{dead_letter_json, feature_row_json, score_json};
+use weir_features::encode::{dead_letter_json, score_json, write_feature_row_json};
 use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
 use weir_kafka::{
@@ -36,7 +36,7 @@ use weir_kafka::{
 use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::committer::{CommitCheckpoints, CommitHook, CommitterConfig};
 use weir_operators::epochs::{CheckpointStream, EpochClock, OperatorCheckpoints};
-use weir_operators::file_sink::{FileSinkConfig, JsonlSink};
+use weir_operators::file_sink::{FileSinkConfig, JsonlSink, Lines};
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::{JobMetrics, Operator};
 use weir_operators::serving::ServingModels;
@@ -117,7 +117,7 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     if plan.mode == Mode::FeaturesOnly {
         let rows = windows.rows.probe_with(&progress).jsonl_sink(
             plan.file_sink_config(plan.scores_file()?, Operator::ScoreSink),
-            |row, line| line(feature_row_json(row)),
+            |row, lines| lines.line(|out| write_feature_row_json(row, out)),
             |m| &m.rows_written,
         )?;
         let dead = plan.dead_letter_sink(dead_letters)?;
@@ -139,10 +139,10 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
         )?,
         SinkPlan::File { scores, .. } => {
             let (names, source) = (plan.feature_names(), plan.job.source.name.clone());
-            let encode = move |batch: &ScoredBatch, line: &mut dyn FnMut(Vec<u8>)| {
-                batch
-                    .views()
-                    .for_each(|s| line(score_json(&s, &names, &source)));
+            let encode = move |batch: &ScoredBatch, lines: &mut Lines<'_>| {
+                for score in batch.views() {
+                    lines.line(|out| out.extend(score_json(&score, &names, &source)));
+                }
             };
             scored_rows.jsonl_sink(
                 plan.file_sink_config(scores, Operator::ScoreSink),
@@ -172,7 +172,7 @@ impl JobPlan {
                 dead_letters: path, ..
             } => dead_letters.jsonl_sink(
                 self.file_sink_config(path, Operator::DeadLetterSink),
-                |letter, line| line(dead_letter_json(letter)),
+                |letter, lines| lines.line(|out| out.extend(dead_letter_json(letter))),
                 |m| &m.dead_letters_delivered,
             )?,
         })

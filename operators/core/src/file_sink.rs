@@ -41,15 +41,30 @@ pub struct FileSinkConfig {
     pub append: bool,
 }
 
+/// The lines records encode to, appended to the writer's buffer: each [`Lines::line`] is one.
+pub struct Lines<'a> {
+    buf: &'a mut Vec<u8>,
+    count: u64,
+}
+
+impl Lines<'_> {
+    /// Appends the line `write` writes (without its newline; it is added).
+    pub fn line(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        write(self.buf);
+        self.buf.push(b'\n');
+        self.count += 1;
+    }
+}
+
 /// Extension trait: `stream.jsonl_sink(config, encode, counter)`.
 pub trait JsonlSink<'scope, T> {
-    /// Writes every record as the lines `encode(record, line)` hands to `line` (without their
-    /// newline); `counter` picks the metric counting written lines. Returns the sink's
-    /// checkpoint stream (see [`crate::epoch_sink`]).
+    /// Writes every record as the lines `encode(record, lines)` appends to `lines`;
+    /// `counter` picks the metric counting written lines. Returns the sink's checkpoint
+    /// stream (see [`crate::epoch_sink`]).
     fn jsonl_sink(
         self,
         config: FileSinkConfig,
-        encode: impl Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static,
+        encode: impl Fn(&T, &mut Lines<'_>) + 'static,
         counter: fn(&JobMetrics) -> &Counter,
     ) -> Result<CheckpointStream<'scope>>;
 }
@@ -58,37 +73,36 @@ pub trait JsonlSink<'scope, T> {
 struct JsonlWriter<E> {
     out: BufWriter<File>,
     encode: E,
+    /// A batch's lines, encoded before one write (kept: no allocation per batch).
+    lines: Vec<u8>,
     counter: fn(&JobMetrics) -> &Counter,
     metrics: Arc<JobMetrics>,
     flow: SinkFlow,
     path: PathBuf,
 }
 
-impl<T, E: Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static> SinkWriter<T> for JsonlWriter<E> {
+impl<T, E: Fn(&T, &mut Lines<'_>) + 'static> SinkWriter<T> for JsonlWriter<E> {
     fn write(&mut self, batch: &mut Vec<T>) {
-        let (out, counter, metrics, flow, path) = (
-            &mut self.out,
-            self.counter,
-            &self.metrics,
-            &self.flow,
-            &self.path,
-        );
-        let mut write_line = |mut line: Vec<u8>| {
-            line.push(b'\n');
-            flow.written();
-            match out.write_all(&line) {
-                Ok(()) => {
-                    JobMetrics::add(counter(metrics), 1);
-                    flow.acknowledged(line.len());
-                }
-                Err(error) => {
-                    JobMetrics::add(&metrics.delivery_failures, 1);
-                    tracing::error!(%error, path = %path.display(), "write failed");
-                }
-            }
+        self.lines.clear();
+        let mut lines = Lines {
+            buf: &mut self.lines,
+            count: 0,
         };
         for record in batch.drain(..) {
-            (self.encode)(&record, &mut write_line);
+            (self.encode)(&record, &mut lines);
+        }
+        let count = lines.count;
+        self.flow.written(count);
+        match self.out.write_all(&self.lines) {
+            Ok(()) => {
+                JobMetrics::add((self.counter)(&self.metrics), count);
+                self.flow.acknowledged(count, self.lines.len());
+            }
+            Err(error) => {
+                // Every line of the batch counts as lost; any loss fails the run.
+                JobMetrics::add(&self.metrics.delivery_failures, count);
+                tracing::error!(%error, path = %self.path.display(), "write failed");
+            }
         }
     }
 
@@ -115,7 +129,7 @@ where
     fn jsonl_sink(
         self,
         config: FileSinkConfig,
-        encode: impl Fn(&T, &mut dyn FnMut(Vec<u8>)) + 'static,
+        encode: impl Fn(&T, &mut Lines<'_>) + 'static,
         counter: fn(&JobMetrics) -> &Counter,
     ) -> Result<CheckpointStream<'scope>> {
         let writer_worker = config.placement.worker_of(0);
@@ -133,6 +147,7 @@ where
             Some(JsonlWriter {
                 out: BufWriter::new(file),
                 encode,
+                lines: Vec::new(),
                 counter,
                 metrics: config.metrics.clone(),
                 flow: config.metrics.sink_flow(config.operator, 0),

@@ -9,7 +9,7 @@ use timely::dataflow::operators::Input;
 
 use weir_features::vocab::Tick;
 use weir_operators::epochs::EpochClock;
-use weir_operators::file_sink::{FileSinkConfig, JsonlSink};
+use weir_operators::file_sink::{FileSinkConfig, JsonlSink, Lines};
 use weir_operators::metrics::{InstanceLabels, JobMetrics, Operator};
 use weir_operators::placement::Placement;
 
@@ -31,9 +31,9 @@ fn the_writer_counts_lines_in_and_written_with_their_bytes() -> Result<()> {
         let mut input = worker.dataflow::<Tick, _, _>(|scope| {
             let (input, stream) = scope.new_input::<Vec<u64>>();
             // Two lines per record.
-            let encode = |n: &u64, line: &mut dyn FnMut(Vec<u8>)| {
-                line(format!("{{\"n\":{n}}}").into_bytes());
-                line(b"{}".to_vec());
+            let encode = |n: &u64, lines: &mut Lines<'_>| {
+                lines.line(|out| out.extend(format!("{{\"n\":{n}}}").as_bytes()));
+                lines.line(|out| out.extend(b"{}"));
             };
             built = stream
                 .jsonl_sink(config, encode, |m| &m.dead_letters_delivered)

@@ -179,7 +179,7 @@ impl ProducerContext for DeliveryContext {
             Ok(message) => {
                 let bytes =
                     message.payload().map_or(0, <[u8]>::len) + message.key().map_or(0, <[u8]>::len);
-                self.flow.acknowledged(bytes);
+                self.flow.acknowledged(1, bytes);
                 match sent.origin {
                     Origin::Score { fired_at_ns, .. } if sent.attempt == Attempt::Score => {
                         JobMetrics::add(&self.metrics.scores_delivered, 1);
@@ -350,7 +350,7 @@ impl Delivery {
             .key(key)
             .payload(payload)
             .headers(headers);
-        self.producer.context().flow.written();
+        self.producer.context().flow.written(1);
         self.enqueue(record);
     }
 
@@ -384,7 +384,7 @@ impl Delivery {
     ) {
         // A new record (a dead letter, or one standing in for a refused score), not a resend.
         if attempt == Attempt::Letter {
-            self.producer.context().flow.written();
+            self.producer.context().flow.written(1);
         }
         let partition = letter.position.partition.to_string();
         let offset = letter.position.offset.to_string();

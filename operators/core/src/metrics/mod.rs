@@ -60,14 +60,14 @@ pub struct SinkFlow {
 }
 
 impl SinkFlow {
-    /// One record handed to the producer (first sends only, not resends) or to the file.
-    pub fn written(&self) {
-        self.written.inc();
+    /// `records` handed to the producer (first sends only, not resends) or to the file.
+    pub fn written(&self, records: u64) {
+        self.written.inc_by(records);
     }
 
-    /// One record of `bytes` acknowledged by the broker or written to the file.
-    pub fn acknowledged(&self, bytes: usize) {
-        self.acknowledged.inc();
+    /// `records` of `bytes` in all acknowledged by the broker or written to the file.
+    pub fn acknowledged(&self, records: u64, bytes: usize) {
+        self.acknowledged.inc_by(records);
         self.bytes.inc_by(bytes as u64);
     }
 }
