@@ -51,19 +51,34 @@ pub(crate) struct PaneWindows {
     fired_end: Option<EventTime>,
     /// Smallest start of a dirty pane.
     dirty_from: Option<EventTime>,
+    /// The emptied map of the last pane dropped, for the next pane to open: a stream in time
+    /// order then reuses one table's memory instead of allocating (and the kernel zeroing)
+    /// a new one per pane. Not persisted.
+    #[serde(skip)]
+    spare: Option<PaneKeys>,
 }
 
 /// Opens the (empty) pane at `start`. A pane after the latest one is sized for as many keys
-/// as the latest one holds, so a stream in time order does not rehash each pane as it fills.
+/// as the latest one holds, so a stream in time order does not rehash each pane as it fills;
+/// it takes the `spare` map of a dropped pane when there is one.
 #[cold]
-fn open_pane(panes: &mut PaneMaps, start: EventTime) -> &mut PaneKeys {
+fn open_pane<'a>(
+    panes: &'a mut PaneMaps,
+    spare: &mut Option<PaneKeys>,
+    start: EventTime,
+) -> &'a mut PaneKeys {
     let capacity = match panes.last_key_value() {
         Some((&latest, keys)) if latest < start => keys.len(),
         _ => 0,
     };
-    panes
-        .entry(start)
-        .or_insert_with(|| PaneKeys::with_capacity_and_hasher(capacity, FastHash::default()))
+    let keys = match spare.take() {
+        Some(mut keys) => {
+            keys.reserve(capacity);
+            keys
+        }
+        None => PaneKeys::with_capacity_and_hasher(capacity, FastHash::default()),
+    };
+    panes.entry(start).or_insert(keys)
 }
 
 impl PaneWindows {
@@ -74,6 +89,7 @@ impl PaneWindows {
             emitted: BTreeMap::new(),
             fired_end: None,
             dirty_from: None,
+            spare: None,
         }
     }
 
@@ -86,7 +102,7 @@ impl PaneWindows {
         let start = self.geom.pane_start(event.ts);
         let keys = match self.panes.get_mut(&start) {
             Some(keys) => keys,
-            None => open_pane(&mut self.panes, start),
+            None => open_pane(&mut self.panes, &mut self.spare, start),
         };
         let hash = keys.hasher().hash_one(&event.key);
         let pane = match keys
@@ -176,15 +192,26 @@ impl PaneWindows {
         }
         due.sort_unstable();
         due.dedup();
+        // A window ending at or before the horizon cannot re-fire: its revision is not kept
+        // (`drop_through` would drop it below).
+        let horizon = watermark.0.saturating_sub(allowed_lateness);
         for (end, key) in due {
             if let Some(slot) = self.window(features, &key, end) {
-                let revisions = self.emitted.entry(end).or_default();
-                let revision = revisions.get(&key).map_or(0, |r| r + 1);
-                revisions.insert(key.clone(), revision);
+                let revision = if end <= horizon {
+                    self.emitted
+                        .get(&end)
+                        .and_then(|r| r.get(&key))
+                        .map_or(0, |r| r + 1)
+                } else {
+                    let revisions = self.emitted.entry(end).or_default();
+                    let revision = revisions.get(&key).map_or(0, |r| r + 1);
+                    revisions.insert(key.clone(), revision);
+                    revision
+                };
                 emit(slot.row(features, &key, self.bounds(end), revision, false));
             }
         }
-        let dropped = self.drop_through(watermark.0.saturating_sub(allowed_lateness));
+        let dropped = self.drop_through(horizon);
         changed || dropped
     }
 
@@ -221,7 +248,9 @@ impl PaneWindows {
             if self.geom.last_end(*entry.key()) > horizon {
                 break;
             }
-            entry.remove();
+            let mut keys = entry.remove();
+            keys.clear();
+            self.spare = Some(keys);
             dropped = true;
         }
         dropped
