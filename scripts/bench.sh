@@ -4,15 +4,16 @@
 # with the machine, the date, the commit and the load average before and after the run beside
 # the figures. Every figure in a section is next to its same-run baseline and the ratio.
 #
-# Usage: scripts/bench.sh [NAME...]   (default: all; today: F)
+# Usage: scripts/bench.sh [NAME...]   (default: all; today: F, M)
 #   F   benches/features_file.rs: features only, file -> file, against parse-only serde_json
+#   M   benches/window_memory.rs: bytes per open (key, window) against a plain HashMap
 #
-# Other benchmarks (K, S, L, M) are added here as `run_NAME` functions with an entry in
+# Other benchmarks (K, S, L) are added here as `run_NAME` functions with an entry in
 # BENCHES. A run on a machine that is busy with other work says so: compare load averages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BENCHES=(F)
+BENCHES=(F M)
 RESULTS=target/bench-results
 
 machine() {
@@ -72,6 +73,29 @@ run_F() {
         cat "$table"
     } >"$body"
     write_section F "$body"
+}
+
+run_M() {
+    local table=$RESULTS/M.md started body
+    started=$(date -u '+%Y-%m-%d %H:%M UTC')
+    WEIR_BENCH_M_OUT=$table cargo bench --bench window_memory
+    body=$RESULTS/M.section.md
+    {
+        echo "## M: memory per open (key, window) — \`benches/window_memory.rs\`"
+        echo
+        echo "Command: \`scripts/bench.sh M\` (\`cargo bench --bench window_memory\`). Bytes the"
+        echo "window state allocates (counted by a wrapper around jemalloc: requested sizes) per open"
+        echo "slot, one event per key in one window, count/sum/max of one field; baseline, same run: a"
+        echo "\`HashMap<Key, [f64; 3]>\` of the same keys. A hopping window's five windows share a key's"
+        echo "panes: one slot per (key, pane). Resident memory of run F: F's table."
+        echo
+        echo "Target (issue #18): ≤ 100 bytes per open (key, window); run F resident ≤ 40 MB."
+        echo
+        echo "$started, commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- . || echo ' + uncommitted changes'), $(machine)."
+        echo
+        cat "$table"
+    } >"$body"
+    write_section M "$body"
 }
 
 mkdir -p "$RESULTS"
