@@ -4,16 +4,18 @@
 # with the machine, the date, the commit and the load average before and after the run beside
 # the figures. Every figure in a section is next to its same-run baseline and the ratio.
 #
-# Usage: scripts/bench.sh [NAME...]   (default: all; today: F, M)
+# Usage: scripts/bench.sh [NAME...]   (default: all; today: F, K, M)
 #   F   benches/features_file.rs: features only, file -> file, against parse-only serde_json
+#   K   benches/kafka_job.rs: Kafka -> job -> Kafka on the dev broker (scripts/broker.sh start;
+#       WEIR_ORT_LIB set), against raw rdkafka consume + produce
 #   M   benches/window_memory.rs: bytes per open (key, window) against a plain HashMap
 #
-# Other benchmarks (K, S, L) are added here as `run_NAME` functions with an entry in
+# Other benchmarks (S, L) are added here as `run_NAME` functions with an entry in
 # BENCHES. A run on a machine that is busy with other work says so: compare load averages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BENCHES=(F M)
+BENCHES=(F K M)
 RESULTS=target/bench-results
 
 machine() {
@@ -73,6 +75,34 @@ run_F() {
         cat "$table"
     } >"$body"
     write_section F "$body"
+}
+
+run_K() {
+    local table=$RESULTS/K.md before after started body
+    started=$(date -u '+%Y-%m-%d %H:%M UTC')
+    before=$(load)
+    WEIR_BENCH_K_OUT=$table cargo bench --bench kafka_job
+    after=$(load)
+    body=$RESULTS/K.section.md
+    {
+        echo "## K: Kafka → features → Kafka — \`benches/kafka_job.rs\`"
+        echo
+        echo "Command: \`scripts/bench.sh K\` (\`cargo bench --bench kafka_job\`), on the dev broker"
+        echo "(tansu with SQLite storage, \`scripts/broker.sh\`). A bounded \`weir run\` of"
+        echo "\`jobs/clickstream.toml\` (2 workers; its tiny XGBoost model is in the path) from a"
+        echo "2-partition topic to a score topic, without and with checkpoints (local directory, every"
+        echo "second); baseline, same run: raw rdkafka reading the same topic to its end, then producing"
+        echo "as many records as the job wrote, of their mean size. Wall time includes the job's start"
+        echo "(topic checks, model load) and its end (flushing the last windows)."
+        echo
+        echo "Target (issue #18): ≥ 0.8 of the baseline."
+        echo
+        echo "$started, commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- . || echo ' + uncommitted changes'), $(machine)."
+        echo "Load average (1, 5, 15 min) before: $before; after: $after."
+        echo
+        cat "$table"
+    } >"$body"
+    write_section K "$body"
 }
 
 run_M() {

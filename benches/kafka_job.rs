@@ -1,0 +1,230 @@
+//! Benchmark K (issue #18): Kafka → features → Kafka on the dev broker, as a bounded `weir run`
+//! of `jobs/clickstream.toml` (1-minute tumbling windows, 8 features, its tiny XGBoost model:
+//! the score stage is in the path but cheap), with and without checkpoints, against a same-run
+//! baseline of raw rdkafka (Rust): a consumer reading the same input topic to its end plus a
+//! producer writing as many records as the job's score topic got, of their mean size.
+//!
+//! Run: `scripts/broker.sh start`, `WEIR_ORT_LIB=…` (scripts/setup.sh), then
+//! `cargo bench --bench kafka_job` (or `scripts/bench.sh K`, which writes its section of
+//! BENCHMARKS.md). Optional: `WEIR_BENCH_K_EVENTS` (default 200 000), `WEIR_BENCH_K_REPEATS`
+//! (default 2), `WEIR_BENCH_K_OUT` (the markdown table, default `target/bench-results/K.md`),
+//! `WEIR_TEST_BROKERS` (default 127.0.0.1:9092).
+//!
+//! The input (`weir gen`'s clickstream, seed 42, 20 000 users) is produced once to a fresh
+//! topic of 2 partitions, untimed. Each repeat runs the job, the job with checkpoints (local
+//! directory, every second) and the baseline (which produces as many records as the job
+//! wrote), in that order, so load from elsewhere spreads over all three;
+//! the best wall time of each is shown (on a shared machine noise only adds time). Ratios are
+//! throughputs: baseline time / job time.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use weir::gen::{Clickstream, ClickstreamConfig};
+use weir::JobFile;
+use weir_kafka::record_producer::RecordProducer;
+use weir_kafka::topic_reader::read_topic;
+use weir_testkit::clickstream;
+use weir_testkit::files::Scratch;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn brokers() -> String {
+    std::env::var("WEIR_TEST_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "bench-k-{prefix}-{}-{:x}",
+        std::process::id(),
+        nanos & 0xffff_ffff
+    )
+}
+
+fn properties() -> BTreeMap<String, String> {
+    BTreeMap::from([("bootstrap.servers".to_owned(), brokers())])
+}
+
+fn topic(prefix: &str, partitions: i32) -> Result<String> {
+    let name = unique(prefix);
+    weir_kafka::admin::ensure_topic(&properties(), &name, partitions).with_context(|| {
+        format!("creating {name}: is the broker running (scripts/broker.sh start)?")
+    })?;
+    Ok(name)
+}
+
+/// The baseline: reads `input` to its end with a plain consumer, then produces `outputs`
+/// records of `size` bytes to a fresh topic and waits for every acknowledgement.
+fn raw_consume_produce(
+    input: &str,
+    events: usize,
+    outputs: usize,
+    size: usize,
+) -> Result<Duration> {
+    let output = topic("raw-out", 2)?;
+    let started = Instant::now();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("group.id", unique("raw"))
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..2 {
+        assignment.add_partition_offset(input, p, Offset::Beginning)?;
+    }
+    consumer.assign(&assignment)?;
+    let (mut read, mut bytes) = (0usize, 0usize);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while read < events {
+        ensure!(
+            Instant::now() < deadline,
+            "raw consumer read {read} of {events}"
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            bytes += message?.payload().map_or(0, <[u8]>::len);
+            read += 1;
+        }
+    }
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("linger.ms", "20")
+        .set("batch.num.messages", "10000")
+        .create()?;
+    let payload = vec![b'x'; size];
+    for i in 0..outputs {
+        let key = format!("k{i}");
+        let mut record = BaseRecord::<_, _>::to(&output).key(&key).payload(&payload);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(120))?;
+    ensure!(bytes > 0, "the raw consumer read no bytes");
+    Ok(started.elapsed())
+}
+
+/// One bounded `weir run` of the clickstream job over `input`; returns its wall time, the
+/// scores it delivered and their mean size in bytes.
+fn job(input: &str, checkpoints: Option<&Scratch>) -> Result<(Duration, usize, usize)> {
+    let scores = topic("scores", 2)?;
+    let dlq = topic("dlq", 1)?;
+    let mut job = JobFile::load(&clickstream::job_path())?;
+    job.kafka = properties();
+    job.runtime.workers = 2;
+    job.source.topic = input.to_owned();
+    job.source.bounded = true;
+    job.sink.topic = scores.clone();
+    job.sink.dead_letter_topic = dlq;
+    if let Some(dir) = checkpoints {
+        let text = format!(
+            "{}\n",
+            weir_testkit::files::checkpoint_toml(dir.path(), "1s")
+        );
+        job.checkpoint = Some(toml::from_str(&text)?);
+    }
+    let started = Instant::now();
+    let summary = weir::run_job(job.compile()?, Arc::new(AtomicBool::new(false)))?;
+    let took = started.elapsed();
+    ensure!(summary.delivery_failures == 0, "delivery failures");
+    if checkpoints.is_some() {
+        ensure!(summary.checkpoints_committed > 0, "no checkpoint committed");
+    }
+    let mut reader = properties();
+    reader.insert("group.id".to_owned(), unique("reader"));
+    let records = read_topic(&reader, &scores, Duration::from_secs(300))?;
+    ensure!(
+        records.len() as u64 == summary.scores_delivered,
+        "{} score records for {} delivered",
+        records.len(),
+        summary.scores_delivered
+    );
+    let size = records.iter().map(|r| r.payload.len()).sum::<usize>() / records.len().max(1);
+    Ok((took, records.len(), size))
+}
+
+fn main() -> Result<()> {
+    let events = env_usize("WEIR_BENCH_K_EVENTS", 200_000);
+    let repeats = env_usize("WEIR_BENCH_K_REPEATS", 2);
+    let config = ClickstreamConfig {
+        seed: 42,
+        events: events as u64,
+        users: 20_000,
+        ..ClickstreamConfig::default()
+    };
+    let input = topic("clicks", 2)?;
+    let mut producer = RecordProducer::create(&brokers(), &input, &[])?;
+    for event in Clickstream::new(config)? {
+        producer.send(event.key.as_bytes(), &event.payload)?;
+    }
+    producer.finish()?;
+    let mut best = [Duration::MAX; 3];
+    let (mut outputs, mut size) = (0, 0);
+    for _ in 0..repeats {
+        let (plain, n, s) = job(&input, None)?;
+        (outputs, size) = (n, s);
+        let dir = Scratch::new("bench-k-ckpt");
+        let (with_checkpoints, ..) = job(&input, Some(&dir))?;
+        let raw = raw_consume_produce(&input, events, outputs, size)?;
+        for (slot, took) in best.iter_mut().zip([raw, plain, with_checkpoints]) {
+            *slot = (*slot).min(took);
+        }
+    }
+    let [raw, plain, with_checkpoints] = best;
+    let rate = |d: Duration| events as f64 / d.as_secs_f64() / 1e3;
+    let mut table = String::new();
+    writeln!(
+        table,
+        "Input: {events} events in 2 partitions; output: {outputs} score records of {size} bytes on average. Best of {repeats}; k events/s.\n"
+    )?;
+    writeln!(table, "| case | wall s | k events/s | / baseline |")?;
+    writeln!(table, "|---|---|---|---|")?;
+    writeln!(
+        table,
+        "| baseline: raw rdkafka consume + produce of {outputs} records | {:.2} | {:.1} | 1 |",
+        raw.as_secs_f64(),
+        rate(raw)
+    )?;
+    for (name, took) in [
+        ("job", plain),
+        ("job, checkpoints every 1 s", with_checkpoints),
+    ] {
+        writeln!(
+            table,
+            "| {name} | {:.2} | {:.1} | {:.2} |",
+            took.as_secs_f64(),
+            rate(took),
+            raw.as_secs_f64() / took.as_secs_f64()
+        )?;
+    }
+    print!("{table}");
+    let out = std::env::var("WEIR_BENCH_K_OUT")
+        .unwrap_or_else(|_| "target/bench-results/K.md".to_owned());
+    if let Some(dir) = std::path::Path::new(&out).parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&out, table)?;
+    Ok(())
+}
