@@ -158,7 +158,7 @@ impl KeyedFeatures {
         mut emit: impl FnMut(FeatureRow),
     ) {
         let mut changed = false;
-        let primary_rows = self.close_windows(job, |state, features, closed| {
+        let primary_rows = self.close_windows(job, &mut emit, |state, features, closed| {
             changed |= state.fire(features, watermark, |row| closed.take(row));
         });
         if let Some(schedule) = &mut self.schedule {
@@ -178,13 +178,13 @@ impl KeyedFeatures {
         job: &JobFeatures,
         now_ms: i64,
         ttl_ms: i64,
-        emit: impl FnMut(FeatureRow),
+        mut emit: impl FnMut(FeatureRow),
     ) -> usize {
         let quiet = self.activity.take_quiet(now_ms, ttl_ms);
         if quiet.is_empty() {
             return 0;
         }
-        let primary_rows = self.close_windows(job, |state, features, closed| {
+        let primary_rows = self.close_windows(job, &mut emit, |state, features, closed| {
             state.expire_keys(features, &quiet, |row| closed.take(row));
         });
         for row in &primary_rows {
@@ -199,13 +199,17 @@ impl KeyedFeatures {
     /// `close` (a firing or a forced close) on every window group and routes the windows it
     /// closes by the job's trigger. Under the schedule trigger every group's go to its closed
     /// windows; under the close trigger the secondaries' do (for the as-of lookups) and the
-    /// primary's are returned, to be assembled once every group has closed.
+    /// primary's are returned, to be assembled once every group has closed — or, when the job
+    /// has only the primary window (nothing to assemble), go to `emit` as they close, without
+    /// being collected first.
     fn close_windows(
         &mut self,
         job: &JobFeatures,
+        emit: &mut dyn FnMut(FeatureRow),
         mut close: impl FnMut(&mut KeyedWindows, &FeatureSet, &mut ClosedTo),
     ) -> Vec<FeatureRow> {
         let scheduled = self.schedule.is_some();
+        let direct = job.groups().len() == 1;
         let mut primary_rows = Vec::new();
         let groups = job
             .groups()
@@ -213,7 +217,9 @@ impl KeyedFeatures {
             .zip(&mut self.states)
             .zip(&mut self.closed);
         for (g, ((group, state), closed)) in groups.enumerate() {
-            let mut to = if g == 0 && !scheduled {
+            let mut to = if g == 0 && !scheduled && direct {
+                ClosedTo::Emit(&mut *emit)
+            } else if g == 0 && !scheduled {
                 ClosedTo::Primary(&mut primary_rows)
             } else {
                 ClosedTo::Lookup(closed)
@@ -223,11 +229,9 @@ impl KeyedFeatures {
         primary_rows
     }
 
+    /// Fills each primary row with the secondary windows' values as of its end (a job with
+    /// only the primary window emitted its rows as they closed: `rows` is empty).
     fn assemble(&self, job: &JobFeatures, rows: Vec<FeatureRow>, mut emit: impl FnMut(FeatureRow)) {
-        if job.groups().len() == 1 {
-            rows.into_iter().for_each(emit);
-            return;
-        }
         for mut row in rows {
             let mut values: RowValues = smallvec::smallvec![f64::NAN; job.names().len()];
             if let Some(primary) = job.groups().first() {
@@ -308,6 +312,9 @@ impl KeyedFeatures {
 enum ClosedTo<'a> {
     /// The primary window's, under the close trigger: assembled into rows after the pass.
     Primary(&'a mut Vec<FeatureRow>),
+    /// The primary window's, under the close trigger, when it is the job's only window: its
+    /// rows are the output rows.
+    Emit(&'a mut dyn FnMut(FeatureRow)),
     /// Kept for as-of lookups (secondaries, or every group under the schedule trigger).
     Lookup(&'a mut ClosedWindows),
 }
@@ -316,6 +323,7 @@ impl ClosedTo<'_> {
     fn take(&mut self, row: FeatureRow) {
         match self {
             ClosedTo::Primary(rows) => rows.push(row),
+            ClosedTo::Emit(emit) => emit(row),
             ClosedTo::Lookup(closed) => closed.record(row),
         }
     }
