@@ -8,7 +8,9 @@
 //! `cargo bench --bench kafka_job` (or `scripts/bench.sh K`, which writes its section of
 //! BENCHMARKS.md). Optional: `WEIR_BENCH_K_EVENTS` (default 200 000), `WEIR_BENCH_K_REPEATS`
 //! (default 2), `WEIR_BENCH_K_OUT` (the markdown table, default `target/bench-results/K.md`),
-//! `WEIR_TEST_BROKERS` (default 127.0.0.1:9092).
+//! `WEIR_TEST_BROKERS` (default 127.0.0.1:9092), `WEIR_BENCH_K_SINK` / `WEIR_BENCH_K_SOURCE`
+//! (`name=value,…` librdkafka properties added to the job's `[sink.kafka]` / `[source.kafka]`,
+//! to try settings).
 //!
 //! The input (`weir gen`'s clickstream, seed 42, 20 000 users) is produced once to a fresh
 //! topic of 2 partitions, untimed. Each repeat runs the job, the job with checkpoints (local
@@ -41,6 +43,16 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// `name=value` pairs, comma-separated, from the environment variable `var`.
+fn settings(var: &str) -> Vec<(String, String)> {
+    std::env::var(var)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect()
 }
 
 fn brokers() -> String {
@@ -138,6 +150,8 @@ fn job(input: &str, checkpoints: Option<&Scratch>) -> Result<(Duration, usize, u
     job.source.bounded = true;
     job.sink.topic = scores.clone();
     job.sink.dead_letter_topic = dlq;
+    job.sink.kafka.extend(settings("WEIR_BENCH_K_SINK"));
+    job.source.kafka.extend(settings("WEIR_BENCH_K_SOURCE"));
     if let Some(dir) = checkpoints {
         let text = format!(
             "{}\n",
