@@ -19,18 +19,24 @@
 //! the best wall time of each is shown (on a shared machine noise only adds time). Ratios are
 //! throughputs: baseline time / job time.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+// The tests' broker, topic and naming helpers (this benchmark leaves their produce and read
+// helpers unused).
+#[path = "../tests/support/kafka.rs"]
+#[allow(dead_code)]
+mod kafka;
+
+use kafka::{brokers, create_topic, properties, unique_topic};
 use weir::gen::{Clickstream, ClickstreamConfig};
 use weir::JobFile;
 use weir_kafka::record_producer::RecordProducer;
@@ -55,30 +61,10 @@ fn settings(var: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn brokers() -> String {
-    std::env::var("WEIR_TEST_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "bench-k-{prefix}-{}-{:x}",
-        std::process::id(),
-        nanos & 0xffff_ffff
-    )
-}
-
-fn properties() -> BTreeMap<String, String> {
-    BTreeMap::from([("bootstrap.servers".to_owned(), brokers())])
-}
-
+/// A fresh topic of `partitions` partitions named after `prefix`.
 fn topic(prefix: &str, partitions: i32) -> Result<String> {
-    let name = unique(prefix);
-    weir_kafka::admin::ensure_topic(&properties(), &name, partitions).with_context(|| {
-        format!("creating {name}: is the broker running (scripts/broker.sh start)?")
-    })?;
+    let name = unique_topic(&format!("bench-k-{prefix}"));
+    create_topic(&name, partitions)?;
     Ok(name)
 }
 
@@ -94,7 +80,7 @@ fn raw_consume_produce(
     let started = Instant::now();
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers())
-        .set("group.id", unique("raw"))
+        .set("group.id", unique_topic("bench-k-raw"))
         .set("enable.auto.commit", "false")
         .create()?;
     let mut assignment = TopicPartitionList::new();
@@ -167,7 +153,7 @@ fn job(input: &str, checkpoints: Option<&Scratch>) -> Result<(Duration, usize, u
         ensure!(summary.checkpoints_committed > 0, "no checkpoint committed");
     }
     let mut reader = properties();
-    reader.insert("group.id".to_owned(), unique("reader"));
+    reader.insert("group.id".to_owned(), unique_topic("bench-k-reader"));
     let records = read_topic(&reader, &scores, Duration::from_secs(300))?;
     ensure!(
         records.len() as u64 == summary.scores_delivered,
