@@ -20,8 +20,8 @@ use weir_testkit::clickstream;
 /// `count` input files holding `events` clickstream events each on average (1 % malformed,
 /// so dead letters are compared too), split by key as Kafka's keyed partitioning would: a
 /// key's records arrive in one order in every run, so its float sums and first/last source
-/// positions (arrival order) are the same whatever the process and worker count. Returns the
-/// files' paths.
+/// positions (arrival order) are the same whatever the process and worker count (each file is
+/// one range, [`job_file`]). Returns the files' paths.
 pub fn input_files(dir: &Path, count: u64, events: u64) -> Result<Vec<PathBuf>> {
     let mut files = vec![Vec::new(); usize::try_from(count)?];
     for event in Clickstream::new(ClickstreamConfig {
@@ -74,8 +74,10 @@ pub fn job_file(
         .replace(runtime, "tick = \"100ms\"\nmax_lag = \"200ms\"\n")
         .replace(
             source,
+            // One range per file: a file cut into ranges would feed one key from several
+            // source instances, in an order that depends on their timing (see input_files).
             &format!(
-                "[source]\nkind = \"file\"\npaths = [{}]\n",
+                "[source]\nkind = \"file\"\npaths = [{}]\nrange_bytes = 1073741824\n",
                 paths.join(", ")
             ),
         )
