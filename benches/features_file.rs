@@ -22,6 +22,9 @@
 //! peak resident memory (`VmHWM` of `/proc/self/status`). Per-core throughput = events / CPU
 //! seconds. Each ratio is against the baseline measured in the same run.
 
+#[path = "results/mod.rs"]
+mod results;
+
 use std::fs;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -89,15 +92,9 @@ fn peak_rss_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
-}
-
 /// The input file, generated once per (events, keys).
 fn input(events: u64, keys: u64) -> anyhow::Result<PathBuf> {
-    let dir = target_dir().join("bench-data");
+    let dir = results::target_dir().join("bench-data");
     fs::create_dir_all(&dir)?;
     let path = dir.join(format!("clickstream-{events}-{keys}.jsonl"));
     if path.exists() {
@@ -264,13 +261,6 @@ fn main() -> anyhow::Result<()> {
             eprintln!("{window}, {workers} workers: {f:?}");
         }
     }
-    print!("{table}");
-    let out = std::env::var_os("WEIR_BENCH_F_OUT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("bench-results").join("F.md"));
-    if let Some(dir) = out.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    fs::write(&out, table)?;
+    results::write_table("WEIR_BENCH_F_OUT", "F", &table)?;
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! Run: `scripts/broker.sh start`, `WEIR_ORT_LIB=…` (scripts/setup.sh), then
 //! `cargo bench --bench kafka_job` (or `scripts/bench.sh K`, which writes its section of
 //! BENCHMARKS.md). Optional: `WEIR_BENCH_K_EVENTS` (default 200 000), `WEIR_BENCH_K_REPEATS`
-//! (default 2), `WEIR_BENCH_K_OUT` (the markdown table, default `target/bench-results/K.md`),
+//! (default 2), `WEIR_BENCH_K_OUT` (the markdown table, default `<target dir>/bench-results/K.md`),
 //! `WEIR_TEST_BROKERS` (default 127.0.0.1:9092), `WEIR_BENCH_K_SINK` / `WEIR_BENCH_K_SOURCE`
 //! (`name=value,…` librdkafka properties added to the job's `[sink.kafka]` / `[source.kafka]`,
 //! to try settings).
@@ -18,6 +18,9 @@
 //! wrote), in that order, so load from elsewhere spreads over all three;
 //! the best wall time of each is shown (on a shared machine noise only adds time). Ratios are
 //! throughputs: baseline time / job time.
+
+#[path = "results/mod.rs"]
+mod results;
 
 use std::fmt::Write as _;
 use std::sync::atomic::AtomicBool;
@@ -219,12 +222,6 @@ fn main() -> Result<()> {
             raw.as_secs_f64() / took.as_secs_f64()
         )?;
     }
-    print!("{table}");
-    let out = std::env::var("WEIR_BENCH_K_OUT")
-        .unwrap_or_else(|_| "target/bench-results/K.md".to_owned());
-    if let Some(dir) = std::path::Path::new(&out).parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&out, table)?;
+    results::write_table("WEIR_BENCH_K_OUT", "K", &table)?;
     Ok(())
 }

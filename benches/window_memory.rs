@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo bench --bench window_memory` (or `scripts/bench.sh M`, which writes its
 //! section of BENCHMARKS.md). Optional: `WEIR_BENCH_M_KEYS` (default 200 000),
-//! `WEIR_BENCH_M_OUT` (the markdown table, default `target/bench-results/M.md`).
+//! `WEIR_BENCH_M_OUT` (the markdown table, default `<target dir>/bench-results/M.md`).
 //!
 //! Method: the global allocator is jemalloc (as in the `weir` binary) wrapped in a counter of
 //! the bytes currently allocated (what callers asked for; jemalloc's size classes round each
@@ -18,6 +18,9 @@
 
 // A global allocator is an `unsafe` trait; the three methods only forward to jemalloc.
 #![allow(unsafe_code)]
+
+#[path = "results/mod.rs"]
+mod results;
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::HashMap;
@@ -151,12 +154,6 @@ fn main() -> anyhow::Result<()> {
         )?;
         drop(state);
     }
-    print!("{table}");
-    let out = std::env::var("WEIR_BENCH_M_OUT")
-        .unwrap_or_else(|_| "target/bench-results/M.md".to_owned());
-    if let Some(dir) = std::path::Path::new(&out).parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&out, table)?;
+    results::write_table("WEIR_BENCH_M_OUT", "M", &table)?;
     Ok(())
 }
