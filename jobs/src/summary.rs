@@ -57,6 +57,9 @@ pub struct RunSummary {
     /// The same of scores acknowledged while the job caught up (a bounded replay, or a source
     /// behind its partitions' ends): time queued behind a backlog, not live latency.
     pub latency_catch_up: LatencySummary,
+    /// Ingest (the source's read of a window's latest record) → score produced, of live
+    /// scores.
+    pub ingest_to_score_live: LatencySummary,
     /// What the scoring stage's model versions did.
     pub models: ModelActivity,
     /// Wall-clock duration of the run.
@@ -161,7 +164,7 @@ impl RunSummary {
              windows scored:  {} ({} inference errors, {} delivered; {} missing feature values \
              set to the model's defaults)\n\
              dead letters:    {} [{}] ({} delivered)\n\
-             latency p50/p99: {}\n\
+             latency p50/p99/p99.9: {}\n\
              elapsed:         {:.2} s{}{}{}{}{}{}",
             self.events_in,
             self.records_in,
@@ -243,6 +246,7 @@ pub(crate) fn summarize(m: &JobMetrics, models: &ScoreCounters, elapsed: Duratio
         snapshot_pause: Duration::from_secs_f64(m.checkpoints.snapshot_pause_seconds.get()),
         latency_live: m.latency.live(),
         latency_catch_up: m.latency.catch_up(),
+        ingest_to_score_live: m.latency.ingest_live(),
         models: ModelActivity::of(models),
         elapsed,
         cluster: None,
@@ -255,7 +259,12 @@ fn latency_line(live: LatencySummary, catch_up: LatencySummary) -> String {
         |us: Option<u64>| us.map_or("n/a".to_owned(), |us| format!("{:.2} ms", us as f64 / 1e3));
     let part = |what: &str, l: LatencySummary| match l.count {
         0 => format!("no {what} scores"),
-        n => format!("{what} {} / {} over {n} scores", ms(l.p50_us), ms(l.p99_us)),
+        n => format!(
+            "{what} {} / {} / {} over {n} scores",
+            ms(l.p50_us),
+            ms(l.p99_us),
+            ms(l.p999_us)
+        ),
     };
     if live.count == 0 && catch_up.count == 0 {
         return "n/a (window close → score acknowledged, measured at a Kafka score sink)"
@@ -307,15 +316,17 @@ mod tests {
             count: 40,
             p50_us: Some(3_000),
             p99_us: Some(12_500),
+            p999_us: Some(20_000),
         };
         let catch_up = LatencySummary {
             count: 900,
             p50_us: Some(1_700_000),
             p99_us: Some(3_000_000),
+            p999_us: Some(3_100_000),
         };
         let both = latency_line(live, catch_up);
         assert!(
-            both.starts_with("live 3.00 ms / 12.50 ms over 40 scores; catch-up 1700.00 ms / 3000.00 ms over 900 scores (window close"),
+            both.starts_with("live 3.00 ms / 12.50 ms / 20.00 ms over 40 scores; catch-up 1700.00 ms / 3000.00 ms / 3100.00 ms over 900 scores (window close"),
             "{both}"
         );
         let replay = latency_line(LatencySummary::default(), catch_up);

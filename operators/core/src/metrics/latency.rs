@@ -1,9 +1,9 @@
 //! Latency histograms of the job: window close → score produced, event time (window end) →
 //! score produced, ingest (the source's read of the window's latest record) → score produced,
 //! and window close → score acknowledged by the sink. Prometheus histograms
-//! for `/metrics`; the acknowledged one also keeps two HDR histograms, for the exact p50/p99 of
-//! the end-of-run summary, apart for live scores and scores acknowledged while the job was
-//! catching up: in a bounded replay (every window closes within seconds and waits behind the
+//! for `/metrics`; the acknowledged one also keeps two HDR histograms, for the exact
+//! p50/p99/p99.9 of the end-of-run summary, apart for live scores and scores acknowledged while
+//! the job was catching up, and ingest → score produced keeps one of live scores: in a bounded replay (every window closes within seconds and waits behind the
 //! ones before it) or while a source instance is behind its partitions' ends (a partition lags more
 //! than one activation's read; `weir_source_instances_behind`). A catch-up
 //! latency is time queued behind a backlog, not the pipeline's live latency.
@@ -22,7 +22,7 @@ fn latency_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 20))
 }
 
-/// Scores acknowledged and their close → acknowledged p50 and p99, µs (`None`: none).
+/// Scores recorded in one HDR histogram and their p50, p99 and p99.9, µs (`None`: none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LatencySummary {
     /// Scores recorded.
@@ -31,6 +31,8 @@ pub struct LatencySummary {
     pub p50_us: Option<u64>,
     /// 99th percentile, µs.
     pub p99_us: Option<u64>,
+    /// 99.9th percentile, µs.
+    pub p999_us: Option<u64>,
 }
 
 impl LatencySummary {
@@ -43,7 +45,19 @@ impl LatencySummary {
             count: hdr.len(),
             p50_us: Some(hdr.value_at_quantile(0.5)),
             p99_us: Some(hdr.value_at_quantile(0.99)),
+            p999_us: Some(hdr.value_at_quantile(0.999)),
         }
+    }
+}
+
+/// Records `micros` into `hdr`, creating it on first use: 1 µs .. 1 h at 3 significant
+/// figures; longer waits saturate at 1 h.
+fn record(hdr: &mut Option<Hdr<u64>>, micros: u64) {
+    if hdr.is_none() {
+        *hdr = Hdr::new_with_bounds(1, 3_600_000_000, 3).ok();
+    }
+    if let Some(hdr) = hdr.as_mut() {
+        hdr.saturating_record(micros.max(1));
     }
 }
 
@@ -84,6 +98,8 @@ pub struct Latencies {
     /// Close → acknowledged of live scores, and of scores acknowledged while catching up.
     live_hdr: Mutex<Option<Hdr<u64>>>,
     catch_up_hdr: Mutex<Option<Hdr<u64>>>,
+    /// Ingest → score produced of live scores (ms resolution: sources stamp records in ms).
+    ingest_live_hdr: Mutex<Option<Hdr<u64>>>,
     /// Source instances of this process behind their partitions' ends.
     sources_behind: Gauge,
     /// The run is a bounded replay: every score is acknowledged while catching up.
@@ -99,6 +115,7 @@ impl Default for Latencies {
             close_to_acked: latency_buckets(),
             live_hdr: Mutex::new(None),
             catch_up_hdr: Mutex::new(None),
+            ingest_live_hdr: Mutex::new(None),
             sources_behind: Gauge::default(),
             bounded_replay: AtomicBool::new(false),
         }
@@ -106,21 +123,33 @@ impl Default for Latencies {
 }
 
 impl Latencies {
-    /// One score produced at `now_ms` (wall clock) for `row`: its window closed at
+    /// Scores produced at `now_ms` (wall clock) for `rows`: each row's window closed at
     /// `fired_at_ns`, ends at event time `window_end` and its latest record was read at
-    /// `ingested_at_ms` (either 0: unknown, not observed).
-    #[inline]
-    pub fn score_produced(&self, row: &FeatureRow, now_ms: u64) {
-        if row.fired_at_ns > 0 {
-            let waited_ms = now_ms.saturating_sub(row.fired_at_ns / 1_000_000);
-            self.close_to_score.observe(waited_ms as f64 / 1e3);
+    /// `ingested_at_ms` (either 0: unknown, not observed). Live ingest → score times also go
+    /// to the summary's HDR histogram, locked once for all of `rows`.
+    pub fn scores_produced<'a>(&self, rows: impl IntoIterator<Item = &'a FeatureRow>, now_ms: u64) {
+        let live = !self.catching_up();
+        let mut ingest_hdr = None;
+        for row in rows {
+            if row.fired_at_ns > 0 {
+                let waited_ms = now_ms.saturating_sub(row.fired_at_ns / 1_000_000);
+                self.close_to_score.observe(waited_ms as f64 / 1e3);
+            }
+            if row.ingested_at_ms > 0 {
+                let waited_ms = now_ms.saturating_sub(row.ingested_at_ms);
+                self.ingest_to_score.observe(waited_ms as f64 / 1e3);
+                if live {
+                    let hdr = ingest_hdr.get_or_insert_with(|| {
+                        self.ingest_live_hdr
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                    });
+                    record(hdr, waited_ms * 1_000);
+                }
+            }
+            let behind_ms = (now_ms as i64).saturating_sub(row.window_end).max(0);
+            self.event_to_score.observe(behind_ms as f64 / 1e3);
         }
-        if row.ingested_at_ms > 0 {
-            let waited_ms = now_ms.saturating_sub(row.ingested_at_ms);
-            self.ingest_to_score.observe(waited_ms as f64 / 1e3);
-        }
-        let behind_ms = (now_ms as i64).saturating_sub(row.window_end).max(0);
-        self.event_to_score.observe(behind_ms as f64 / 1e3);
     }
 
     /// Marks the run as a bounded replay (every latency is catch-up time).
@@ -151,19 +180,20 @@ impl Latencies {
         } else {
             &self.live_hdr
         };
-        let mut hdr = hdr.lock().unwrap_or_else(PoisonError::into_inner);
-        // 1 µs .. 1 h at 3 significant figures; longer waits saturate at 1 h.
-        if hdr.is_none() {
-            *hdr = Hdr::new_with_bounds(1, 3_600_000_000, 3).ok();
-        }
-        if let Some(hdr) = hdr.as_mut() {
-            hdr.saturating_record(micros.max(1));
-        }
+        record(
+            &mut hdr.lock().unwrap_or_else(PoisonError::into_inner),
+            micros,
+        );
     }
 
-    /// Close → acknowledged latencies of live scores: their count and the p50 and p99 in µs.
+    /// Close → acknowledged latencies of live scores: their count and percentiles in µs.
     pub fn live(&self) -> LatencySummary {
         LatencySummary::of(&self.live_hdr)
+    }
+
+    /// Ingest → score produced latencies of live scores (whole milliseconds, in µs).
+    pub fn ingest_live(&self) -> LatencySummary {
+        LatencySummary::of(&self.ingest_live_hdr)
     }
 
     /// The same for scores acknowledged while the job was catching up.
@@ -209,6 +239,9 @@ impl Latencies {
 
 #[cfg(test)]
 mod tests {
+    use weir_features::row::FeatureRow;
+    use weir_testkit::row::feature_row;
+
     use super::Latencies;
 
     #[test]
@@ -231,5 +264,26 @@ mod tests {
         replay.set_bounded_replay();
         replay.acknowledged_us(1_000);
         assert_eq!((replay.live().count, replay.catch_up().count), (0, 1));
+    }
+
+    #[test]
+    fn live_ingest_to_score_times_are_kept_with_their_p99_9() {
+        let row = |ingested_at_ms| FeatureRow {
+            ingested_at_ms,
+            ..feature_row("u1", 16, 60_000, &[1.0])
+        };
+        let latencies = Latencies::default();
+        let source = latencies.source_behind();
+        latencies.scores_produced(&[row(1_000)], 9_000);
+        source.set(false);
+        let rows: Vec<FeatureRow> = (0..1_000)
+            .map(|i| row(if i < 997 { 10_000 } else { 9_960 }))
+            .collect();
+        latencies.scores_produced(rows.iter().chain([&row(0)]), 10_002);
+        let ingest = latencies.ingest_live();
+        // The catch-up score and the row without an ingest time are not counted.
+        assert_eq!(ingest.count, 1_000);
+        assert_eq!(ingest.p99_us, Some(2_000));
+        assert_eq!(ingest.p999_us.map(|us| us / 1_000), Some(42));
     }
 }
