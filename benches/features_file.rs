@@ -25,13 +25,14 @@
 #[path = "results/mod.rs"]
 mod results;
 
-use std::fs;
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
+#[path = "case_process/mod.rs"]
+mod case_process;
 
-use rustix::time::{clock_gettime, ClockId};
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use case_process::{child, clickstream_job, env_u64, input, run_case, scratch, Figures};
 use serde::Deserialize;
 
 #[global_allocator]
@@ -62,60 +63,6 @@ struct Click {
     amount: Option<f64>,
 }
 
-/// One case's figures, as a child prints them.
-#[derive(Debug, Clone, Copy)]
-struct Figures {
-    events: u64,
-    wall_s: f64,
-    cpu_s: f64,
-    peak_rss_mb: f64,
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn process_cpu_s() -> f64 {
-    let t = clock_gettime(ClockId::ProcessCPUTime);
-    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
-}
-
-fn peak_rss_mb() -> f64 {
-    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-/// The input file, generated once per (events, keys).
-fn input(events: u64, keys: u64) -> anyhow::Result<PathBuf> {
-    let dir = results::target_dir().join("bench-data");
-    fs::create_dir_all(&dir)?;
-    let path = dir.join(format!("clickstream-{events}-{keys}.jsonl"));
-    if path.exists() {
-        return Ok(path);
-    }
-    let config = weir::gen::ClickstreamConfig {
-        events,
-        users: u32::try_from(keys)?,
-        ..weir::gen::ClickstreamConfig::default()
-    };
-    let partial = path.with_extension("partial");
-    let mut out = BufWriter::new(fs::File::create(&partial)?);
-    for event in weir::gen::Clickstream::new(config)? {
-        out.write_all(&event.payload)?;
-        out.write_all(b"\n")?;
-    }
-    out.flush()?;
-    fs::rename(&partial, &path)?;
-    Ok(path)
-}
-
 fn parse_only(input: &Path) -> anyhow::Result<u64> {
     let mut reader = BufReader::with_capacity(256 * 1024, fs::File::open(input)?);
     let mut line = Vec::new();
@@ -132,22 +79,13 @@ fn parse_only(input: &Path) -> anyhow::Result<u64> {
 }
 
 fn features(input: &Path, window: &str, workers: usize) -> anyhow::Result<u64> {
-    let job_path = weir_testkit::clickstream::job_path();
-    let text = fs::read_to_string(&job_path)?;
-    let default_window = "kind = \"tumbling\"\nsize = \"1m\"";
-    anyhow::ensure!(
-        text.contains(default_window),
-        "{} has another [window]",
-        job_path.display()
-    );
-    let mut job: weir::JobFile = toml::from_str(&text.replacen(default_window, window, 1))?;
-    job.base_dir = job_path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut job = clickstream_job(window)?;
     job.runtime.workers = workers;
     job.parallelism = Default::default();
     if let Ok(bytes) = std::env::var("WEIR_BENCH_F_RANGE_BYTES") {
         job.source.range_bytes = bytes.parse()?;
     }
-    let out = tempdir_path(&format!("features-{workers}"));
+    let out = scratch("f", &format!("features-{workers}"));
     let summary = weir::features_cmd::compute_features(
         job,
         vec![input.to_path_buf()],
@@ -162,58 +100,18 @@ fn features(input: &Path, window: &str, workers: usize) -> anyhow::Result<u64> {
     Ok(summary.events_in)
 }
 
-fn tempdir_path(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weir-bench-f-{label}-{}", std::process::id()));
-    let _ = fs::create_dir_all(&dir);
-    dir
-}
-
-/// Runs one case in this process and prints its figures (the child side).
-fn run_case(case: &str, input: &Path) -> anyhow::Result<()> {
-    let (wall, cpu) = (Instant::now(), process_cpu_s());
-    let events = match case.split_once(':') {
-        None => parse_only(input)?,
+/// Runs one case in this process (the child side).
+fn case(case: &str, input: &Path) -> anyhow::Result<()> {
+    run_case(|| match case.split_once(':') {
+        None => parse_only(input),
         Some((window, workers)) => {
             let window = WINDOWS.iter().find(|w| w.0 == window).map(|w| w.1);
             features(
                 input,
                 window.ok_or_else(|| anyhow::anyhow!("no window {case}"))?,
                 workers.parse()?,
-            )?
+            )
         }
-    };
-    let (wall_s, cpu_s) = (wall.elapsed().as_secs_f64(), process_cpu_s() - cpu);
-    println!("{events} {wall_s} {cpu_s} {}", peak_rss_mb());
-    Ok(())
-}
-
-/// Runs one case in a child process.
-fn child(case: &str) -> anyhow::Result<Figures> {
-    let output = Command::new(std::env::current_exe()?)
-        .env(CASE_VAR, case)
-        .output()?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    anyhow::ensure!(
-        output.status.success(),
-        "case {case} failed: {}{}",
-        stdout,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let fields: Vec<f64> = stdout
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .split(' ')
-        .map(str::parse)
-        .collect::<Result<_, _>>()?;
-    let [events, wall_s, cpu_s, peak_rss_mb] = fields[..] else {
-        anyhow::bail!("case {case} printed `{stdout}`");
-    };
-    Ok(Figures {
-        events: events as u64,
-        wall_s,
-        cpu_s,
-        peak_rss_mb,
     })
 }
 
@@ -223,39 +121,37 @@ fn main() -> anyhow::Result<()> {
         env_u64("WEIR_BENCH_F_KEYS", 50_000),
     );
     let input = input(events, keys)?;
-    if let Ok(case) = std::env::var(CASE_VAR) {
-        return run_case(&case, &input);
+    if let Ok(name) = std::env::var(CASE_VAR) {
+        return case(&name, &input);
     }
     // `cargo bench` passes `--bench`; anything else is not for this plain `main`.
     let mb = fs::metadata(&input)?.len() as f64 / 1e6;
-    let baseline = child("parse_only")?;
+    let baseline = child(CASE_VAR, "parse_only")?;
     anyhow::ensure!(
-        baseline.events == events,
+        baseline.items == events,
         "the baseline parsed {} of {events} lines",
-        baseline.events
+        baseline.items
     );
-    let rate = |f: &Figures| f.events as f64 / f.wall_s / 1e6;
-    let per_core = |f: &Figures| f.events as f64 / f.cpu_s / 1e6;
     let mut table = format!(
         "Input: {events} events over {keys} keys ({mb:.0} MB of JSON Lines). M events/s; ratios against `parse_only` of this run.\n\n\
          | case | workers | wall M ev/s | per core M ev/s (CPU time) | wall / baseline | per core / baseline | peak RSS MB |\n|---|---|---|---|---|---|---|\n\
          | baseline `parse_only` (serde_json into structs, 1 thread) | 1 | {:.2} | {:.2} | 1 | 1 | {:.0} |\n",
-        rate(&baseline), per_core(&baseline), baseline.peak_rss_mb
+        baseline.rate(), baseline.per_core(), baseline.peak_rss_mb
     );
     for (window, _) in WINDOWS {
         for workers in [1, 2] {
-            let f = child(&format!("{window}:{workers}"))?;
+            let f: Figures = child(CASE_VAR, &format!("{window}:{workers}"))?;
             anyhow::ensure!(
-                f.events == events,
+                f.items == events,
                 "{window}, {workers} workers: {} of {events} events",
-                f.events
+                f.items
             );
             table.push_str(&format!(
                 "| {window} | {workers} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |\n",
-                rate(&f),
-                per_core(&f),
-                rate(&f) / rate(&baseline),
-                per_core(&f) / per_core(&baseline),
+                f.rate(),
+                f.per_core(),
+                f.rate() / baseline.rate(),
+                f.per_core() / baseline.per_core(),
                 f.peak_rss_mb
             ));
             eprintln!("{window}, {workers} workers: {f:?}");

@@ -4,18 +4,22 @@
 # with the machine, the date, the commit and the load average before and after the run beside
 # the figures. Every figure in a section is next to its same-run baseline and the ratio.
 #
-# Usage: scripts/bench.sh [NAME...]   (default: all; today: F, K, M)
+# Usage: scripts/bench.sh [NAME...]   (default: all of F, S, K, L, M)
 #   F   benches/features_file.rs: features only, file -> file, against parse-only serde_json
+#   S   benches/score_job.rs: file -> features -> ONNX -> file per model (WEIR_ORT_LIB set),
+#       against raw ort over the same rows
 #   K   benches/kafka_job.rs: Kafka -> job -> Kafka on the dev broker (scripts/broker.sh start;
 #       WEIR_ORT_LIB set), against raw rdkafka consume + produce
+#   L   benches/live_latency.rs: live latency at 50 % / 80 % of the job's maximum rate on the
+#       dev broker, against a raw producer's send -> acknowledged at the same rate
 #   M   benches/window_memory.rs: bytes per open (key, window) against a plain HashMap
 #
-# Other benchmarks (S, L) are added here as `run_NAME` functions with an entry in
-# BENCHES. A run on a machine that is busy with other work says so: compare load averages.
+# A benchmark is a `run_NAME` function with an entry in BENCHES. A run on a machine that is
+# busy with other work says so: compare load averages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BENCHES=(F K M)
+BENCHES=(F S K L M)
 RESULTS=target/bench-results
 
 machine() {
@@ -27,6 +31,15 @@ machine() {
 }
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# The line saying when, at which commit and on what a section's figures were measured, and
+# the load average before and after (when given).
+provenance() {
+    local started=$1 before=$2 after=$3
+    echo "$started, commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- . || echo ' + uncommitted changes'), $(machine)."
+    [ -n "$before" ] && echo "Load average (1, 5, 15 min) before: $before; after: $after."
+    return 0
+}
 
 # Replaces (or appends) the section NAME of BENCHMARKS.md with the file BODY.
 write_section() {
@@ -67,10 +80,10 @@ run_F() {
         echo "Targets (issue #18): ≥ 3 M events/s wall with 2 workers, ≥ 2.5 M events/s per core,"
         echo "≥ 0.5 of parse-only."
         echo
-        echo "$started, commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- . || echo ' + uncommitted changes'), $(machine)."
-        echo "Load average (1, 5, 15 min) before: $before; after: $after. On a machine with other"
-        echo "work (a load average above its core count) every figure is low and noisy, the"
-        echo "ratios less so: rerun on an idle machine before reading them as the engine's."
+        provenance "$started" "$before" "$after"
+        echo "On a machine with other work (a load average above its core count) every figure is"
+        echo "low and noisy, the ratios less so: rerun on an idle machine before reading them as the"
+        echo "engine's."
         echo
         cat "$table"
     } >"$body"
@@ -97,8 +110,7 @@ run_K() {
         echo
         echo "Target (issue #18): ≥ 0.8 of the baseline."
         echo
-        echo "$started, commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- . || echo ' + uncommitted changes'), $(machine)."
-        echo "Load average (1, 5, 15 min) before: $before; after: $after."
+        provenance "$started" "$before" "$after"
         echo
         cat "$table"
     } >"$body"
@@ -121,11 +133,66 @@ run_M() {
         echo
         echo "Target (issue #18): ≤ 100 bytes per open (key, window); run F resident ≤ 40 MB."
         echo
-        echo "$started, commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- . || echo ' + uncommitted changes'), $(machine)."
+        provenance "$started" "" ""
         echo
         cat "$table"
     } >"$body"
     write_section M "$body"
+}
+
+run_S() {
+    local table=$RESULTS/S.md before after started body
+    started=$(date -u '+%Y-%m-%d %H:%M UTC')
+    before=$(load)
+    WEIR_BENCH_S_OUT=$table cargo bench --bench score_job
+    after=$(load)
+    body=$RESULTS/S.section.md
+    {
+        echo "## S: file → features → ONNX → file, per model — \`benches/score_job.rs\`"
+        echo
+        echo "Command: \`scripts/bench.sh S\` (\`cargo bench --bench score_job\`). The whole job"
+        echo "(\`jobs/clickstream.toml\`: 2 workers, tumbling 1 m, 8 features, micro-batches of 256,"
+        echo "1 intra-op thread per inference thread) with \`[model] path\` set to each model, over F's"
+        echo "input file, scores to a file. Baseline, same run: \`raw_ort\`, the job's feature rows"
+        echo "(written by \`features\`, the job without its model) scored by plain \`ort\` sessions on"
+        echo "2 threads, one per score instance, from rows already in memory. Each case runs in a"
+        echo "process of its own; wall time includes the job's start (model load, warm-up)."
+        echo
+        echo "Target (issue #18): ≥ 0.9 of the raw \`ort\` loop for each model."
+        echo
+        provenance "$started" "$before" "$after"
+        echo
+        cat "$table"
+    } >"$body"
+    write_section S "$body"
+}
+
+run_L() {
+    local table=$RESULTS/L.md before after started body
+    started=$(date -u '+%Y-%m-%d %H:%M UTC')
+    before=$(load)
+    WEIR_BENCH_L_OUT=$table cargo bench --bench live_latency
+    after=$(load)
+    body=$RESULTS/L.section.md
+    {
+        echo "## L: live latency over Kafka — \`benches/live_latency.rs\`"
+        echo
+        echo "Command: \`scripts/bench.sh L\` (\`cargo bench --bench live_latency\`), on the dev broker."
+        echo "\`jobs/clickstream.toml\` with session windows (gap 2 s) and \`max_out_of_orderness = 0s\`,"
+        echo "so each user's window closes on its own as records arrive; a paced producer writes"
+        echo "records stamped with the wall clock at 50 % and 80 % of the maximum rate of a bounded run"
+        echo "of the same job in this run, while the job runs unbounded. Latencies of live scores,"
+        echo "from the job's HDR histograms. Baseline, same run: a raw rdkafka producer with the"
+        echo "sink's settings sending as many records of the same size at the job's score rate,"
+        echo "send → acknowledged: the broker's share of close → acknowledged."
+        echo
+        echo "Target (issue #18): p99 ≤ 5 ms at 50 % load; p99.9 reported."
+        echo
+        provenance "$started" "$before" "$after"
+        echo
+        cat "$table"
+    } >"$body"
+    write_section L "$body"
 }
 
 mkdir -p "$RESULTS"

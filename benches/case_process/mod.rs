@@ -1,0 +1,175 @@
+//! What the whole-job benchmarks that run each case in a process of their own (F, S) share:
+//! the generated clickstream input, the child process that runs one case (this benchmark
+//! binary again, told which case by an environment variable) and the figures it prints: wall
+//! time, CPU time of the whole process and peak resident memory.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use rustix::time::{clock_gettime, ClockId};
+
+/// One case's figures, as a child prints them.
+#[derive(Debug, Clone, Copy)]
+pub struct Figures {
+    /// What the case counts: events read, rows scored.
+    pub items: u64,
+    pub wall_s: f64,
+    pub cpu_s: f64,
+    pub peak_rss_mb: f64,
+}
+
+impl Figures {
+    /// Items per second of wall time, in millions.
+    pub fn rate(&self) -> f64 {
+        self.items as f64 / self.wall_s / 1e6
+    }
+
+    /// Items per second of CPU time, in millions.
+    pub fn per_core(&self) -> f64 {
+        self.items as f64 / self.cpu_s / 1e6
+    }
+}
+
+/// The number in environment variable `name`, or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// CPU time of the whole process so far (`CLOCK_PROCESS_CPUTIME_ID`: all threads' user +
+/// system time, what getrusage reports), seconds.
+pub fn process_cpu_s() -> f64 {
+    let t = clock_gettime(ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
+/// Peak resident memory of this process (`VmHWM` of `/proc/self/status`), MB.
+pub fn peak_rss_mb() -> f64 {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// `weir gen`'s clickstream of `events` events over `keys` users (seed 42), written once to
+/// `<target dir>/bench-data/`.
+pub fn input(events: u64, keys: u64) -> anyhow::Result<PathBuf> {
+    let dir = super::results::target_dir().join("bench-data");
+    fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("clickstream-{events}-{keys}.jsonl"));
+    if path.exists() {
+        return Ok(path);
+    }
+    let config = weir::gen::ClickstreamConfig {
+        events,
+        users: u32::try_from(keys)?,
+        ..weir::gen::ClickstreamConfig::default()
+    };
+    let partial = path.with_extension("partial");
+    let mut out = BufWriter::new(fs::File::create(&partial)?);
+    for event in weir::gen::Clickstream::new(config)? {
+        out.write_all(&event.payload)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    fs::rename(&partial, &path)?;
+    Ok(path)
+}
+
+/// `jobs/clickstream.toml` with its window replaced by the `[window]` body `window`, loaded
+/// with its base directory.
+pub fn clickstream_job(window: &str) -> anyhow::Result<weir::JobFile> {
+    let job_path = weir_testkit::clickstream::job_path();
+    let text = fs::read_to_string(&job_path)?;
+    let default_window = "kind = \"tumbling\"\nsize = \"1m\"";
+    anyhow::ensure!(
+        text.contains(default_window),
+        "{} has another [window]",
+        job_path.display()
+    );
+    let mut job: weir::JobFile = toml::from_str(&text.replacen(default_window, window, 1))?;
+    job.base_dir = job_path.parent().map(Path::to_path_buf).unwrap_or_default();
+    Ok(job)
+}
+
+/// A scratch directory for one case of this process.
+pub fn scratch(bench: &str, label: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("weir-bench-{bench}-{label}-{}", std::process::id()));
+    let _ = fs::create_dir_all(&dir);
+    dir
+}
+
+/// Wall and CPU time from a case's start (the child side).
+pub struct CaseClock {
+    wall: Instant,
+    cpu_s: f64,
+}
+
+impl CaseClock {
+    pub fn start() -> CaseClock {
+        CaseClock {
+            wall: Instant::now(),
+            cpu_s: process_cpu_s(),
+        }
+    }
+
+    /// Prints the case's figures since [`CaseClock::start`], as the parent's [`child`] reads
+    /// them: `items` handled.
+    pub fn report(self, items: u64) {
+        let (wall_s, cpu_s) = (
+            self.wall.elapsed().as_secs_f64(),
+            process_cpu_s() - self.cpu_s,
+        );
+        println!("{items} {wall_s} {cpu_s} {}", peak_rss_mb());
+    }
+}
+
+/// Runs one case's `work` in this process (the child side), timing all of it, and prints its
+/// figures: `work` returns how many items it handled.
+pub fn run_case(work: impl FnOnce() -> anyhow::Result<u64>) -> anyhow::Result<()> {
+    let clock = CaseClock::start();
+    let items = work()?;
+    clock.report(items);
+    Ok(())
+}
+
+/// Runs `case` in a child process (this binary with `case_var` = `case`) and reads its
+/// figures.
+pub fn child(case_var: &str, case: &str) -> anyhow::Result<Figures> {
+    let output = Command::new(std::env::current_exe()?)
+        .env(case_var, case)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    anyhow::ensure!(
+        output.status.success(),
+        "case {case} failed: {}{}",
+        stdout,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let fields: Vec<f64> = stdout
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .split(' ')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    let [items, wall_s, cpu_s, peak_rss_mb] = fields[..] else {
+        anyhow::bail!("case {case} printed `{stdout}`");
+    };
+    Ok(Figures {
+        items: items as u64,
+        wall_s,
+        cpu_s,
+        peak_rss_mb,
+    })
+}
