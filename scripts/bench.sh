@@ -36,7 +36,7 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 # the load average before and after (when given).
 provenance() {
     local started=$1 before=$2 after=$3
-    echo "$started, commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- . || echo ' + uncommitted changes'), $(machine)."
+    echo "$started, commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' || echo ' + uncommitted changes'), $(machine)."
     [ -n "$before" ] && echo "Load average (1, 5, 15 min) before: $before; after: $after."
     return 0
 }

@@ -24,6 +24,7 @@ use weir_testkit::clickstream::{self, workspace_dir};
 use weir_testkit::cluster::free_port;
 use weir_testkit::files::Scratch;
 use weir_testkit::job_toml::minimal_job;
+use weir_testkit::registry_files::version_objects;
 use weir_testkit::s3_server::{aws_env, aws_options, S3Server};
 
 #[test]
@@ -65,17 +66,9 @@ fn an_s3_registry_is_used_as_given_and_checked_at_compile() -> Result<()> {
 /// model `pp`, version `version`).
 fn upload(client: &S3Client, version: &str) -> Result<()> {
     let fixture = workspace_dir().join("tests/fixtures/model");
-    client.put(
-        &format!("pp/{version}/model.onnx"),
-        fs::read(fixture.join("model.onnx"))?,
-    )?;
-    let mut manifest: Value = serde_json::from_slice(&fs::read(fixture.join("manifest.json"))?)?;
-    manifest["name"] = "pp".into();
-    manifest["version"] = version.into();
-    client.put(
-        &format!("pp/{version}/manifest.json"),
-        serde_json::to_vec_pretty(&manifest)?,
-    )?;
+    for (key, bytes) in version_objects(&fixture, "pp", version)? {
+        client.put(&key, bytes)?;
+    }
     Ok(())
 }
 

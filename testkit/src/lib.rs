@@ -12,6 +12,7 @@
 //! - [`job_toml`]: a minimal valid job file as text, for the job-file tests.
 //! - [`cluster`]: free localhost ports and a hosts file for a cluster of test processes.
 //! - [`s3_server`]: moto's S3 server on a free port, and a proxy that makes it fail requests.
+//! - [`registry_files`]: a fixture model as a registry version's objects, for uploading.
 //! - [`scrape`]: `GET` on a job's metrics server, and the samples and types of a scrape.
 //! - [`netns`]: two hosts as Linux network namespaces, and root-namespace servers reachable
 //!   from them.
@@ -22,6 +23,7 @@ pub mod event;
 pub mod files;
 pub mod job_toml;
 pub mod netns;
+pub mod registry_files;
 pub mod row;
 pub mod s3_server;
 pub mod schema;

@@ -46,14 +46,6 @@ use crate::session::{ModelSession, SessionOptions};
 
 /// Resolves, loads and warms the initial models; the watcher when the source is a registry.
 pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>)> {
-    let set = |primary, secondary| {
-        ModelSet::new(
-            primary,
-            secondary,
-            setup.metrics.clone(),
-            setup.counters.clone(),
-        )
-    };
     match &setup.model.source {
         ModelSource::Dir(dir) => {
             let primary = load(setup, dir)?;
@@ -61,7 +53,7 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
                 Some(s) => Some((s.role, load(setup, &s.dir)?)),
                 None => None,
             };
-            Ok((set(primary, secondary), None))
+            Ok((model_set(setup, primary, secondary), None))
         }
         ModelSource::Registry { root, name, poll } => start_registry(setup, root, name, *poll),
         ModelSource::ObjectStore(remote) => {
@@ -72,6 +64,20 @@ pub(crate) fn start(setup: &InferenceSetup) -> Result<(ModelSet, Option<Watcher>
     }
 }
 
+/// The set serving `primary` (and `secondary`) with the job's metrics and counters.
+fn model_set(
+    setup: &InferenceSetup,
+    primary: ModelSession,
+    secondary: Option<(SecondaryRole, ModelSession)>,
+) -> ModelSet {
+    ModelSet::new(
+        primary,
+        secondary,
+        setup.metrics.clone(),
+        setup.counters.clone(),
+    )
+}
+
 /// [`start`] from a registry directory (a local one, or an object store's local mirror).
 fn start_registry(
     setup: &InferenceSetup,
@@ -79,14 +85,6 @@ fn start_registry(
     name: &str,
     poll: Duration,
 ) -> Result<(ModelSet, Option<Watcher>)> {
-    let set = |primary, secondary| {
-        ModelSet::new(
-            primary,
-            secondary,
-            setup.metrics.clone(),
-            setup.counters.clone(),
-        )
-    };
     let registry = Registry::new(root, name);
     let plan = registry.plan()?;
     let StartingPrimary {
@@ -121,7 +119,7 @@ fn start_registry(
         last_poll: Instant::now(),
         last_look: Instant::now(),
     };
-    Ok((set(session, secondary), Some(watcher)))
+    Ok((model_set(setup, session, secondary), Some(watcher)))
 }
 
 /// The primary version a job starts with ([`start_primary`]).

@@ -22,6 +22,7 @@ use weir_score::counters::ScoreCounters;
 use weir_score::inference_thread::InferenceThread;
 use weir_score::registry::{ModelSource, RemoteRegistry};
 use weir_score::registry_mirror::SYNC_RETRIES;
+use weir_testkit::registry_files::version_objects;
 use weir_testkit::s3_server::{aws_options, FlakyProxy, S3Server};
 
 use support::{config, step, with_score_dataflow, Driver};
@@ -53,20 +54,13 @@ fn remote(url: &str, address: &str) -> RemoteRegistry {
 /// `model.onnx` unless `manifest_only`, then `manifest.json`.
 fn upload(client: &S3Client, version: &str, manifest_only: bool) -> anyhow::Result<()> {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/logreg");
-    if !manifest_only {
-        client.put(
-            &format!("pp/{version}/model.onnx"),
-            std::fs::read(fixture.join("model.onnx"))?,
-        )?;
+    let [model, manifest] = version_objects(&fixture, "pp", version)?;
+    for (key, bytes) in [(!manifest_only).then_some(model), Some(manifest)]
+        .into_iter()
+        .flatten()
+    {
+        client.put(&key, bytes)?;
     }
-    let mut manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixture.join("manifest.json"))?)?;
-    manifest["name"] = "pp".into();
-    manifest["version"] = version.into();
-    client.put(
-        &format!("pp/{version}/manifest.json"),
-        serde_json::to_vec_pretty(&manifest)?,
-    )?;
     Ok(())
 }
 
