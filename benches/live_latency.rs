@@ -8,6 +8,7 @@
 //! `WEIR_BENCH_L_MAX_EVENTS` (the maximum-rate run's input, default 100 000),
 //! `WEIR_BENCH_L_SHARES` (default `0.5,0.8`), `WEIR_BENCH_L_SINK` (`name=value,…` librdkafka
 //! properties for the job's score producer and the baseline's, e.g. `linger.ms=0`),
+//! `WEIR_BENCH_L_SOURCE` (the same for the job's consumers, e.g. `fetch.wait.max.ms=10`),
 //! `WEIR_BENCH_L_TICK_MS` (the job's `[runtime] tick`, default 100 as in the job file: windows
 //! fire and scores are batched per tick), `WEIR_BENCH_L_OUT` (the markdown table, default `<target dir>/bench-results/L.md`),
 //! `WEIR_TEST_BROKERS` (default 127.0.0.1:9092).
@@ -204,6 +205,7 @@ fn job(input: &str, bounded: bool) -> Result<(JobFile, String)> {
     job.sink.topic = scores.clone();
     job.sink.dead_letter_topic = topic("dlq", 1)?;
     job.sink.kafka.extend(settings("WEIR_BENCH_L_SINK"));
+    job.source.kafka.extend(settings("WEIR_BENCH_L_SOURCE"));
     Ok((job, scores))
 }
 
