@@ -31,10 +31,7 @@
 //!    resolution) → score produced, which includes the 2 s gap the window waits for by
 //!    definition. The baseline then sends as many records as the job scored, at the rate it
 //!    scored them, of the score records' mean size, with the job sink's producer settings (`acks=all`, `linger.ms=5`,
-//!    idempotence), and measures send → acknowledged: the broker's part of close → acked;
-//!    once alone, once beside the input traffic of a hand-written consumer → producer (a
-//!    paced producer writing events at the job's rate to a fresh topic and a consumer
-//!    reading it as it fills, with `WEIR_BENCH_L_SOURCE`).
+//!    idempotence), and measures send → acknowledged: the broker's part of close → acked.
 
 #[path = "results/mod.rs"]
 mod results;
@@ -58,10 +55,8 @@ use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
-use rdkafka::{Message, Offset, TopicPartitionList};
 
 use case_process::clickstream_job;
 use kafka::{brokers, create_topic, properties, unique_topic};
@@ -173,14 +168,13 @@ fn send(producer: &PacedProducer, topic: &str, key: &str, payload: &[u8]) {
     }
 }
 
-/// Calls `send(i)` for `i` in 0.. at `rate` per second for `seconds` or until `stop`;
-/// returns how many.
-fn paced(rate: f64, seconds: f64, stop: &AtomicBool, mut send: impl FnMut(u64)) -> u64 {
+/// Calls `send(i)` for `i` in 0.. at `rate` per second for `seconds`; returns how many.
+fn paced(rate: f64, seconds: f64, mut send: impl FnMut(u64)) -> u64 {
     let started = Instant::now();
     let mut sent = 0u64;
     loop {
         let elapsed = started.elapsed().as_secs_f64();
-        if elapsed >= seconds || stop.load(Ordering::Relaxed) {
+        if elapsed >= seconds {
             return sent;
         }
         let due = (elapsed * rate) as u64;
@@ -260,7 +254,7 @@ fn live(rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
     };
     let producer = producer(&[])?;
     let mut rng = StdRng::seed_from_u64(7);
-    let produced = paced(rate, seconds, &AtomicBool::new(false), |_| {
+    let produced = paced(rate, seconds, |_| {
         let (key, payload) = event(&mut rng, unix_ms());
         send(&producer, &input, &key, payload.as_bytes());
     });
@@ -283,72 +277,15 @@ fn live(rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
     Ok((summary, produced, size))
 }
 
-/// Input traffic beside a baseline: a paced producer writing events at `rate` to a fresh
-/// topic and a consumer reading it as it fills, as a job's sources do, until `stop`.
-fn input_traffic(rate: f64, stop: Arc<AtomicBool>) -> Result<Vec<std::thread::JoinHandle<()>>> {
-    let input = topic("raw-in", 2)?;
-    let mut consumer_config = ClientConfig::new();
-    consumer_config
-        .set("bootstrap.servers", brokers())
-        .set("group.id", unique_topic("bench-l-raw"))
-        .set("enable.auto.commit", "false");
-    for (k, v) in settings("WEIR_BENCH_L_SOURCE") {
-        consumer_config.set(k, v);
-    }
-    let consumer: BaseConsumer = consumer_config.create()?;
-    let mut assignment = TopicPartitionList::new();
-    for p in 0..2 {
-        assignment.add_partition_offset(&input, p, Offset::Beginning)?;
-    }
-    consumer.assign(&assignment)?;
-    let producer = producer(&[])?;
-    let reading = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-                    std::hint::black_box(message.map(|m| m.payload().map(<[u8]>::len)).ok());
-                }
-            }
-        })
-    };
-    let writing = std::thread::spawn(move || {
-        let mut rng = StdRng::seed_from_u64(9);
-        paced(rate, f64::INFINITY, &stop, |_| {
-            let (key, payload) = event(&mut rng, unix_ms());
-            send(&producer, &input, &key, payload.as_bytes());
-        });
-    });
-    Ok(vec![reading, writing])
-}
-
-/// The baseline: `records` records of `size` bytes at `rate`, send → acknowledged; with
-/// `input_rate`, beside [`input_traffic`] at that rate (the broker traffic of a hand-written
-/// consumer → producer).
-fn raw_produce(
-    rate: f64,
-    records: u64,
-    size: usize,
-    input_rate: Option<f64>,
-) -> Result<LatencySummary> {
+/// The baseline: `records` records of `size` bytes at `rate`; send → acknowledged.
+fn raw_produce(rate: f64, records: u64, size: usize) -> Result<LatencySummary> {
     let output = topic("raw-out", 2)?;
     let producer = producer(&settings("WEIR_BENCH_L_SINK"))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let beside = match input_rate {
-        Some(input_rate) => input_traffic(input_rate, stop.clone())?,
-        None => vec![],
-    };
     let payload = vec![b'x'; size];
-    paced(rate, records as f64 / rate, &AtomicBool::new(false), |i| {
+    paced(rate, records as f64 / rate, |i| {
         send(&producer, &output, &format!("k{i}"), &payload);
     });
     producer.flush(Duration::from_secs(60))?;
-    stop.store(true, Ordering::Relaxed);
-    for thread in beside {
-        thread
-            .join()
-            .map_err(|_| anyhow::anyhow!("an input traffic thread panicked"))?;
-    }
     let context = producer.context();
     ensure!(
         context.failed.load(Ordering::Relaxed) == 0,
@@ -404,9 +341,7 @@ fn main() -> Result<()> {
         let (summary, produced, size) = live(rate, seconds)?;
         // As many records as the job scored, at the rate it scored them.
         let scored = summary.scores_delivered.max(1000);
-        let score_rate = scored as f64 / seconds;
-        let raw = raw_produce(score_rate, scored, size, None)?;
-        let beside = raw_produce(score_rate, scored, size, Some(rate))?;
+        let raw = raw_produce(scored as f64 / seconds, scored, size)?;
         eprintln!("{share}: {produced} records, {summary:?}");
         let load = format!(
             "{:.0} % ({:.1} k events/s, {produced} records)",
@@ -427,12 +362,6 @@ fn main() -> Result<()> {
             "baseline: raw producer send → acknowledged",
             raw.count,
             raw,
-        )?;
-        row(
-            &mut rows,
-            "baseline: the same beside a paced input producer and a consumer reading it",
-            beside.count,
-            beside,
         )?;
         row(
             &mut rows,
