@@ -26,8 +26,9 @@ fn a_terminal_gets_one_redrawn_progress_line_and_a_file_does_not() -> Result<()>
     let scratch = Scratch::new("progress");
     let dir = scratch.path();
     let input = dir.join("events.jsonl");
-    // Long enough for a few redraws (about 3 s in a debug build).
-    write_lines(&input, events(150_000))?;
+    // Long enough for a few redraws (one a second) on a fast machine too: 150 000 events
+    // once took 0.85 s in a debug build and drew no line.
+    write_lines(&input, events(600_000))?;
     let job = dir.join("job.toml");
     fs::write(&job, clickstream::job_text())?;
     let run = format!(

@@ -1,12 +1,13 @@
 //! Latency histograms of the job: window close → score produced, event time (window end) →
 //! score produced, ingest (the source's read of the window's latest record) → score produced,
-//! and window close → score acknowledged by the sink. Prometheus histograms
-//! for `/metrics`; the acknowledged one also keeps two HDR histograms, for the exact
-//! p50/p99/p99.9 of the end-of-run summary, apart for live scores and scores acknowledged while
-//! the job was catching up, and ingest → score produced keeps one of live scores: in a bounded replay (every window closes within seconds and waits behind the
-//! ones before it) or while a source instance is behind its partitions' ends (a partition lags more
-//! than one activation's read; `weir_source_instances_behind`). A catch-up
-//! latency is time queued behind a backlog, not the pipeline's live latency.
+//! and window close → score acknowledged by the sink. Prometheus histograms for `/metrics`;
+//! HDR histograms for the exact p50/p99/p99.9 of the end-of-run summary: close → acknowledged
+//! of live scores, the same of scores acknowledged while the job was catching up, and ingest
+//! → score produced of live scores. Catching up is a bounded replay (every window closes
+//! within seconds and waits behind the ones before it) or a source instance behind its
+//! partitions' ends (a partition lags more than one activation's read;
+//! `weir_source_instances_behind`): a catch-up latency is time queued behind a backlog, not
+//! the pipeline's live latency.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
