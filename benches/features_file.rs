@@ -32,7 +32,7 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use case_process::{child, clickstream_job, env_u64, input, run_case, scratch, Figures};
+use case_process::{child, clickstream_job, input_from_env, run_case, scratch, Figures};
 use serde::Deserialize;
 
 #[global_allocator]
@@ -116,11 +116,7 @@ fn case(case: &str, input: &Path) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let (events, keys) = (
-        env_u64("WEIR_BENCH_F_EVENTS", 1_000_000),
-        env_u64("WEIR_BENCH_F_KEYS", 50_000),
-    );
-    let input = input(events, keys)?;
+    let (events, keys, input) = input_from_env("WEIR_BENCH_F")?;
     if let Ok(name) = std::env::var(CASE_VAR) {
         return case(&name, &input);
     }

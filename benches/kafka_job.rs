@@ -39,7 +39,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 #[allow(dead_code)]
 mod kafka;
 
-use kafka::{brokers, create_topic, properties, unique_topic};
+use kafka::{brokers, fresh_topic, properties, properties_from_env, unique_topic};
 use weir::gen::{Clickstream, ClickstreamConfig};
 use weir::JobFile;
 use weir_kafka::record_producer::RecordProducer;
@@ -54,23 +54,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// `name=value` pairs, comma-separated, from the environment variable `var`.
-fn settings(var: &str) -> Vec<(String, String)> {
-    std::env::var(var)
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect()
-}
-
-/// A fresh topic of `partitions` partitions named after `prefix`.
-fn topic(prefix: &str, partitions: i32) -> Result<String> {
-    let name = unique_topic(&format!("bench-k-{prefix}"));
-    create_topic(&name, partitions)?;
-    Ok(name)
-}
-
 /// The baseline: reads `input` to its end with a plain consumer, then produces `outputs`
 /// records of `size` bytes to a fresh topic and waits for every acknowledgement.
 fn raw_consume_produce(
@@ -79,7 +62,7 @@ fn raw_consume_produce(
     outputs: usize,
     size: usize,
 ) -> Result<Duration> {
-    let output = topic("raw-out", 2)?;
+    let output = fresh_topic("bench-k-raw-out", 2)?;
     let started = Instant::now();
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers())
@@ -130,8 +113,8 @@ fn raw_consume_produce(
 /// One bounded `weir run` of the clickstream job over `input`; returns its wall time, the
 /// scores it delivered and their mean size in bytes.
 fn job(input: &str, checkpoints: Option<&Scratch>) -> Result<(Duration, usize, usize)> {
-    let scores = topic("scores", 2)?;
-    let dlq = topic("dlq", 1)?;
+    let scores = fresh_topic("bench-k-scores", 2)?;
+    let dlq = fresh_topic("bench-k-dlq", 1)?;
     let mut job = JobFile::load(&clickstream::job_path())?;
     job.kafka = properties();
     job.runtime.workers = 2;
@@ -139,8 +122,12 @@ fn job(input: &str, checkpoints: Option<&Scratch>) -> Result<(Duration, usize, u
     job.source.bounded = true;
     job.sink.topic = scores.clone();
     job.sink.dead_letter_topic = dlq;
-    job.sink.kafka.extend(settings("WEIR_BENCH_K_SINK"));
-    job.source.kafka.extend(settings("WEIR_BENCH_K_SOURCE"));
+    job.sink
+        .kafka
+        .extend(properties_from_env("WEIR_BENCH_K_SINK"));
+    job.source
+        .kafka
+        .extend(properties_from_env("WEIR_BENCH_K_SOURCE"));
     if let Some(dir) = checkpoints {
         let text = format!(
             "{}\n",
@@ -177,7 +164,7 @@ fn main() -> Result<()> {
         users: 20_000,
         ..ClickstreamConfig::default()
     };
-    let input = topic("clicks", 2)?;
+    let input = fresh_topic("bench-k-clicks", 2)?;
     let mut producer = RecordProducer::create(&brokers(), &input, &[])?;
     for event in Clickstream::new(config)? {
         producer.send(event.key.as_bytes(), &event.payload)?;

@@ -58,41 +58,19 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 
-use case_process::clickstream_job;
-use kafka::{brokers, create_topic, properties, unique_topic};
+use case_process::{clickstream_job, env_or};
+use kafka::{brokers, fresh_topic, properties, properties_from_env, unique_topic};
 use weir::{JobFile, RunSummary};
 use weir_kafka::topic_reader::read_topic;
+use weir_operators::clock::unix_ms;
 use weir_operators::metrics::LatencySummary;
 
 const USERS: u32 = 20_000;
 const WINDOW: &str = "kind = \"session\"\ngap = \"2s\"\nmax_length = \"1h\"";
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// The job's `[runtime] tick` in ms: `WEIR_BENCH_L_TICK_MS`, default the job file's (100).
 fn tick_ms() -> i64 {
     env_or("WEIR_BENCH_L_TICK_MS", 100)
-}
-
-/// `name=value` pairs, comma-separated, from the environment variable `var`.
-fn settings(var: &str) -> Vec<(String, String)> {
-    std::env::var(var)
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect()
-}
-
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// One clickstream-shaped event of a random user at event time `ts`: its key and payload.
@@ -186,16 +164,9 @@ fn paced(rate: f64, seconds: f64, mut send: impl FnMut(u64)) -> u64 {
     }
 }
 
-/// A fresh topic of `partitions` partitions named after `prefix`.
-fn topic(prefix: &str, partitions: i32) -> Result<String> {
-    let name = unique_topic(&format!("bench-l-{prefix}"));
-    create_topic(&name, partitions)?;
-    Ok(name)
-}
-
 /// The benchmark's job over `input`, scores to a fresh topic (returned).
 fn job(input: &str, bounded: bool) -> Result<(JobFile, String)> {
-    let scores = topic("scores", 2)?;
+    let scores = fresh_topic("bench-l-scores", 2)?;
     let mut job = clickstream_job(WINDOW)?;
     job.watermark.max_out_of_orderness = 0;
     job.runtime.tick = tick_ms();
@@ -203,9 +174,13 @@ fn job(input: &str, bounded: bool) -> Result<(JobFile, String)> {
     job.source.topic = input.to_owned();
     job.source.bounded = bounded;
     job.sink.topic = scores.clone();
-    job.sink.dead_letter_topic = topic("dlq", 1)?;
-    job.sink.kafka.extend(settings("WEIR_BENCH_L_SINK"));
-    job.source.kafka.extend(settings("WEIR_BENCH_L_SOURCE"));
+    job.sink.dead_letter_topic = fresh_topic("bench-l-dlq", 1)?;
+    job.sink
+        .kafka
+        .extend(properties_from_env("WEIR_BENCH_L_SINK"));
+    job.source
+        .kafka
+        .extend(properties_from_env("WEIR_BENCH_L_SOURCE"));
     Ok((job, scores))
 }
 
@@ -222,10 +197,10 @@ fn run(job: JobFile, stop: Arc<AtomicBool>) -> Result<RunSummary> {
 
 /// The maximum rate: a bounded run over `events` records produced beforehand; events/s.
 fn max_rate(events: u64) -> Result<f64> {
-    let input = topic("max-in", 2)?;
+    let input = fresh_topic("bench-l-max-in", 2)?;
     let producer = producer(&[])?;
     let mut rng = StdRng::seed_from_u64(42);
-    let t0 = unix_ms() - 86_400_000;
+    let t0 = unix_ms() as i64 - 86_400_000;
     for i in 0..events {
         let (key, payload) = event(&mut rng, t0 + i as i64 / 4);
         send(&producer, &input, &key, payload.as_bytes());
@@ -245,7 +220,7 @@ fn max_rate(events: u64) -> Result<f64> {
 /// One live run at `rate` for `seconds`: the job's summary, the records produced and the mean
 /// size of the score records.
 fn live(rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
-    let input = topic("live-in", 2)?;
+    let input = fresh_topic("bench-l-live-in", 2)?;
     let (job, scores) = job(&input, false)?;
     let stop = Arc::new(AtomicBool::new(false));
     let running = {
@@ -255,7 +230,7 @@ fn live(rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
     let producer = producer(&[])?;
     let mut rng = StdRng::seed_from_u64(7);
     let produced = paced(rate, seconds, |_| {
-        let (key, payload) = event(&mut rng, unix_ms());
+        let (key, payload) = event(&mut rng, unix_ms() as i64);
         send(&producer, &input, &key, payload.as_bytes());
     });
     producer.flush(Duration::from_secs(60))?;
@@ -279,8 +254,8 @@ fn live(rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
 
 /// The baseline: `records` records of `size` bytes at `rate`; send → acknowledged.
 fn raw_produce(rate: f64, records: u64, size: usize) -> Result<LatencySummary> {
-    let output = topic("raw-out", 2)?;
-    let producer = producer(&settings("WEIR_BENCH_L_SINK"))?;
+    let output = fresh_topic("bench-l-raw-out", 2)?;
+    let producer = producer(&properties_from_env("WEIR_BENCH_L_SINK"))?;
     let payload = vec![b'x'; size];
     paced(rate, records as f64 / rate, |i| {
         send(&producer, &output, &format!("k{i}"), &payload);
@@ -292,12 +267,7 @@ fn raw_produce(rate: f64, records: u64, size: usize) -> Result<LatencySummary> {
         "raw deliveries failed"
     );
     let hdr = context.hdr.lock().unwrap_or_else(PoisonError::into_inner);
-    Ok(LatencySummary {
-        count: hdr.len(),
-        p50_us: Some(hdr.value_at_quantile(0.5)),
-        p99_us: Some(hdr.value_at_quantile(0.99)),
-        p999_us: Some(hdr.value_at_quantile(0.999)),
-    })
+    Ok(LatencySummary::of_hdr(&hdr))
 }
 
 fn ms(us: Option<u64>) -> String {

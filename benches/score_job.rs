@@ -44,7 +44,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Barrier};
 
 use anyhow::{ensure, Context, Result};
-use case_process::{child, clickstream_job, env_u64, input, run_case, scratch, CaseClock};
+use case_process::{child, clickstream_job, input_from_env, run_case, scratch, CaseClock};
 use score_common::{models, RawOrt, BATCH_ROWS};
 use serde::Deserialize;
 
@@ -178,11 +178,7 @@ fn case(name: &str, input: &Path) -> Result<()> {
 }
 
 fn main() -> Result<()> {
-    let (events, keys) = (
-        env_u64("WEIR_BENCH_S_EVENTS", 1_000_000),
-        env_u64("WEIR_BENCH_S_KEYS", 50_000),
-    );
-    let input = input(events, keys)?;
+    let (events, keys, input) = input_from_env("WEIR_BENCH_S")?;
     if let Ok(name) = std::env::var(CASE_VAR) {
         return case(&name, &input);
     }

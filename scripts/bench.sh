@@ -33,12 +33,11 @@ machine() {
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # The line saying when, at which commit and on what a section's figures were measured, and
-# the load average before and after (when given).
+# the load average before and after.
 provenance() {
     local started=$1 before=$2 after=$3
     echo "$started, commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' || echo ' + uncommitted changes'), $(machine)."
-    [ -n "$before" ] && echo "Load average (1, 5, 15 min) before: $before; after: $after."
-    return 0
+    echo "Load average (1, 5, 15 min) before: $before; after: $after."
 }
 
 # Replaces (or appends) the section NAME of BENCHMARKS.md with the file BODY.
@@ -59,140 +58,109 @@ open("BENCHMARKS.md", "w").write(text)
 PY
 }
 
+# Runs `cargo bench --bench BENCH` with its table going to $RESULTS/NAME.md (the benchmark's
+# WEIR_BENCH_<NAME>_OUT) and writes section NAME of BENCHMARKS.md: the description read from
+# standard input, the provenance lines, the table.
+bench_section() {
+    local name=$1 bench=$2 table=$RESULTS/$1.md body=$RESULTS/$1.section.md
+    local description started before after
+    description=$(cat)
+    started=$(date -u '+%Y-%m-%d %H:%M UTC')
+    before=$(load)
+    env "WEIR_BENCH_${name}_OUT=$table" cargo bench --bench "$bench"
+    after=$(load)
+    {
+        echo "$description"
+        echo
+        provenance "$started" "$before" "$after"
+        echo
+        cat "$table"
+    } >"$body"
+    write_section "$name" "$body"
+}
+
 run_F() {
-    local table=$RESULTS/F.md before after started body
-    started=$(date -u '+%Y-%m-%d %H:%M UTC')
-    before=$(load)
-    WEIR_BENCH_F_OUT=$table cargo bench --bench features_file
-    after=$(load)
-    body=$RESULTS/F.section.md
-    {
-        echo "## F: features only, file → file — \`benches/features_file.rs\`"
-        echo
-        echo "Command: \`scripts/bench.sh F\` (\`cargo bench --bench features_file\`). Each case runs in"
-        echo "a process of its own: wall time of the run, CPU time of the whole process (all threads,"
-        echo "user + system), peak resident memory (VmHWM). Per core = events / CPU seconds. The"
-        echo "baseline \`parse_only\` reads the same file line by line into structs with serde_json"
-        echo "on one thread, in the same run. Window kinds: \`jobs/clickstream.toml\`'s 8 features over"
-        echo "tumbling 1 m, hopping 5 m / 1 m, session 30 s; the file is split into byte ranges"
-        echo "(\`[source] range_bytes\`, 4 MiB) read by every worker."
-        echo
-        echo "Targets (issue #18): ≥ 3 M events/s wall with 2 workers, ≥ 2.5 M events/s per core,"
-        echo "≥ 0.5 of parse-only."
-        echo
-        provenance "$started" "$before" "$after"
-        echo "On a machine with other work (a load average above its core count) every figure is"
-        echo "low and noisy, the ratios less so: rerun on an idle machine before reading them as the"
-        echo "engine's."
-        echo
-        cat "$table"
-    } >"$body"
-    write_section F "$body"
-}
+    bench_section F features_file <<'TEXT'
+## F: features only, file → file — `benches/features_file.rs`
 
-run_K() {
-    local table=$RESULTS/K.md before after started body
-    started=$(date -u '+%Y-%m-%d %H:%M UTC')
-    before=$(load)
-    WEIR_BENCH_K_OUT=$table cargo bench --bench kafka_job
-    after=$(load)
-    body=$RESULTS/K.section.md
-    {
-        echo "## K: Kafka → features → Kafka — \`benches/kafka_job.rs\`"
-        echo
-        echo "Command: \`scripts/bench.sh K\` (\`cargo bench --bench kafka_job\`), on the dev broker"
-        echo "(tansu with SQLite storage, \`scripts/broker.sh\`). A bounded \`weir run\` of"
-        echo "\`jobs/clickstream.toml\` (2 workers; its tiny XGBoost model is in the path) from a"
-        echo "2-partition topic to a score topic, without and with checkpoints (local directory, every"
-        echo "second); baseline, same run: raw rdkafka reading the same topic to its end, then producing"
-        echo "as many records as the job wrote, of their mean size. Wall time includes the job's start"
-        echo "(topic checks, model load) and its end (flushing the last windows)."
-        echo
-        echo "Target (issue #18): ≥ 0.8 of the baseline."
-        echo
-        provenance "$started" "$before" "$after"
-        echo
-        cat "$table"
-    } >"$body"
-    write_section K "$body"
-}
+Command: `scripts/bench.sh F` (`cargo bench --bench features_file`). Each case runs in
+a process of its own: wall time of the run, CPU time of the whole process (all threads,
+user + system), peak resident memory (VmHWM). Per core = events / CPU seconds. The
+baseline `parse_only` reads the same file line by line into structs with serde_json
+on one thread, in the same run. Window kinds: `jobs/clickstream.toml`'s 8 features over
+tumbling 1 m, hopping 5 m / 1 m, session 30 s; the file is split into byte ranges
+(`[source] range_bytes`, 4 MiB) read by every worker.
 
-run_M() {
-    local table=$RESULTS/M.md started body
-    started=$(date -u '+%Y-%m-%d %H:%M UTC')
-    WEIR_BENCH_M_OUT=$table cargo bench --bench window_memory
-    body=$RESULTS/M.section.md
-    {
-        echo "## M: memory per open (key, window) — \`benches/window_memory.rs\`"
-        echo
-        echo "Command: \`scripts/bench.sh M\` (\`cargo bench --bench window_memory\`). Bytes the"
-        echo "window state allocates (counted by a wrapper around jemalloc: requested sizes) per open"
-        echo "slot, one event per key in one window, count/sum/max of one field; baseline, same run: a"
-        echo "\`HashMap<Key, [f64; 3]>\` of the same keys. A hopping window's five windows share a key's"
-        echo "panes: one slot per (key, pane). Resident memory of run F: F's table."
-        echo
-        echo "Target (issue #18): ≤ 100 bytes per open (key, window); run F resident ≤ 40 MB."
-        echo
-        provenance "$started" "" ""
-        echo
-        cat "$table"
-    } >"$body"
-    write_section M "$body"
+Targets (issue #18): ≥ 3 M events/s wall with 2 workers, ≥ 2.5 M events/s per core,
+≥ 0.5 of parse-only.
+
+On a machine with other work (a load average above its core count) every figure is
+low and noisy, the ratios less so: rerun on an idle machine before reading them as the
+engine's.
+TEXT
 }
 
 run_S() {
-    local table=$RESULTS/S.md before after started body
-    started=$(date -u '+%Y-%m-%d %H:%M UTC')
-    before=$(load)
-    WEIR_BENCH_S_OUT=$table cargo bench --bench score_job
-    after=$(load)
-    body=$RESULTS/S.section.md
-    {
-        echo "## S: file → features → ONNX → file, per model — \`benches/score_job.rs\`"
-        echo
-        echo "Command: \`scripts/bench.sh S\` (\`cargo bench --bench score_job\`). The whole job"
-        echo "(\`jobs/clickstream.toml\`: 2 workers, tumbling 1 m, 8 features, micro-batches of 256,"
-        echo "1 intra-op thread per inference thread) with \`[model] path\` set to each model, over F's"
-        echo "input file, scores to a file. Baseline, same run: \`raw_ort\`, the job's feature rows"
-        echo "(written by \`features\`, the job without its model) scored by plain \`ort\` sessions on"
-        echo "2 threads, one per score instance, from rows already in memory. Each case runs in a"
-        echo "process of its own; wall time includes the job's start (model load, warm-up)."
-        echo
-        echo "Target (issue #18): ≥ 0.9 of the raw \`ort\` loop for each model."
-        echo
-        provenance "$started" "$before" "$after"
-        echo
-        cat "$table"
-    } >"$body"
-    write_section S "$body"
+    bench_section S score_job <<'TEXT'
+## S: file → features → ONNX → file, per model — `benches/score_job.rs`
+
+Command: `scripts/bench.sh S` (`cargo bench --bench score_job`). The whole job
+(`jobs/clickstream.toml`: 2 workers, tumbling 1 m, 8 features, micro-batches of 256,
+1 intra-op thread per inference thread) with `[model] path` set to each model, over F's
+input file, scores to a file. Baseline, same run: `raw_ort`, the job's feature rows
+(written by `features`, the job without its model) scored by plain `ort` sessions on
+2 threads, one per score instance, from rows already in memory. Each case runs in a
+process of its own; wall time includes the job's start (model load, warm-up).
+
+Target (issue #18): ≥ 0.9 of the raw `ort` loop for each model.
+TEXT
+}
+
+run_K() {
+    bench_section K kafka_job <<'TEXT'
+## K: Kafka → features → Kafka — `benches/kafka_job.rs`
+
+Command: `scripts/bench.sh K` (`cargo bench --bench kafka_job`), on the dev broker
+(tansu with SQLite storage, `scripts/broker.sh`). A bounded `weir run` of
+`jobs/clickstream.toml` (2 workers; its tiny XGBoost model is in the path) from a
+2-partition topic to a score topic, without and with checkpoints (local directory, every
+second); baseline, same run: raw rdkafka reading the same topic to its end, then producing
+as many records as the job wrote, of their mean size. Wall time includes the job's start
+(topic checks, model load) and its end (flushing the last windows).
+
+Target (issue #18): ≥ 0.8 of the baseline.
+TEXT
 }
 
 run_L() {
-    local table=$RESULTS/L.md before after started body
-    started=$(date -u '+%Y-%m-%d %H:%M UTC')
-    before=$(load)
-    WEIR_BENCH_L_OUT=$table cargo bench --bench live_latency
-    after=$(load)
-    body=$RESULTS/L.section.md
-    {
-        echo "## L: live latency over Kafka — \`benches/live_latency.rs\`"
-        echo
-        echo "Command: \`scripts/bench.sh L\` (\`cargo bench --bench live_latency\`), on the dev broker."
-        echo "\`jobs/clickstream.toml\` with session windows (gap 2 s) and \`max_out_of_orderness = 0s\`,"
-        echo "so each user's window closes on its own as records arrive; a paced producer writes"
-        echo "records stamped with the wall clock at 50 % and 80 % of the maximum rate of a bounded run"
-        echo "of the same job in this run, while the job runs unbounded. Latencies of live scores,"
-        echo "from the job's HDR histograms. Baseline, same run: a raw rdkafka producer with the"
-        echo "sink's settings sending as many records of the same size at the job's score rate,"
-        echo "send → acknowledged: the broker's share of close → acknowledged."
-        echo
-        echo "Target (issue #18): p99 ≤ 5 ms at 50 % load; p99.9 reported."
-        echo
-        provenance "$started" "$before" "$after"
-        echo
-        cat "$table"
-    } >"$body"
-    write_section L "$body"
+    bench_section L live_latency <<'TEXT'
+## L: live latency over Kafka — `benches/live_latency.rs`
+
+Command: `scripts/bench.sh L` (`cargo bench --bench live_latency`), on the dev broker.
+`jobs/clickstream.toml` with session windows (gap 2 s) and `max_out_of_orderness = 0s`,
+so each user's window closes on its own as records arrive; a paced producer writes
+records stamped with the wall clock at 50 % and 80 % of the maximum rate of a bounded run
+of the same job in this run, while the job runs unbounded. Latencies of live scores,
+from the job's HDR histograms. Baseline, same run: a raw rdkafka producer with the
+sink's settings sending as many records of the same size at the job's score rate,
+send → acknowledged: the broker's share of close → acknowledged.
+
+Target (issue #18): p99 ≤ 5 ms at 50 % load; p99.9 reported.
+TEXT
+}
+
+run_M() {
+    bench_section M window_memory <<'TEXT'
+## M: memory per open (key, window) — `benches/window_memory.rs`
+
+Command: `scripts/bench.sh M` (`cargo bench --bench window_memory`). Bytes the
+window state allocates (counted by a wrapper around jemalloc: requested sizes) per open
+slot, one event per key in one window, count/sum/max of one field; baseline, same run: a
+`HashMap<Key, [f64; 3]>` of the same keys. A hopping window's five windows share a key's
+panes: one slot per (key, pane). Resident memory of run F: F's table.
+
+Target (issue #18): ≤ 100 bytes per open (key, window); run F resident ≤ 40 MB.
+TEXT
 }
 
 mkdir -p "$RESULTS"

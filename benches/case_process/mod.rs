@@ -35,12 +35,20 @@ impl Figures {
     }
 }
 
-/// The number in environment variable `name`, or `default`.
-pub fn env_u64(name: &str, default: u64) -> u64 {
+/// The value of environment variable `name`, or `default` (unset or unparsable).
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// The clickstream input sized by `<prefix>_EVENTS` (default 1 000 000) and `<prefix>_KEYS`
+/// (default 50 000): its events, keys and path ([`input`]).
+pub fn input_from_env(prefix: &str) -> anyhow::Result<(u64, u64, PathBuf)> {
+    let events = env_or(&format!("{prefix}_EVENTS"), 1_000_000);
+    let keys = env_or(&format!("{prefix}_KEYS"), 50_000);
+    Ok((events, keys, input(events, keys)?))
 }
 
 /// CPU time of the whole process so far (`CLOCK_PROCESS_CPUTIME_ID`: all threads' user +

@@ -38,6 +38,24 @@ pub fn create_topic(topic: &str, partitions: i32) -> Result<()> {
     })
 }
 
+/// A fresh topic of `partitions` partitions, named after `prefix` ([`unique_topic`]).
+pub fn fresh_topic(prefix: &str, partitions: i32) -> Result<String> {
+    let name = unique_topic(prefix);
+    create_topic(&name, partitions)?;
+    Ok(name)
+}
+
+/// librdkafka properties from the environment variable `var`: `name=value` pairs,
+/// comma-separated (the benchmarks' settings to try).
+pub fn properties_from_env(var: &str) -> Vec<(String, String)> {
+    std::env::var(var)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
 /// Produces `(key, payload)` records in order and waits for every acknowledgement.
 pub fn produce(topic: &str, records: &[(String, Vec<u8>)]) -> Result<()> {
     produce_keyed(topic, None, records)

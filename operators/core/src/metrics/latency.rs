@@ -39,9 +39,15 @@ pub struct LatencySummary {
 impl LatencySummary {
     fn of(hdr: &Mutex<Option<Hdr<u64>>>) -> Self {
         let hdr = hdr.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(hdr) = hdr.as_ref().filter(|h| !h.is_empty()) else {
+        hdr.as_ref()
+            .map_or_else(LatencySummary::default, LatencySummary::of_hdr)
+    }
+
+    /// The count and percentiles of `hdr` (none of an empty one).
+    pub fn of_hdr(hdr: &Hdr<u64>) -> Self {
+        if hdr.is_empty() {
             return LatencySummary::default();
-        };
+        }
         LatencySummary {
             count: hdr.len(),
             p50_us: Some(hdr.value_at_quantile(0.5)),
