@@ -43,7 +43,10 @@ use weir_testkit::files::Scratch;
 use weir_testkit::netns::{self, NetnsPair, ADDRESSES};
 use weir_testkit::s3_server::{aws_env, aws_options, S3Server};
 
-const EVENTS: u64 = 100_000;
+/// Records per input file: enough that the run goes on for seconds after its second
+/// checkpoint (1 s apart), so the kill or the cut comes mid-input. At 100 000 a fast machine
+/// finished 0.13 s after the second commit, before the link went down.
+const EVENTS: u64 = 400_000;
 const RUN_LIMIT: Duration = Duration::from_secs(300);
 /// Timely's port on each host (each namespace has all its ports free).
 const CLUSTER_PORT: u16 = 2101;
