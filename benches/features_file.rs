@@ -5,7 +5,8 @@
 //! section of BENCHMARKS.md). Optional: `WEIR_BENCH_F_EVENTS` (default 1 000 000),
 //! `WEIR_BENCH_F_KEYS` (default 50 000), `WEIR_BENCH_F_OUT` (the markdown table, default
 //! `target/bench-results/F.md`), `WEIR_BENCH_F_RANGE_BYTES` (`[source] range_bytes`; above the
-//! file's size, one instance reads it all, as before files were split). One case alone:
+//! file's size, one instance reads it all, as before files were split), `WEIR_BENCH_F_TICK_MS`
+//! (`[runtime] tick`, default the job's 100 ms). One case alone:
 //! `WEIR_BENCH_F_CASE="tumbling 1 m:2" target/release/deps/features_file-*` (or `parse_only`).
 //!
 //! Input: `weir gen`'s clickstream (seed 42, one event every 50 ms of event time on average,
@@ -84,6 +85,9 @@ fn features(input: &Path, window: &str, workers: usize) -> anyhow::Result<u64> {
     job.parallelism = Default::default();
     if let Ok(bytes) = std::env::var("WEIR_BENCH_F_RANGE_BYTES") {
         job.source.range_bytes = bytes.parse()?;
+    }
+    if let Ok(ms) = std::env::var("WEIR_BENCH_F_TICK_MS") {
+        job.runtime.tick = ms.parse()?;
     }
     let out = scratch("f", &format!("features-{workers}"));
     let summary = weir::features_cmd::compute_features(
