@@ -167,18 +167,15 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             drop(initial_capabilities);
             let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
             move |frontiers| {
-                events_in.for_each(|cap, data| {
-                    if let Some(entry) = stash_entry(&mut stash, &cap) {
-                        entry.events.push(std::mem::take(data));
-                    }
-                });
-                reports_in.for_each(|cap, data| {
-                    if let Some(entry) = stash_entry(&mut stash, &cap) {
-                        entry.reports.append(data);
-                    }
-                });
                 let mut rows_handle = rows_out.activate();
                 let mut late_handle = late_out.activate();
+                let count_events = |n: usize| {
+                    if let Some((events, _)) = &flow {
+                        events.inc_by(n as u64);
+                    }
+                };
+                // Complete ticks first, in order: their records (those not applied as they
+                // arrived), then their reports; then fire.
                 while let Some((&tick, _)) = stash.first_key_value() {
                     if frontiers.iter().any(|f| f.less_equal(&tick)) {
                         break;
@@ -189,22 +186,19 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     let now_ms = (unix_nanos() / 1_000_000) as i64;
                     let batches = ready.events.iter().map(Vec::as_slice);
                     let mut late = window.apply_tick(batches, &ready.reports, now_ms);
-                    let mut fired = window.fire(now_ms, unix_nanos());
-                    if let Some((events, rows)) = &flow {
-                        events.inc_by(ready.events.iter().map(Vec::len).sum::<usize>() as u64);
-                        rows.inc_by(fired.len() as u64);
-                    }
-                    if !fired.is_empty() {
-                        rows_handle
-                            .session(&ready.caps.rows)
-                            .give_container(&mut fired);
+                    count_events(ready.events.iter().map(Vec::len).sum());
+                    let mut rows = rows_handle.session(&ready.caps.rows);
+                    let fired = window.fire(now_ms, unix_nanos(), |row| rows.give(row));
+                    drop(rows);
+                    if let Some((_, rows)) = &flow {
+                        rows.inc_by(fired as u64);
                     }
                     if !late.is_empty() {
                         late_handle
                             .session(&ready.caps.late)
                             .give_container(&mut late);
                     }
-                    if let Some(writer) = writer.as_mut().filter(|_| clock.is_epoch(tick)) {
+                if let Some(writer) = writer.as_mut().filter(|_| clock.is_epoch(tick)) {
                         if let Some(watermark) = window.checkpoint_watermark() {
                             let part = CheckpointPart::Watermark(watermark);
                             parts_out.activate().session(&ready.caps.parts).give(part);
@@ -220,6 +214,36 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                         }
                     }
                 }
+                reports_in.for_each(|cap, data| {
+                    if let Some(entry) = stash_entry(&mut stash, &cap) {
+                        entry.reports.append(data);
+                    }
+                });
+                // A batch whose tick is the earliest incomplete one (both frontiers have
+                // passed every earlier tick, which the loop above applied and fired) is applied
+                // now, after the tick's batches stashed before it: the same state as applying
+                // them all when the tick completes, without holding a tick's records in memory.
+                events_in.for_each(|cap, data| {
+                    let (Some(&tick), Some(entry)) = (cap.least(), stash_entry(&mut stash, &cap))
+                    else {
+                        return;
+                    };
+                    if frontiers.iter().any(|f| f.less_than(&tick)) {
+                        entry.events.push(std::mem::take(data));
+                        return;
+                    }
+                    let now_ms = (unix_nanos() / 1_000_000) as i64;
+                    let mut late = Vec::new();
+                    for batch in entry.events.drain(..).chain([std::mem::take(data)]) {
+                        window.apply_records(&batch, now_ms, &mut late);
+                        count_events(batch.len());
+                    }
+                    if !late.is_empty() {
+                        late_handle
+                            .session(&entry.caps.late)
+                            .give_container(&mut late);
+                    }
+                });
                 if let Some(writer) = writer.as_mut() {
                     let incremental = writer.collect(|capability, part| {
                         parts_out.activate().session(capability).give(part);

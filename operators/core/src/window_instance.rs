@@ -1,10 +1,13 @@
 //! One window instance's logic, without Timely: the operator shell
-//! ([`crate::window_features`]) stashes each tick's records and watermark reports, and once the
-//! tick is complete hands them here. [`WindowInstance::apply_tick`] applies the records in order
-//! (late ones become `late` dead letters) and folds the reports into the combined watermark;
-//! [`WindowInstance::fire`] fires every window the watermark passed and, every
-//! [`EXPIRY_INTERVAL_MS`], force-closes the windows of keys quiet past the state TTL; at a
-//! checkpoint epoch [`WindowInstance::snapshot`] encodes the state shards that changed.
+//! ([`crate::window_features`]) hands it each tick's records and watermark reports.
+//! [`WindowInstance::apply_records`] applies records in order against the watermark before
+//! their tick (late ones become `late` dead letters) — as they arrive when every earlier tick
+//! is complete, else once their tick is — and [`WindowInstance::fold_reports`] folds a complete
+//! tick's reports into the combined watermark ([`WindowInstance::apply_tick`] does both for a
+//! whole tick); [`WindowInstance::fire`] fires every window the watermark passed (each row to
+//! the caller as it closes) and, every [`EXPIRY_INTERVAL_MS`], force-closes the windows of keys
+//! quiet past the state TTL; at a checkpoint epoch [`WindowInstance::snapshot`] encodes the
+//! state shards that changed.
 //!
 //! Time comes in as arguments (`now_ms`, `fired_at_ns`), so the same ticks give the same rows
 //! whatever the wall clock does.
@@ -132,11 +135,25 @@ impl WindowInstance {
         now_ms: i64,
     ) -> Vec<DeadLetter> {
         let mut late = Vec::new();
+        for batch in batches {
+            self.apply_records(batch, now_ms, &mut late);
+        }
+        self.fold_reports(reports);
+        late
+    }
+
+    /// Applies records of the earliest tick not yet complete, in order, against the
+    /// watermark before that tick: every earlier tick must have been applied, fired and had
+    /// its reports folded, and none of this tick's reports yet (the operator calls this as a
+    /// batch arrives once its frontier has passed every earlier tick, which gives the same
+    /// state as applying the batch when the tick completes). Late records' dead letters
+    /// (counted) go to `late`.
+    pub fn apply_records(&mut self, events: &[Event], now_ms: i64, late: &mut Vec<DeadLetter>) {
         let watermark = self.combiner.watermark();
         if self.logic.state_ttl_ms.is_some() {
             self.state.set_processing_time(now_ms);
         }
-        for event in batches.into_iter().flatten() {
+        for event in events {
             if let Applied::Late { watermark } =
                 self.state.apply(&self.logic.features, event, watermark)
             {
@@ -145,20 +162,32 @@ impl WindowInstance {
                 late.push(self.late_letter(event, watermark.0));
             }
         }
+    }
+
+    /// Folds a complete tick's watermark reports in, after all its records were applied.
+    pub fn fold_reports(&mut self, reports: &[WatermarkReport]) {
         for report in reports {
             self.combiner.observe(report);
         }
-        late
     }
 
     /// Fires every window the combined watermark passed, then (at most every
     /// [`EXPIRY_INTERVAL_MS`] of `now_ms`) force-closes the windows of keys quiet past the
-    /// state TTL. Every row carries `fired_at_ns`; they are counted as fired.
-    pub fn fire(&mut self, now_ms: i64, fired_at_ns: u64) -> Vec<FeatureRow> {
-        let mut fired = Vec::new();
+    /// state TTL. Every row carries `fired_at_ns` and goes to `emit` as it closes (the
+    /// operator gives it straight to its output session: no `Vec` of a tick's rows, which at
+    /// a bounded input's end holds every window and grows by page-zeroing doublings). Returns
+    /// the number of rows emitted.
+    pub fn fire(
+        &mut self,
+        now_ms: i64,
+        fired_at_ns: u64,
+        mut emit: impl FnMut(FeatureRow),
+    ) -> usize {
+        let mut fired = 0;
         let mut stamp = |mut row: FeatureRow| {
             row.fired_at_ns = fired_at_ns;
-            fired.push(row);
+            fired += 1;
+            emit(row);
         };
         let watermark = self.combiner.watermark();
         self.state.fire(&self.logic.features, watermark, &mut stamp);

@@ -72,6 +72,14 @@ fn report(source: u32, watermark: i64) -> WatermarkReport {
     }
 }
 
+/// The rows `window.fire` emits, collected, and checked against the count it returns.
+fn fire(window: &mut WindowInstance, now_ms: i64, fired_at_ns: u64) -> Vec<FeatureRow> {
+    let mut rows = Vec::new();
+    let fired = window.fire(now_ms, fired_at_ns, |row| rows.push(row));
+    assert_eq!(fired, rows.len(), "fire's count is the rows it emitted");
+    rows
+}
+
 /// `(key, window_start, revision, [count, sum])` of each row.
 fn summary(rows: &[FeatureRow]) -> Vec<(String, i64, u32, Vec<f64>)> {
     rows.iter()
@@ -92,17 +100,17 @@ fn a_tick_applies_its_records_before_its_reports_fire_windows() -> TestResult {
     ];
     let late = window.apply_tick([&batch[..]], &[report(0, 1_000)], 0);
     assert!(late.is_empty());
-    let rows = window.fire(0, 42);
+    let rows = fire(&mut window, 0, 42);
     assert_eq!(summary(&rows), vec![("a".to_owned(), 0, 0, vec![2.0, 3.0])]);
     assert!(rows.iter().all(|r| r.fired_at_ns == 42));
     // The next tick's report closes b's window; nothing fires twice.
     window.apply_tick([], &[report(0, 2_000)], 0);
-    let rows = window.fire(0, 43);
+    let rows = fire(&mut window, 0, 43);
     assert_eq!(
         summary(&rows),
         vec![("b".to_owned(), 1_000, 0, vec![1.0, 5.0])]
     );
-    assert!(window.fire(0, 44).is_empty());
+    assert!(fire(&mut window, 0, 44).is_empty());
     Ok(())
 }
 
@@ -111,12 +119,12 @@ fn the_watermark_is_the_minimum_over_every_source() -> TestResult {
     let (mut window, _) = instance(logic(0, None)?, 2);
     window.apply_tick([&[event("a", 100, 1.0, 0)][..]], &[report(0, 5_000)], 0);
     assert!(
-        window.fire(0, 0).is_empty(),
+        fire(&mut window, 0, 0).is_empty(),
         "source 1 has not reported yet"
     );
     window.apply_tick([], &[report(1, 1_000)], 0);
     assert_eq!(window.watermark(), Watermark(1_000));
-    assert_eq!(window.fire(0, 0).len(), 1);
+    assert_eq!(fire(&mut window, 0, 0).len(), 1);
     Ok(())
 }
 
@@ -124,7 +132,7 @@ fn the_watermark_is_the_minimum_over_every_source() -> TestResult {
 fn records_behind_the_allowed_lateness_become_counted_dead_letters() -> TestResult {
     let (mut window, metrics) = instance(logic(500, None)?, 1);
     window.apply_tick([&[event("a", 1_200, 1.0, 0)][..]], &[report(0, 2_000)], 0);
-    window.fire(0, 0);
+    fire(&mut window, 0, 0);
     // 1_600 >= 2_000 - 500: inside the allowed lateness, it revises its window.
     let batch = [event("a", 1_600, 4.0, 1), event("a", 1_400, 9.0, 2)];
     let late = window.apply_tick([&batch[..]], &[], 0);
@@ -143,7 +151,7 @@ fn records_behind_the_allowed_lateness_become_counted_dead_letters() -> TestResu
     );
     assert_eq!(metrics.late_by_partition(), vec![(0, 1)]);
     assert_eq!(metrics.dead_letters_total(), 1);
-    let rows = window.fire(0, 0);
+    let rows = fire(&mut window, 0, 0);
     assert_eq!(
         summary(&rows),
         vec![("a".to_owned(), 1_000, 1, vec![2.0, 5.0])]
@@ -158,15 +166,15 @@ fn quiet_keys_expire_on_the_expiry_interval_only() -> TestResult {
     let start = 1_000_000;
     window.apply_tick([&[event("a", 100, 1.0, 0)][..]], &[report(0, 0)], start);
     assert!(
-        window.fire(start, 0).is_empty(),
+        fire(&mut window, start, 0).is_empty(),
         "the first check finds nothing quiet"
     );
     // Quiet long enough, but the last check was less than the interval ago.
     let soon = start + EXPIRY_INTERVAL_MS - 1;
     window.apply_tick([&[event("b", 100, 1.0, 1)][..]], &[], soon);
-    assert!(window.fire(soon, 0).is_empty());
+    assert!(fire(&mut window, soon, 0).is_empty());
     let later = start + ttl;
-    let rows = window.fire(later, 0);
+    let rows = fire(&mut window, later, 0);
     assert_eq!(summary(&rows), vec![("a".to_owned(), 0, 0, vec![1.0, 1.0])]);
     assert!(rows.iter().all(|r| r.closed_by_timeout));
     assert_eq!(window.open_slots(), 1, "b is still open");
@@ -178,7 +186,7 @@ fn a_snapshot_restores_into_an_instance_that_goes_on_the_same() -> TestResult {
     let (mut original, _) = instance(logic(0, None)?, 1);
     let batch = [event("a", 100, 1.0, 0), event("b", 1_300, 2.0, 1)];
     original.apply_tick([&batch[..]], &[report(0, 1_000)], 0);
-    original.fire(0, 0);
+    fire(&mut original, 0, 0);
     assert_eq!(original.checkpoint_watermark(), Some(1_000));
     let shards = original.snapshot().map_err(|e| e.to_string())?;
     assert!(!shards.is_empty());
@@ -207,7 +215,7 @@ fn a_snapshot_restores_into_an_instance_that_goes_on_the_same() -> TestResult {
     let mut outputs = Vec::new();
     for window in [&mut original, &mut restored] {
         window.apply_tick([&next[..]], &[report(0, 2_000)], 0);
-        outputs.push(summary(&window.fire(0, 0)));
+        outputs.push(summary(&fire(window, 0, 0)));
     }
     assert_eq!(outputs[0], vec![("b".to_owned(), 1_000, 0, vec![2.0, 5.0])]);
     assert_eq!(outputs[0], outputs[1]);
@@ -218,7 +226,7 @@ fn a_snapshot_restores_into_an_instance_that_goes_on_the_same() -> TestResult {
 fn the_end_of_a_bounded_input_is_no_checkpoint_watermark() -> TestResult {
     let (mut window, _) = instance(logic(0, None)?, 1);
     window.apply_tick([&[event("a", 100, 1.0, 0)][..]], &[report(0, i64::MAX)], 0);
-    assert_eq!(window.fire(0, 0).len(), 1);
+    assert_eq!(fire(&mut window, 0, 0).len(), 1);
     assert_eq!(window.checkpoint_watermark(), None);
     Ok(())
 }
