@@ -12,6 +12,7 @@
 
 use hashbrown::hash_map::RawEntryMut;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasher;
 
@@ -79,6 +80,36 @@ fn open_pane<'a>(
         None => PaneKeys::with_capacity_and_hasher(capacity, FastHash::default()),
     };
     panes.entry(start).or_insert(keys)
+}
+
+/// The bounds of the window of `geom` ending at `end`.
+fn window_bounds(geom: Aligned, end: EventTime) -> WindowBounds {
+    WindowBounds {
+        start: end - geom.size,
+        end,
+    }
+}
+
+/// `key`'s panes of the window `bounds`, merged in pane order; a window of one pane (every
+/// tumbling window) is that pane's slot, borrowed, not a copy.
+fn merged_slot<'a>(
+    panes: &'a PaneMaps,
+    features: &FeatureSet,
+    key: &Key,
+    bounds: WindowBounds,
+) -> Option<Cow<'a, Slot>> {
+    let mut slots = panes
+        .range(bounds.start..bounds.end)
+        .filter_map(|(_, keys)| keys.get(key))
+        .map(|pane| &pane.slot);
+    let first = slots.next()?;
+    let Some(second) = slots.next() else {
+        return Some(Cow::Borrowed(first));
+    };
+    let mut slot = first.clone();
+    slot.absorb(features, second);
+    slots.for_each(|s| slot.absorb(features, s));
+    Some(Cow::Owned(slot))
 }
 
 impl PaneWindows {
@@ -165,8 +196,8 @@ impl PaneWindows {
         emit: &mut dyn FnMut(FeatureRow),
     ) -> bool {
         let mut changed = self.dirty_from.is_some();
-        let mut due: Vec<(EventTime, Key)> = Vec::new();
-        // Re-emissions: windows already fired whose panes changed.
+        // Re-emissions: windows already fired whose panes changed (allowed-late records only).
+        let mut redo: Vec<(EventTime, Key)> = Vec::new();
         if let (Some(from), Some(fired)) = (self.dirty_from.take(), self.fired_end) {
             for (&start, keys) in self.panes.range_mut(from..fired) {
                 let ends = {
@@ -178,17 +209,25 @@ impl PaneWindows {
                 };
                 for (key, pane) in keys.iter_mut().filter(|(_, p)| p.dirty) {
                     pane.dirty = false;
-                    due.extend(ends.clone().map(|e| (e, key.clone())));
+                    redo.extend(ends.clone().map(|e| (e, key.clone())));
                 }
             }
         }
         // Windows the watermark closed since the last fire.
+        let mut closed = Vec::new();
         while let Some(end) = self.next_end(self.fired_end).filter(|&e| e <= watermark.0) {
-            for keys in self.panes.range(end - self.geom.size..end).map(|(_, k)| k) {
-                due.extend(keys.keys().map(|k| (end, k.clone())));
-            }
+            closed.push(end);
             self.fired_end = Some(end);
             changed = true;
+        }
+        // Borrowed keys, sorted (earliest end first, then by key): no copy of a key per row
+        // until its row is built.
+        let (panes, emitted, geom) = (&self.panes, &mut self.emitted, self.geom);
+        let mut due: Vec<(EventTime, &Key)> = redo.iter().map(|(end, key)| (*end, key)).collect();
+        for &end in &closed {
+            for keys in panes.range(end - geom.size..end).map(|(_, k)| k) {
+                due.extend(keys.keys().map(|k| (end, k)));
+            }
         }
         due.sort_unstable();
         due.dedup();
@@ -196,41 +235,24 @@ impl PaneWindows {
         // (`drop_through` would drop it below).
         let horizon = watermark.0.saturating_sub(allowed_lateness);
         for (end, key) in due {
-            if let Some(slot) = self.window(features, &key, end) {
+            let bounds = window_bounds(geom, end);
+            if let Some(slot) = merged_slot(panes, features, key, bounds) {
                 let revision = if end <= horizon {
-                    self.emitted
+                    emitted
                         .get(&end)
-                        .and_then(|r| r.get(&key))
+                        .and_then(|r| r.get(key))
                         .map_or(0, |r| r + 1)
                 } else {
-                    let revisions = self.emitted.entry(end).or_default();
-                    let revision = revisions.get(&key).map_or(0, |r| r + 1);
+                    let revisions = emitted.entry(end).or_default();
+                    let revision = revisions.get(key).map_or(0, |r| r + 1);
                     revisions.insert(key.clone(), revision);
                     revision
                 };
-                emit(slot.row(features, &key, self.bounds(end), revision, false));
+                emit(slot.row(features, key, bounds, revision, false));
             }
         }
         let dropped = self.drop_through(horizon);
         changed || dropped
-    }
-
-    fn bounds(&self, end: EventTime) -> WindowBounds {
-        WindowBounds {
-            start: end - self.geom.size,
-            end,
-        }
-    }
-
-    /// The merge of `key`'s panes of the window ending at `end`, in pane order.
-    fn window(&self, features: &FeatureSet, key: &Key, end: EventTime) -> Option<Slot> {
-        let mut panes = self
-            .panes
-            .range(end - self.geom.size..end)
-            .filter_map(|(_, keys)| keys.get(key));
-        let mut slot = panes.next()?.slot.clone();
-        panes.for_each(|p| slot.absorb(features, &p.slot));
-        Some(slot)
     }
 
     /// Drops windows and panes that no record can reach any more (`end <= horizon`); returns
@@ -277,13 +299,14 @@ impl PaneWindows {
         due.dedup();
         let mut revisions = Vec::new();
         for (end, key) in due {
-            if let Some(slot) = self.window(features, &key, end) {
+            let bounds = window_bounds(self.geom, end);
+            if let Some(slot) = merged_slot(&self.panes, features, &key, bounds) {
                 let revision = self
                     .emitted
                     .get(&end)
                     .and_then(|r| r.get(&key))
                     .map_or(0, |r| r + 1);
-                emit(slot.row(features, &key, self.bounds(end), revision, true));
+                emit(slot.row(features, &key, bounds, revision, true));
                 revisions.push((end, key, revision));
             }
         }
