@@ -1,10 +1,11 @@
-//! The file sink: JSON Lines output for replays and training sets. One writer instance (on the
-//! worker of instance 0) receives every record, writes the lines its encoder makes of it (one
-//! per feature row or dead letter, one per row of a scored batch) and flushes when its
-//! input ends and before every checkpoint epoch passes; write errors are counted as delivery
-//! failures, which fail the run. Its lines are counted as the sink's instance 0 (records in:
-//! lines encoded; out and bytes: lines written). A run restored from a checkpoint appends (at-least-once: rows
-//! after the checkpoint may appear twice, with equal score ids); other runs truncate.
+//! The file sink: JSON Lines output for replays and training sets. Every worker encodes its
+//! own records into lines (one per feature row or dead letter, one per row of a scored batch),
+//! so encoding runs in parallel; one writer instance (on the worker of instance 0) receives
+//! the encoded batches, writes them and flushes when its input ends and before every
+//! checkpoint epoch passes; write errors are counted as delivery failures, which fail the run.
+//! Its lines are counted as the sink's instance 0 (records in: lines received; out and bytes:
+//! lines written). A run restored from a checkpoint appends (at-least-once: rows after the
+//! checkpoint may appear twice, with equal score ids); other runs truncate.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -12,8 +13,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
-use serde::{de::DeserializeOwned, Serialize};
-use timely::dataflow::channels::pact::Exchange;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::Operator as _;
 use timely::dataflow::Stream;
 
 use weir_features::vocab::Tick;
@@ -41,7 +44,7 @@ pub struct FileSinkConfig {
     pub append: bool,
 }
 
-/// The lines records encode to, appended to the writer's buffer: each [`Lines::line`] is one.
+/// The lines records encode to, appended to their batch's buffer: each [`Lines::line`] is one.
 pub struct Lines<'a> {
     buf: &'a mut Vec<u8>,
     count: u64,
@@ -69,39 +72,37 @@ pub trait JsonlSink<'scope, T> {
     ) -> Result<CheckpointStream<'scope>>;
 }
 
+/// One batch's lines, encoded on the worker that produced the batch, on its way to the writer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EncodedLines {
+    bytes: Vec<u8>,
+    count: u64,
+}
+
 /// The one writer instance's file.
-struct JsonlWriter<E> {
+struct JsonlWriter {
     out: BufWriter<File>,
-    encode: E,
-    /// A batch's lines, encoded before one write (kept: no allocation per batch).
-    lines: Vec<u8>,
     counter: fn(&JobMetrics) -> &Counter,
     metrics: Arc<JobMetrics>,
     flow: SinkFlow,
     path: PathBuf,
 }
 
-impl<T, E: Fn(&T, &mut Lines<'_>) + 'static> SinkWriter<T> for JsonlWriter<E> {
-    fn write(&mut self, batch: &mut Vec<T>) {
-        self.lines.clear();
-        let mut lines = Lines {
-            buf: &mut self.lines,
-            count: 0,
-        };
-        for record in batch.drain(..) {
-            (self.encode)(&record, &mut lines);
-        }
-        let count = lines.count;
-        self.flow.written(count);
-        match self.out.write_all(&self.lines) {
-            Ok(()) => {
-                JobMetrics::add((self.counter)(&self.metrics), count);
-                self.flow.acknowledged(count, self.lines.len());
-            }
-            Err(error) => {
-                // Every line of the batch counts as lost; any loss fails the run.
-                JobMetrics::add(&self.metrics.delivery_failures, count);
-                tracing::error!(%error, path = %self.path.display(), "write failed");
+impl SinkWriter<EncodedLines> for JsonlWriter {
+    fn write(&mut self, batch: &mut Vec<EncodedLines>) {
+        for lines in batch.drain(..) {
+            let count = lines.count;
+            self.flow.written(count);
+            match self.out.write_all(&lines.bytes) {
+                Ok(()) => {
+                    JobMetrics::add((self.counter)(&self.metrics), count);
+                    self.flow.acknowledged(count, lines.bytes.len());
+                }
+                Err(error) => {
+                    // Every line of the batch counts as lost; any loss fails the run.
+                    JobMetrics::add(&self.metrics.delivery_failures, count);
+                    tracing::error!(%error, path = %self.path.display(), "write failed");
+                }
             }
         }
     }
@@ -146,8 +147,6 @@ where
             })?;
             Some(JsonlWriter {
                 out: BufWriter::new(file),
-                encode,
-                lines: Vec::new(),
                 counter,
                 metrics: config.metrics.clone(),
                 flow: config.metrics.sink_flow(config.operator, 0),
@@ -156,9 +155,34 @@ where
         } else {
             None
         };
+        // The last batch's size, to size the next one's buffer at once.
+        let mut size_hint = 0;
+        let encoded = self.unary::<CapacityContainerBuilder<Vec<EncodedLines>>, _, _, _>(
+            Pipeline,
+            "JsonlEncode",
+            move |_, _| {
+                move |input, output| {
+                    input.for_each(|time, batch| {
+                        let mut bytes = Vec::with_capacity(size_hint);
+                        let mut lines = Lines {
+                            buf: &mut bytes,
+                            count: 0,
+                        };
+                        for record in batch.iter() {
+                            encode(record, &mut lines);
+                        }
+                        let count = lines.count;
+                        size_hint = bytes.len();
+                        if count > 0 {
+                            output.session(&time).give(EncodedLines { bytes, count });
+                        }
+                    });
+                }
+            },
+        );
         Ok(epoch_sink(
-            self,
-            Exchange::new(move |_: &T| writer_worker as u64),
+            encoded,
+            Exchange::new(move |_: &EncodedLines| writer_worker as u64),
             "JsonlSink",
             config.epochs,
             writer,
