@@ -141,8 +141,23 @@ impl StateShards {
         watermark: Watermark,
         mut emit: impl FnMut(FeatureRow),
     ) {
-        for shard in &mut self.shards {
-            shard.state.fire(job, watermark, &mut emit);
+        for index in 0..self.shards.len() {
+            self.fire_shard(index, job, watermark, &mut emit);
+        }
+    }
+
+    /// Fires the shard at `index` (nothing when there is none): the window operator fires a
+    /// tick's shards in parts, each at the same watermark, so that the operators after it
+    /// take a large tick's rows a part at a time.
+    pub fn fire_shard(
+        &mut self,
+        index: usize,
+        job: &JobFeatures,
+        watermark: Watermark,
+        emit: impl FnMut(FeatureRow),
+    ) {
+        if let Some(shard) = self.shards.get_mut(index) {
+            shard.state.fire(job, watermark, emit);
         }
     }
 

@@ -1,7 +1,8 @@
 //! The keyed window-feature operator (DESIGN.md §2–3): records exchanged by key group to
 //! their window instance, watermark reports broadcast from every source instance. When a tick
 //! is complete on both inputs, its records are applied in order, its reports folded into the
-//! combined watermark, and every window the watermark passed fires one feature row per key.
+//! combined watermark, and every window the watermark passed fires one feature row per key
+//! (in parts of [`FIRE_BUDGET_ROWS`] rows per activation when a tick closes many windows).
 //! Records behind the watermark by more than the allowed lateness become `late` dead letters.
 //! This file is the Timely shell: stashing ticks, capabilities and outputs; what a tick does
 //! to the state is [`WindowInstance`]'s, which has no Timely in it.
@@ -60,6 +61,11 @@ pub struct WindowConfig {
     /// Checkpoint epochs, store and the checkpoint to restore.
     pub checkpoints: OperatorCheckpoints,
 }
+
+/// Rows a tick's firing emits per activation, about (whole shards are fired): a bounded input
+/// read at full speed closes ~100 k windows per 100 ms tick, and the operators after this one
+/// (the sink's encoder and writer) take them in parts of this size instead of all at once.
+pub const FIRE_BUDGET_ROWS: usize = 8_192;
 
 /// Operator name of the window state in checkpoints.
 pub const WINDOW_OPERATOR: &str = "window";
@@ -149,7 +155,9 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             timely::container::CapacityContainerBuilder<Vec<CheckpointPart>>,
         >::from(parts_out);
 
-        let activator = worker.sync_activator_for(builder.operator_info().address.to_vec());
+        let address = builder.operator_info().address;
+        let activator = worker.sync_activator_for(address.to_vec());
+        let rerun = worker.activator_for(address);
         let clock = config.checkpoints.clock;
         let mut writer = match &config.checkpoints.store {
             Some(store) if clock.enabled() && !window.is_empty() => Some(SnapshotWriter::start(
@@ -166,6 +174,9 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         builder.build(move |initial_capabilities| {
             drop(initial_capabilities);
             let mut stash: BTreeMap<Tick, TickStash> = BTreeMap::new();
+            // The complete tick whose windows are firing, when they did not all fit into one
+            // activation's row budget.
+            let mut firing: Option<(Tick, TickCapabilities)> = None;
             move |frontiers| {
                 let mut rows_handle = rows_out.activate();
                 let mut late_handle = late_out.activate();
@@ -175,38 +186,61 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     }
                 };
                 // Complete ticks first, in order: their records (those not applied as they
-                // arrived), then their reports; then fire.
-                while let Some((&tick, _)) = stash.first_key_value() {
-                    if frontiers.iter().any(|f| f.less_equal(&tick)) {
-                        break;
+                // arrived), then their reports; then fire, in parts of at most about
+                // FIRE_BUDGET_ROWS rows per activation (the operator runs again for the rest).
+                let mut budget = FIRE_BUDGET_ROWS;
+                loop {
+                    if firing.is_none() {
+                        let Some((&tick, _)) = stash.first_key_value() else {
+                            break;
+                        };
+                        if frontiers.iter().any(|f| f.less_equal(&tick)) {
+                            break;
+                        }
+                        let Some(ready) = stash.remove(&tick) else {
+                            break;
+                        };
+                        let now_ms = (unix_nanos() / 1_000_000) as i64;
+                        let batches = ready.events.iter().map(Vec::as_slice);
+                        let mut late = window.apply_tick(batches, &ready.reports, now_ms);
+                        count_events(ready.events.iter().map(Vec::len).sum());
+                        if !late.is_empty() {
+                            late_handle
+                                .session(&ready.caps.late)
+                                .give_container(&mut late);
+                        }
+                        firing = Some((tick, ready.caps));
                     }
-                    let Some(ready) = stash.remove(&tick) else {
+                    let Some((tick, caps)) = firing.take() else {
                         break;
                     };
+                    if budget == 0 {
+                        firing = Some((tick, caps));
+                        rerun.activate();
+                        break;
+                    }
                     let now_ms = (unix_nanos() / 1_000_000) as i64;
-                    let batches = ready.events.iter().map(Vec::as_slice);
-                    let mut late = window.apply_tick(batches, &ready.reports, now_ms);
-                    count_events(ready.events.iter().map(Vec::len).sum());
-                    let mut rows = rows_handle.session(&ready.caps.rows);
-                    let fired = window.fire(now_ms, unix_nanos(), |row| rows.give(row));
+                    let mut rows = rows_handle.session(&caps.rows);
+                    let fired = window.fire(now_ms, unix_nanos(), budget, |row| rows.give(row));
                     drop(rows);
                     if let Some((_, rows)) = &flow {
-                        rows.inc_by(fired as u64);
+                        rows.inc_by(fired.rows as u64);
                     }
-                    if !late.is_empty() {
-                        late_handle
-                            .session(&ready.caps.late)
-                            .give_container(&mut late);
+                    budget = budget.saturating_sub(fired.rows);
+                    if !fired.complete {
+                        firing = Some((tick, caps));
+                        rerun.activate();
+                        break;
                     }
-                if let Some(writer) = writer.as_mut().filter(|_| clock.is_epoch(tick)) {
+                    if let Some(writer) = writer.as_mut().filter(|_| clock.is_epoch(tick)) {
                         if let Some(watermark) = window.checkpoint_watermark() {
                             let part = CheckpointPart::Watermark(watermark);
-                            parts_out.activate().session(&ready.caps.parts).give(part);
+                            parts_out.activate().session(&caps.parts).give(part);
                         }
                         let started = std::time::Instant::now();
                         match window.snapshot() {
                             Ok(changed) => {
-                                writer.submit(tick, ready.caps.parts, changed, started.elapsed());
+                                writer.submit(tick, caps.parts, changed, started.elapsed());
                             }
                             Err(error) => {
                                 tracing::error!(epoch = tick, %error, "cannot encode the window state; the epoch will not be committed");
@@ -220,15 +254,20 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                     }
                 });
                 // A batch whose tick is the earliest incomplete one (both frontiers have
-                // passed every earlier tick, which the loop above applied and fired) is applied
-                // now, after the tick's batches stashed before it: the same state as applying
-                // them all when the tick completes, without holding a tick's records in memory.
+                // passed every earlier tick, and no firing is under way: the loop above applied
+                // and fired every complete tick) is applied now, after the tick's batches stashed before it: the
+                // same state as applying them all when the tick completes, without holding a
+                // tick's records in memory.
                 events_in.for_each(|cap, data| {
-                    let (Some(&tick), Some(entry)) = (cap.least(), stash_entry(&mut stash, &cap))
-                    else {
+                    let Some(&tick) = cap.least() else {
                         return;
                     };
-                    if frontiers.iter().any(|f| f.less_than(&tick)) {
+                    let earliest =
+                        firing.is_none() && !frontiers.iter().any(|f| f.less_than(&tick));
+                    let Some(entry) = stash_entry(&mut stash, &cap) else {
+                        return;
+                    };
+                    if !earliest {
                         entry.events.push(std::mem::take(data));
                         return;
                     }

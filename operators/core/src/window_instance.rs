@@ -5,8 +5,8 @@
 //! is complete, else once their tick is — and [`WindowInstance::fold_reports`] folds a complete
 //! tick's reports into the combined watermark ([`WindowInstance::apply_tick`] does both for a
 //! whole tick); [`WindowInstance::fire`] fires every window the watermark passed (each row to
-//! the caller as it closes) and, every [`EXPIRY_INTERVAL_MS`], force-closes the windows of keys
-//! quiet past the state TTL; at a checkpoint epoch [`WindowInstance::snapshot`] encodes the
+//! the caller as it closes; a large tick in parts of a row budget, shard by shard) and, every
+//! [`EXPIRY_INTERVAL_MS`], force-closes the windows of keys quiet past the state TTL; at a checkpoint epoch [`WindowInstance::snapshot`] encodes the
 //! state shards that changed.
 //!
 //! Time comes in as arguments (`now_ms`, `fired_at_ns`), so the same ticks give the same rows
@@ -53,6 +53,17 @@ pub struct WindowInstance {
     combiner: WatermarkCombiner,
     metrics: Arc<JobMetrics>,
     last_expiry_ms: i64,
+    /// The shard [`WindowInstance::fire`] goes on with (0 when no firing is under way).
+    next_shard: usize,
+}
+
+/// What one [`WindowInstance::fire`] call did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fired {
+    /// Rows emitted by this call.
+    pub rows: usize,
+    /// Whether every shard has fired (else the next call goes on where this one stopped).
+    pub complete: bool,
 }
 
 impl WindowInstance {
@@ -85,6 +96,7 @@ impl WindowInstance {
             combiner,
             metrics,
             last_expiry_ms: 0,
+            next_shard: 0,
         }
     }
 
@@ -171,34 +183,52 @@ impl WindowInstance {
         }
     }
 
-    /// Fires every window the combined watermark passed, then (at most every
-    /// [`EXPIRY_INTERVAL_MS`] of `now_ms`) force-closes the windows of keys quiet past the
-    /// state TTL. Every row carries `fired_at_ns` and goes to `emit` as it closes (the
-    /// operator gives it straight to its output session: no `Vec` of a tick's rows, which at
-    /// a bounded input's end holds every window and grows by page-zeroing doublings). Returns
-    /// the number of rows emitted.
+    /// Fires the windows the combined watermark passed, shard after shard from where the
+    /// last call stopped, and stops after the first shard at which this call has emitted
+    /// `budget` rows; once every shard has fired (at most every [`EXPIRY_INTERVAL_MS`] of
+    /// `now_ms`) it force-closes the windows of keys quiet past the state TTL. Every row
+    /// carries `fired_at_ns` and goes to `emit` as it closes. The operator calls this again,
+    /// in later activations, until the tick's firing is complete, and applies nothing in
+    /// between (every shard fires at the same watermark), so that the operators after it take
+    /// a tick's rows in parts instead of all at once: at a bounded input's speed one tick
+    /// closes ~100 k windows, whose rows and encoded lines would otherwise all be held at once.
     pub fn fire(
         &mut self,
         now_ms: i64,
         fired_at_ns: u64,
+        budget: usize,
         mut emit: impl FnMut(FeatureRow),
-    ) -> usize {
-        let mut fired = 0;
+    ) -> Fired {
+        let rows = std::cell::Cell::new(0);
         let mut stamp = |mut row: FeatureRow| {
             row.fired_at_ns = fired_at_ns;
-            fired += 1;
+            rows.set(rows.get() + 1);
             emit(row);
         };
         let watermark = self.combiner.watermark();
-        self.state.fire(&self.logic.features, watermark, &mut stamp);
+        let features = &self.logic.features;
+        while self.next_shard < self.state.len() {
+            self.state
+                .fire_shard(self.next_shard, features, watermark, &mut stamp);
+            self.next_shard += 1;
+            if rows.get() >= budget && self.next_shard < self.state.len() {
+                return Fired {
+                    rows: rows.get(),
+                    complete: false,
+                };
+            }
+        }
+        self.next_shard = 0;
         if let Some(ttl) = self.logic.state_ttl_ms {
             if now_ms - self.last_expiry_ms >= EXPIRY_INTERVAL_MS {
                 self.last_expiry_ms = now_ms;
-                self.state
-                    .expire(&self.logic.features, now_ms, ttl, &mut stamp);
+                self.state.expire(features, now_ms, ttl, &mut stamp);
             }
         }
-        fired
+        Fired {
+            rows: rows.get(),
+            complete: true,
+        }
     }
 
     /// The watermark a checkpoint of this instance records: `None` at the end of a bounded

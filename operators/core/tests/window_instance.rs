@@ -72,11 +72,20 @@ fn report(source: u32, watermark: i64) -> WatermarkReport {
     }
 }
 
-/// The rows `window.fire` emits, collected, and checked against the count it returns.
+/// The rows `window.fire` emits with no row budget, collected, and checked against the
+/// count it returns.
 fn fire(window: &mut WindowInstance, now_ms: i64, fired_at_ns: u64) -> Vec<FeatureRow> {
     let mut rows = Vec::new();
-    let fired = window.fire(now_ms, fired_at_ns, |row| rows.push(row));
-    assert_eq!(fired, rows.len(), "fire's count is the rows it emitted");
+    let fired = window.fire(now_ms, fired_at_ns, usize::MAX, |row| rows.push(row));
+    assert!(
+        fired.complete,
+        "without a budget one call fires every shard"
+    );
+    assert_eq!(
+        fired.rows,
+        rows.len(),
+        "fire's count is the rows it emitted"
+    );
     rows
 }
 
@@ -111,6 +120,45 @@ fn a_tick_applies_its_records_before_its_reports_fire_windows() -> TestResult {
         vec![("b".to_owned(), 1_000, 0, vec![1.0, 5.0])]
     );
     assert!(fire(&mut window, 0, 44).is_empty());
+    Ok(())
+}
+
+#[test]
+fn a_tick_fired_in_parts_of_a_row_budget_emits_the_rows_of_one_firing() -> TestResult {
+    let batch: Vec<Event> = (0..200)
+        .map(|i| event(&format!("k{i}"), 100 + i, i as f64, i))
+        .collect();
+    let tick = |window: &mut WindowInstance| {
+        window.apply_tick([&batch[..]], &[report(0, WINDOW_MS)], 0);
+    };
+    let (mut whole, _) = instance(logic(0, None)?, 1);
+    tick(&mut whole);
+    let expected = summary(&fire(&mut whole, 0, 7));
+    assert_eq!(expected.len(), 200);
+
+    let (mut parts, _) = instance(logic(0, None)?, 1);
+    tick(&mut parts);
+    let budget = 5;
+    let (mut rows, mut calls) = (Vec::new(), 0);
+    loop {
+        calls += 1;
+        let before = rows.len();
+        let fired = parts.fire(0, 7, budget, |row| rows.push(row));
+        assert_eq!(fired.rows, rows.len() - before);
+        if fired.complete {
+            break;
+        }
+        assert!(
+            fired.rows >= budget,
+            "a part stops only once it has its budget"
+        );
+    }
+    assert!(
+        calls > 200 / (2 * budget),
+        "{calls} calls for 200 rows in parts of {budget}"
+    );
+    assert_eq!(summary(&rows), expected, "the same rows in the same order");
+    assert!(fire(&mut parts, 0, 8).is_empty(), "nothing fires twice");
     Ok(())
 }
 
