@@ -63,7 +63,7 @@ pub struct WindowConfig {
 }
 
 /// Rows a tick's firing emits per activation, about (whole shards are fired): a bounded input
-/// read at full speed closes ~100 k windows per 100 ms tick, and the operators after this one
+/// read at full speed closes tens of thousands of windows per 100 ms tick, and the operators after this one
 /// (the sink's encoder and writer) take them in parts of this size instead of all at once.
 pub const FIRE_BUDGET_ROWS: usize = 8_192;
 

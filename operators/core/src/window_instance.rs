@@ -191,7 +191,8 @@ impl WindowInstance {
     /// in later activations, until the tick's firing is complete, and applies nothing in
     /// between (every shard fires at the same watermark), so that the operators after it take
     /// a tick's rows in parts instead of all at once: at a bounded input's speed one tick
-    /// closes ~100 k windows, whose rows and encoded lines would otherwise all be held at once.
+    /// closes tens of thousands of windows, whose rows and encoded lines would otherwise all be
+    /// held at once.
     pub fn fire(
         &mut self,
         now_ms: i64,
