@@ -14,7 +14,6 @@
 //! overflows to ±inf (or NaN) yields a missing value rather than an infinite feature.
 
 use serde::{Deserialize, Serialize};
-use smallvec::SmallVec;
 
 use crate::hll::Distinct;
 use crate::vocab::EventTime;
@@ -80,7 +79,7 @@ impl AggKind {
     }
 
     /// Appends the empty state of this kind to `words`.
-    pub fn push_empty(&self, words: &mut Words) {
+    pub fn push_empty(&self, words: &mut Vec<u64>) {
         let f = f64::to_bits;
         match self {
             AggKind::Min => words.push(f(f64::INFINITY)),
@@ -92,20 +91,36 @@ impl AggKind {
     }
 }
 
-/// Flat numeric state of all features of one (key, window); inline up to 12 words (the
-/// clickstream job needs 10), so a slot stays small: larger sets spill to the heap (one
-/// allocation per new slot, none per update).
-pub type Words = SmallVec<[u64; 12]>;
+/// Flat numeric state of all features of one (key, window), exactly as long as the job's
+/// features need (count/sum/max: 4 words): one allocation per new slot, none per update,
+/// and a slot holds only its pointer and length (16 bytes) whatever the job's features.
+pub type Words = Box<[u64]>;
 
 /// The state of all features of one (key, window). Built by `FeatureSet::empty`, changed
 /// only through `FeatureSet::{update, merge}`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Accumulators {
     /// Numeric states, each feature at its offset (see the module docs).
     pub words: Words,
     /// Distinct-count states, one per `distinct` feature (empty, unallocated, for jobs
     /// without one).
-    pub distinct: Vec<Distinct>,
+    pub distinct: Box<[Distinct]>,
+}
+
+/// `clone_from` copies into the existing allocations when the lengths agree (always, for
+/// states of one job), so a reused copy allocates nothing.
+impl Clone for Accumulators {
+    fn clone(&self) -> Self {
+        Accumulators {
+            words: self.words.clone(),
+            distinct: self.distinct.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.words.clone_from(&source.words);
+        self.distinct.clone_from(&source.distinct);
+    }
 }
 
 #[inline]
@@ -232,8 +247,8 @@ pub fn value(kind: AggKind, w: &[u64]) -> f64 {
 mod tests {
     use super::*;
 
-    fn state(kind: AggKind, xs: &[(f64, EventTime)]) -> Words {
-        let mut w = Words::new();
+    fn state(kind: AggKind, xs: &[(f64, EventTime)]) -> Vec<u64> {
+        let mut w = Vec::new();
         kind.push_empty(&mut w);
         xs.iter().for_each(|(x, ts)| update(kind, &mut w, *x, *ts));
         w

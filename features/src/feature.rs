@@ -41,7 +41,7 @@ pub struct CompiledFeature {
 pub struct FeatureSet {
     features: Vec<CompiledFeature>,
     /// Empty numeric state of one (key, window); cloned by [`FeatureSet::empty`].
-    template: Words,
+    template: Vec<u64>,
     /// Number of `distinct` features.
     distinct: usize,
     /// Ratio features, each after the ratios it reads.
@@ -62,7 +62,7 @@ impl FeatureSet {
         let (inputs, ratio_order) = ratio::resolve(specs)?;
         let mut set = FeatureSet {
             features: Vec::with_capacity(specs.len()),
-            template: Words::new(),
+            template: Vec::new(),
             distinct: 0,
             ratio_order,
             plan: UpdatePlan::default(),
@@ -121,12 +121,11 @@ impl FeatureSet {
         self.features.iter().map(|f| f.name.clone()).collect()
     }
 
-    /// Fresh, empty accumulators for one (key, window). Allocates only when the numeric
-    /// state exceeds 12 words or the job has `distinct` features.
+    /// Fresh, empty accumulators for one (key, window): one allocation of the numeric
+    /// state's words, and one more when the job has `distinct` features.
     pub fn empty(&self) -> Accumulators {
         Accumulators {
-            // `from_slice` copies the words at once; `clone` would push them one by one.
-            words: Words::from_slice(&self.template),
+            words: Words::from(self.template.as_slice()),
             distinct: (0..self.distinct).map(|_| Distinct::default()).collect(),
         }
     }

@@ -12,7 +12,6 @@
 
 use hashbrown::hash_map::RawEntryMut;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasher;
 
@@ -57,6 +56,10 @@ pub(crate) struct PaneWindows {
     /// a new one per pane. Not persisted.
     #[serde(skip)]
     spare: Option<PaneKeys>,
+    /// The last multi-pane window's merged slot, whose memory the next one reuses. Not
+    /// persisted.
+    #[serde(skip)]
+    merged: Option<Slot>,
 }
 
 /// Opens the (empty) pane at `start`. A pane after the latest one is sized for as many keys
@@ -90,26 +93,34 @@ fn window_bounds(geom: Aligned, end: EventTime) -> WindowBounds {
     }
 }
 
-/// `key`'s panes of the window `bounds`, merged in pane order; a window of one pane (every
-/// tumbling window) is that pane's slot, borrowed, not a copy.
+/// `key`'s panes of the window `bounds`, merged in pane order into `merged` (reused from
+/// window to window: no allocation per row); a window of one pane (every tumbling window) is
+/// that pane's slot, borrowed, not a copy.
 fn merged_slot<'a>(
     panes: &'a PaneMaps,
     features: &FeatureSet,
     key: &Key,
     bounds: WindowBounds,
-) -> Option<Cow<'a, Slot>> {
+    merged: &'a mut Option<Slot>,
+) -> Option<&'a Slot> {
     let mut slots = panes
         .range(bounds.start..bounds.end)
         .filter_map(|(_, keys)| keys.get(key))
         .map(|pane| &pane.slot);
     let first = slots.next()?;
     let Some(second) = slots.next() else {
-        return Some(Cow::Borrowed(first));
+        return Some(first);
     };
-    let mut slot = first.clone();
+    let slot = match merged {
+        Some(slot) => {
+            slot.assign(first);
+            slot
+        }
+        None => merged.insert(first.clone()),
+    };
     slot.absorb(features, second);
     slots.for_each(|s| slot.absorb(features, s));
-    Some(Cow::Owned(slot))
+    Some(slot)
 }
 
 impl PaneWindows {
@@ -121,6 +132,7 @@ impl PaneWindows {
             fired_end: None,
             dirty_from: None,
             spare: None,
+            merged: None,
         }
     }
 
@@ -223,6 +235,7 @@ impl PaneWindows {
         // Borrowed keys, sorted (earliest end first, then by key): no copy of a key per row
         // until its row is built.
         let (panes, emitted, geom) = (&self.panes, &mut self.emitted, self.geom);
+        let merged = &mut self.merged;
         let mut due: Vec<(EventTime, &Key)> = redo.iter().map(|(end, key)| (*end, key)).collect();
         for &end in &closed {
             for keys in panes.range(end - geom.size..end).map(|(_, k)| k) {
@@ -236,7 +249,7 @@ impl PaneWindows {
         let horizon = watermark.0.saturating_sub(allowed_lateness);
         for (end, key) in due {
             let bounds = window_bounds(geom, end);
-            if let Some(slot) = merged_slot(panes, features, key, bounds) {
+            if let Some(slot) = merged_slot(panes, features, key, bounds, merged) {
                 let revision = if end <= horizon {
                     emitted
                         .get(&end)
@@ -300,7 +313,7 @@ impl PaneWindows {
         let mut revisions = Vec::new();
         for (end, key) in due {
             let bounds = window_bounds(self.geom, end);
-            if let Some(slot) = merged_slot(&self.panes, features, &key, bounds) {
+            if let Some(slot) = merged_slot(&self.panes, features, &key, bounds, &mut self.merged) {
                 let revision = self
                     .emitted
                     .get(&end)

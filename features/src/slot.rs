@@ -41,6 +41,22 @@ impl Slot {
         slot
     }
 
+    /// Makes this slot a copy of `other`, reusing its accumulators' allocations.
+    pub fn assign(&mut self, other: &Slot) {
+        let Slot {
+            key_group,
+            accs,
+            records,
+            first,
+            last,
+            ingested_ms,
+        } = other;
+        self.accs.clone_from(accs);
+        (self.key_group, self.records, self.first, self.last) =
+            (*key_group, *records, *first, *last);
+        self.ingested_ms = *ingested_ms;
+    }
+
     /// Folds one record in. Does not allocate.
     #[inline]
     pub fn add(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
