@@ -234,8 +234,8 @@ impl PaneWindows {
         }
         // Borrowed keys, sorted (earliest end first, then by key): no copy of a key per row
         // until its row is built.
-        let (panes, emitted, geom) = (&self.panes, &mut self.emitted, self.geom);
-        let merged = &mut self.merged;
+        let (panes, emitted, merged, geom) =
+            (&self.panes, &mut self.emitted, &mut self.merged, self.geom);
         let mut due: Vec<(EventTime, &Key)> = redo.iter().map(|(end, key)| (*end, key)).collect();
         for &end in &closed {
             for keys in panes.range(end - geom.size..end).map(|(_, k)| k) {

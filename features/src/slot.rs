@@ -43,18 +43,9 @@ impl Slot {
 
     /// Makes this slot a copy of `other`, reusing its accumulators' allocations.
     pub fn assign(&mut self, other: &Slot) {
-        let Slot {
-            key_group,
-            accs,
-            records,
-            first,
-            last,
-            ingested_ms,
-        } = other;
-        self.accs.clone_from(accs);
-        (self.key_group, self.records, self.first, self.last) =
-            (*key_group, *records, *first, *last);
-        self.ingested_ms = *ingested_ms;
+        let mut accs = std::mem::take(&mut self.accs);
+        accs.clone_from(&other.accs);
+        *self = Slot { accs, ..*other };
     }
 
     /// Folds one record in. Does not allocate.
