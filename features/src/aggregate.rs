@@ -14,6 +14,7 @@
 //! overflows to ±inf (or NaN) yields a missing value rather than an infinite feature.
 
 use serde::{Deserialize, Serialize};
+use thin_vec::ThinVec;
 
 use crate::hll::Distinct;
 use crate::vocab::EventTime;
@@ -103,12 +104,12 @@ pub struct Accumulators {
     /// Numeric states, each feature at its offset (see the module docs).
     pub words: Words,
     /// Distinct-count states, one per `distinct` feature (empty, unallocated, for jobs
-    /// without one).
-    pub distinct: Box<[Distinct]>,
+    /// without one; a thin pointer: 8 bytes of the slot).
+    pub distinct: ThinVec<Distinct>,
 }
 
 /// `clone_from` copies into the existing allocations when the lengths agree (always, for
-/// states of one job), so a reused copy allocates nothing.
+/// states of one job), so a reused copy allocates nothing (beyond a `distinct` set's growth).
 impl Clone for Accumulators {
     fn clone(&self) -> Self {
         Accumulators {
@@ -119,7 +120,12 @@ impl Clone for Accumulators {
 
     fn clone_from(&mut self, source: &Self) {
         self.words.clone_from(&source.words);
-        self.distinct.clone_from(&source.distinct);
+        if self.distinct.len() == source.distinct.len() {
+            let pairs = self.distinct.iter_mut().zip(&source.distinct);
+            pairs.for_each(|(into, from)| into.clone_from(from));
+        } else {
+            self.distinct.clone_from(&source.distinct);
+        }
     }
 }
 

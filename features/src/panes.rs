@@ -11,7 +11,7 @@
 //!   no record can reach it any more, and no window containing it can fire or re-fire.
 
 use hashbrown::hash_map::RawEntryMut;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasher;
 
@@ -25,11 +25,42 @@ use crate::window::{Aligned, WindowBounds};
 /// In-memory hash for keys; never persisted or routed (those use the seeded key-group hash).
 pub(crate) type FastHash = rustc_hash::FxBuildHasher;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// One key's state in one pane. Its flag `slot.dirty`: updated after one of its windows
+/// was emitted.
+#[derive(Clone, Debug)]
 struct Pane {
     slot: Slot,
-    /// Updated after one of its windows was emitted.
+}
+
+/// A pane's serialized form: the slot, then its flag (as when the flag was a field here).
+#[derive(Serialize)]
+#[serde(rename = "Pane")]
+struct PaneOut<'a> {
+    slot: &'a Slot,
     dirty: bool,
+}
+
+/// A pane's serialized form, read.
+#[derive(Deserialize)]
+#[serde(rename = "Pane")]
+struct PaneIn {
+    slot: Slot,
+    dirty: bool,
+}
+
+impl Serialize for Pane {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (slot, dirty) = (&self.slot, self.slot.dirty);
+        PaneOut { slot, dirty }.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Pane {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let PaneIn { mut slot, dirty } = PaneIn::deserialize(deserializer)?;
+        slot.dirty = dirty;
+        Ok(Pane { slot })
+    }
 }
 
 /// The panes of one start, by key. hashbrown's map rather than std's for its raw entries:
@@ -160,7 +191,6 @@ impl PaneWindows {
             RawEntryMut::Vacant(vacant) => {
                 let pane = Pane {
                     slot: Slot::new(features, event, seq),
-                    dirty: false,
                 };
                 vacant
                     .insert_hashed_nocheck(hash, event.key.clone(), pane)
@@ -171,7 +201,7 @@ impl PaneWindows {
             .fired_end
             .is_some_and(|f| self.geom.first_end(start) <= f)
         {
-            pane.dirty = true;
+            pane.slot.dirty = true;
             self.dirty_from = Some(self.dirty_from.map_or(start, |d| d.min(start)));
         }
     }
@@ -219,8 +249,8 @@ impl PaneWindows {
                         .map(move |i: i64| first.saturating_add(i.saturating_mul(slide)))
                         .take_while(move |&e| e <= last)
                 };
-                for (key, pane) in keys.iter_mut().filter(|(_, p)| p.dirty) {
-                    pane.dirty = false;
+                for (key, pane) in keys.iter_mut().filter(|(_, p)| p.slot.dirty) {
+                    pane.slot.dirty = false;
                     redo.extend(ends.clone().map(|e| (e, key.clone())));
                 }
             }
@@ -304,7 +334,9 @@ impl PaneWindows {
         let fired = self.fired_end.unwrap_or(EventTime::MIN);
         for (&start, panes) in &self.panes {
             for (key, pane) in panes.iter().filter(|(k, _)| keys.contains(*k)) {
-                let ends = self.ends_of(start).filter(|&e| e > fired || pane.dirty);
+                let ends = self
+                    .ends_of(start)
+                    .filter(|&e| e > fired || pane.slot.dirty);
                 due.extend(ends.map(|e| (e, key.clone())));
             }
         }

@@ -30,7 +30,7 @@
 //!
 //! [`WindowSpec`]: crate::window::WindowSpec
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use smallvec::SmallVec;
@@ -43,15 +43,63 @@ use crate::slot::Slot;
 use crate::vocab::{EventTime, Key, Watermark};
 use crate::window::WindowBounds;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// One session of a key. Its flag `slot.dirty`: changed since its last emission.
+#[derive(Clone, Debug)]
 struct Session {
     start: EventTime,
     end: EventTime,
     slot: Slot,
     /// Last revision emitted; `None` while never fired.
     emitted: Option<u32>,
-    /// Changed since its last emission.
+}
+
+/// A session's serialized form, with its flag last (as when the flag was a field here).
+#[derive(Serialize)]
+#[serde(rename = "Session")]
+struct SessionOut<'a> {
+    start: EventTime,
+    end: EventTime,
+    slot: &'a Slot,
+    emitted: Option<u32>,
     dirty: bool,
+}
+
+/// A session's serialized form, read.
+#[derive(Deserialize)]
+#[serde(rename = "Session")]
+struct SessionIn {
+    start: EventTime,
+    end: EventTime,
+    slot: Slot,
+    emitted: Option<u32>,
+    dirty: bool,
+}
+
+impl Serialize for Session {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        SessionOut {
+            start: self.start,
+            end: self.end,
+            slot: &self.slot,
+            emitted: self.emitted,
+            dirty: self.slot.dirty,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Session {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = SessionIn::deserialize(deserializer)?;
+        let mut slot = s.slot;
+        slot.dirty = s.dirty;
+        Ok(Session {
+            start: s.start,
+            end: s.end,
+            slot,
+            emitted: s.emitted,
+        })
+    }
 }
 
 /// A session [`SessionWindows::expire`] forgot: its span and the last revision emitted for it.
@@ -120,10 +168,14 @@ impl ForgottenSessions {
     }
 }
 
+/// A key's sessions; serialized as a sequence, like the `Vec` it replaced.
+type KeySessionList = SmallVec<[Session; 1]>;
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct KeySessions {
-    /// Sorted by start.
-    sessions: Vec<Session>,
+    /// Sorted by start. Most keys have one open session: it lives in the key's table entry
+    /// (no allocation of its own; a `Vec` would allocate room for four on the first push).
+    sessions: KeySessionList,
     /// The time of this key's live entry in the timer set.
     timer: EventTime,
 }
@@ -177,7 +229,7 @@ impl SessionWindows {
                     into.slot.absorb(features, &next.slot);
                     into.emitted = into.emitted.max(next.emitted);
                     (into.start, into.end) = union;
-                    into.dirty = true;
+                    into.slot.dirty = true;
                     merged = true;
                 } else {
                     i += 1;
@@ -194,7 +246,7 @@ impl SessionWindows {
         let state = match self.keys.get_mut(&event.key) {
             Some(state) => state,
             None => self.keys.entry(event.key.clone()).or_insert(KeySessions {
-                sessions: Vec::new(),
+                sessions: KeySessionList::new(),
                 timer: EventTime::MAX,
             }),
         };
@@ -239,13 +291,12 @@ impl SessionWindows {
                     end: hi,
                     slot: Slot::new(features, event, seq),
                     emitted: None,
-                    dirty: true,
                 },
             );
             at
         };
         let session = &mut sessions[target];
-        session.dirty = true;
+        session.slot.dirty = true;
         if !self.forgotten.is_empty() {
             let touched = self
                 .forgotten
@@ -279,9 +330,9 @@ impl SessionWindows {
                 continue;
             };
             for s in state.sessions.iter_mut() {
-                if s.end <= watermark.0 && s.dirty {
+                if s.end <= watermark.0 && s.slot.dirty {
                     let revision = s.emitted.map_or(0, |r| r + 1);
-                    (s.emitted, s.dirty) = (Some(revision), false);
+                    (s.emitted, s.slot.dirty) = (Some(revision), false);
                     let bounds = WindowBounds {
                         start: s.start,
                         end: s.end,
@@ -293,7 +344,7 @@ impl SessionWindows {
             // Next look: when a session closes, or when a fired one can be dropped (once the
             // horizon is past its end).
             let next = state.sessions.iter().map(|s| {
-                if s.dirty {
+                if s.slot.dirty {
                     s.end
                 } else {
                     s.end.saturating_add(allowed_lateness).saturating_add(1)
@@ -331,7 +382,7 @@ impl SessionWindows {
                 continue;
             };
             for s in &state.sessions {
-                let revision = if s.dirty {
+                let revision = if s.slot.dirty {
                     let revision = s.emitted.map_or(0, |r| r + 1);
                     let bounds = WindowBounds {
                         start: s.start,
@@ -431,7 +482,6 @@ mod tests {
                 end,
                 slot: Slot::new(&features, &event("k", start), seq as u64),
                 emitted: Some(0),
-                dirty: false,
             })
             .collect();
         assert!(windows.merge_touching(&features));
@@ -439,7 +489,7 @@ mod tests {
         let spans: Vec<_> = windows.keys[&key]
             .sessions
             .iter()
-            .map(|s| (s.start, s.end, s.dirty, s.emitted))
+            .map(|s| (s.start, s.end, s.slot.dirty, s.emitted))
             .collect();
         assert_eq!(spans, [(0, 20, true, Some(0)), (20, 30, false, Some(0))]);
         assert!(!windows.merge_touching(&features), "nothing left to merge");
