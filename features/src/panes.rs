@@ -154,6 +154,35 @@ fn merged_slot<'a>(
     Some(slot)
 }
 
+/// A window of a key that a firing emits: its end, the key, and the slot when the window
+/// is one pane's (else its panes are merged when its row is built).
+struct Due<'a> {
+    end: EventTime,
+    /// The key's in-memory hash: rows of one end are emitted in this order, so sorting a
+    /// firing's windows compares integers, not strings (ties compare the keys). The hash is
+    /// unseeded, so the order is a function of the keys alone, the same in every run.
+    key_hash: u64,
+    key: &'a Key,
+    slot: Option<&'a Slot>,
+}
+
+impl<'a> Due<'a> {
+    fn new(order: &FastHash, end: EventTime, key: &'a Key, slot: Option<&'a Slot>) -> Self {
+        let key_hash = order.hash_one(key);
+        Due {
+            end,
+            key_hash,
+            key,
+            slot,
+        }
+    }
+
+    /// Emission order: earliest end first, then by key hash, then by key.
+    fn order(a: &Due<'_>, b: &Due<'_>) -> std::cmp::Ordering {
+        (a.end, a.key_hash, a.key).cmp(&(b.end, b.key_hash, b.key))
+    }
+}
+
 impl PaneWindows {
     pub fn new(geom: Aligned) -> Self {
         PaneWindows {
@@ -262,24 +291,36 @@ impl PaneWindows {
             self.fired_end = Some(end);
             changed = true;
         }
-        // Borrowed keys, sorted (earliest end first, then by key): no copy of a key per row
-        // until its row is built.
+        // Borrowed keys in emission order: no copy of a key per row until its row is built.
         let (panes, emitted, merged, geom) =
             (&self.panes, &mut self.emitted, &mut self.merged, self.geom);
-        let mut due: Vec<(EventTime, &Key)> = redo.iter().map(|(end, key)| (*end, key)).collect();
+        let key_order = FastHash::default();
+        let mut due: Vec<Due<'_>> = redo
+            .iter()
+            .map(|(end, key)| Due::new(&key_order, *end, key, None))
+            .collect();
+        // A window of one pane (tumbling) is that pane's slot: carried along, not looked up
+        // again per row.
+        let one_pane = geom.pane == geom.size;
         for &end in &closed {
             for keys in panes.range(end - geom.size..end).map(|(_, k)| k) {
-                due.extend(keys.keys().map(|k| (end, k)));
+                due.extend(keys.iter().map(|(key, pane)| {
+                    Due::new(&key_order, end, key, one_pane.then_some(&pane.slot))
+                }));
             }
         }
-        due.sort_unstable();
-        due.dedup();
+        due.sort_unstable_by(Due::order);
+        due.dedup_by(|a, b| a.end == b.end && a.key == b.key);
         // A window ending at or before the horizon cannot re-fire: its revision is not kept
         // (`drop_through` would drop it below).
         let horizon = watermark.0.saturating_sub(allowed_lateness);
-        for (end, key) in due {
+        for Due { end, key, slot, .. } in due {
             let bounds = window_bounds(geom, end);
-            if let Some(slot) = merged_slot(panes, features, key, bounds, merged) {
+            let slot = match slot {
+                Some(slot) => Some(slot),
+                None => merged_slot(panes, features, key, bounds, merged),
+            };
+            if let Some(slot) = slot {
                 let revision = if end <= horizon {
                     emitted
                         .get(&end)
