@@ -79,6 +79,12 @@ pub struct EncodedLines {
     count: u64,
 }
 
+/// The buffer for `records` records encoding to about `record_bytes` each, an eighth over so
+/// that a batch of slightly longer lines (longer keys, more digits) fits without growing.
+fn buffer_for(records: usize, record_bytes: usize) -> usize {
+    records.saturating_mul(record_bytes + record_bytes / 8)
+}
+
 /// The one writer instance's file.
 struct JsonlWriter {
     out: BufWriter<File>,
@@ -155,15 +161,17 @@ where
         } else {
             None
         };
-        // The last batch's size, to size the next one's buffer at once.
-        let mut size_hint = 0;
+        // Bytes per record of the last batch, to size the next one's buffer at once: a buffer
+        // that grows while it is written copies what it holds, into fresh pages, at every
+        // doubling (most reallocations of a features run before this hint).
+        let mut record_bytes = 0;
         let encoded = self.unary::<CapacityContainerBuilder<Vec<EncodedLines>>, _, _, _>(
             Pipeline,
             "JsonlEncode",
             move |_, _| {
                 move |input, output| {
                     input.for_each(|time, batch| {
-                        let mut bytes = Vec::with_capacity(size_hint);
+                        let mut bytes = Vec::with_capacity(buffer_for(batch.len(), record_bytes));
                         let mut lines = Lines {
                             buf: &mut bytes,
                             count: 0,
@@ -172,7 +180,7 @@ where
                             encode(record, &mut lines);
                         }
                         let count = lines.count;
-                        size_hint = bytes.len();
+                        record_bytes = bytes.len().div_ceil(batch.len().max(1));
                         if count > 0 {
                             output.session(&time).give(EncodedLines { bytes, count });
                         }

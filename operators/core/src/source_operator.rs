@@ -180,6 +180,7 @@ pub fn build_source<'scope, R: SourceReader>(
                 flow,
                 held_back: false,
                 paused_at: None,
+                last_poll: 0,
             })
         });
         drop(capabilities);
@@ -191,6 +192,7 @@ pub fn build_source<'scope, R: SourceReader>(
                 flow,
                 held_back,
                 paused_at,
+                last_poll,
             }) = running.as_mut()
             else {
                 return;
@@ -258,9 +260,12 @@ pub fn build_source<'scope, R: SourceReader>(
                 activator.activate_after(Duration::from_millis(1));
                 return;
             }
-            let mut events = Vec::new();
+            // Sized for as many events as the last poll gave: a batch then does not grow (and
+            // copy itself) while it fills.
+            let mut events = Vec::with_capacity(*last_poll);
             let mut dead = Vec::new();
             let polled = reader.poll(now, &mut events, &mut dead);
+            *last_poll = events.len();
             // Every record read becomes one event or one dead letter (`RecordDecoder::push`);
             // `polled` may count progress that is not a record (a file range finished).
             flow.0.inc_by((events.len() + dead.len()) as u64);
@@ -323,6 +328,8 @@ struct RunningSource<R> {
     held_back: bool,
     /// When the last activation read nothing because of a pause.
     paused_at: Option<u64>,
+    /// Events the last poll gave (the next batch's capacity).
+    last_poll: usize,
 }
 
 /// A running source's capabilities, one per output, all at its current tick.
