@@ -3,10 +3,12 @@
 //!
 //! Run: `cargo bench --bench features_file` (or `scripts/bench.sh F`, which also writes its
 //! section of BENCHMARKS.md). Optional: `WEIR_BENCH_F_EVENTS` (default 1 000 000),
-//! `WEIR_BENCH_F_KEYS` (default 50 000), `WEIR_BENCH_F_OUT` (the markdown table, default
-//! `target/bench-results/F.md`), `WEIR_BENCH_F_RANGE_BYTES` (`[source] range_bytes`; above the
-//! file's size, one instance reads it all, as before files were split), `WEIR_BENCH_F_TICK_MS`
-//! (`[runtime] tick`, default the job's 100 ms). One case alone:
+//! `WEIR_BENCH_F_KEYS` (default 50 000), `WEIR_BENCH_F_ROUNDS` (default 5: every case runs
+//! that many times, in turn, and the table holds each figure's median), `WEIR_BENCH_F_OUT`
+//! (the markdown table, default `target/bench-results/F.md`), `WEIR_BENCH_F_RANGE_BYTES`
+//! (`[source] range_bytes`; above the file's size, one instance reads it all, as before files
+//! were split), `WEIR_BENCH_F_TICK_MS` (`[runtime] tick`, default the job's 100 ms). One case
+//! alone:
 //! `WEIR_BENCH_F_CASE="tumbling 1 m:2" target/release/deps/features_file-*` (or `parse_only`).
 //!
 //! Input: `weir gen`'s clickstream (seed 42, one event every 50 ms of event time on average,
@@ -33,7 +35,9 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use case_process::{child, clickstream_job, input_from_env, run_case, scratch, Figures};
+use case_process::{
+    child, clickstream_job, env_or, input_from_env, median, run_case, scratch, Figures,
+};
 use serde::Deserialize;
 
 #[global_allocator]
@@ -126,36 +130,42 @@ fn main() -> anyhow::Result<()> {
     }
     // `cargo bench` passes `--bench`; anything else is not for this plain `main`.
     let mb = fs::metadata(&input)?.len() as f64 / 1e6;
-    let baseline = child(CASE_VAR, "parse_only")?;
-    anyhow::ensure!(
-        baseline.items == events,
-        "the baseline parsed {} of {events} lines",
-        baseline.items
-    );
+    let rounds = env_or("WEIR_BENCH_F_ROUNDS", 5_usize).max(1);
+    let mut cases = vec!["parse_only".to_owned()];
+    for (window, _) in WINDOWS {
+        cases.extend([1, 2].map(|workers| format!("{window}:{workers}")));
+    }
+    // Rounds of every case in turn, so a noisy minute of the machine touches every case
+    // alike; each figure is the median of its case's rounds.
+    let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); cases.len()];
+    for _ in 0..rounds {
+        for (case, runs) in cases.iter().zip(&mut runs) {
+            let f = child(CASE_VAR, case)?;
+            anyhow::ensure!(f.items == events, "{case}: {} of {events} events", f.items);
+            eprintln!("{case}: {f:?}");
+            runs.push(f);
+        }
+    }
+    let medians: Vec<Figures> = runs.iter().filter_map(|r| median(r)).collect();
+    let (baseline, cases_medians) = medians
+        .split_first()
+        .ok_or_else(|| anyhow::anyhow!("no runs"))?;
     let mut table = format!(
-        "Input: {events} events over {keys} keys ({mb:.0} MB of JSON Lines). M events/s; ratios against `parse_only` of this run.\n\n\
+        "Input: {events} events over {keys} keys ({mb:.0} MB of JSON Lines). M events/s; ratios against `parse_only` of this run; each figure the median of {rounds} rounds (every case in turn).\n\n\
          | case | workers | wall M ev/s | per core M ev/s (CPU time) | wall / baseline | per core / baseline | peak RSS MB |\n|---|---|---|---|---|---|---|\n\
          | baseline `parse_only` (serde_json into structs, 1 thread) | 1 | {:.2} | {:.2} | 1 | 1 | {:.0} |\n",
         baseline.rate(), baseline.per_core(), baseline.peak_rss_mb
     );
-    for (window, _) in WINDOWS {
-        for workers in [1, 2] {
-            let f: Figures = child(CASE_VAR, &format!("{window}:{workers}"))?;
-            anyhow::ensure!(
-                f.items == events,
-                "{window}, {workers} workers: {} of {events} events",
-                f.items
-            );
-            table.push_str(&format!(
-                "| {window} | {workers} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |\n",
-                f.rate(),
-                f.per_core(),
-                f.rate() / baseline.rate(),
-                f.per_core() / baseline.per_core(),
-                f.peak_rss_mb
-            ));
-            eprintln!("{window}, {workers} workers: {f:?}");
-        }
+    for (case, f) in cases.iter().skip(1).zip(cases_medians) {
+        let (window, workers) = case.split_once(':').unwrap_or((case, "?"));
+        table.push_str(&format!(
+            "| {window} | {workers} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |\n",
+            f.rate(),
+            f.per_core(),
+            f.rate() / baseline.rate(),
+            f.per_core() / baseline.per_core(),
+            f.peak_rss_mb
+        ));
     }
     results::write_table("WEIR_BENCH_F_OUT", "F", &table)?;
     Ok(())

@@ -35,6 +35,23 @@ impl Figures {
     }
 }
 
+/// The median of each figure over `runs` of one case (each taken apart: the median wall
+/// time and the median CPU time may come from different runs). `None` for no runs.
+pub fn median(runs: &[Figures]) -> Option<Figures> {
+    let first = runs.first()?;
+    let of = |figure: fn(&Figures) -> f64| {
+        let mut values: Vec<f64> = runs.iter().map(figure).collect();
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    Some(Figures {
+        items: first.items,
+        wall_s: of(|f| f.wall_s),
+        cpu_s: of(|f| f.cpu_s),
+        peak_rss_mb: of(|f| f.peak_rss_mb),
+    })
+}
+
 /// The value of environment variable `name`, or `default` (unset or unparsable).
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
