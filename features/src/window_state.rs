@@ -138,7 +138,7 @@ impl KeyedWindows {
     }
 
     /// Emits every window with `end <= watermark` that has unemitted changes (earliest end
-    /// first, then by key), then drops the state no record can reach any more. Returns whether
+    /// first; within an end, aligned windows by key hash, sessions by key), then drops the state no record can reach any more. Returns whether
     /// the state changed (see [`crate::keyed_features::KeyedFeatures::take_changed`]).
     pub fn fire(
         &mut self,
