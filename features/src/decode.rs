@@ -53,10 +53,22 @@ impl JsonDecoder {
 
     /// Decodes one payload.
     pub fn decode(&self, payload: &[u8]) -> Result<Decoded, DecodeError> {
+        let mut values = Values::new();
+        let (key, ts) = self.decode_into(payload, &mut values)?;
+        Ok(Decoded { key, ts, values })
+    }
+
+    /// Decodes one payload into `values` (replacing what it held: the record's fields in
+    /// schema slot order) and returns its key and event time. A source decodes straight into
+    /// the event it is building, so the values are not copied on their way there.
+    pub fn decode_into(
+        &self,
+        payload: &[u8],
+        values: &mut Values,
+    ) -> Result<(Key, EventTime), DecodeError> {
         let reason = Cell::new(None);
-        let mut values: Values = (0..self.schema.fields().len())
-            .map(|_| Value::Missing)
-            .collect();
+        values.clear();
+        values.resize(self.schema.fields().len(), Value::Missing);
         // JSON text is UTF-8 (RFC 8259 §8.1). Checked up front so that invalid bytes are
         // malformed wherever they are, not only inside declared fields (serde_json skips
         // unknown fields' strings without validating them).
@@ -67,7 +79,7 @@ impl JsonDecoder {
         let mut de = serde_json::Deserializer::from_str(text);
         let seed = ObjectSeed {
             schema: &self.schema,
-            values: &mut values,
+            values,
             reason: &reason,
         };
         let parsed = seed.deserialize(&mut de).and_then(|()| de.end());
@@ -84,7 +96,7 @@ impl JsonDecoder {
         self.finish(values)
     }
 
-    fn finish(&self, values: Values) -> Result<Decoded, DecodeError> {
+    fn finish(&self, values: &Values) -> Result<(Key, EventTime), DecodeError> {
         for (field, value) in self.schema.fields().iter().zip(values.iter()) {
             if field.required && *value == Value::Missing {
                 return Err(DecodeError {
@@ -112,7 +124,7 @@ impl JsonDecoder {
                 })
             }
         };
-        Ok(Decoded { key, ts, values })
+        Ok((key, ts))
     }
 }
 

@@ -10,8 +10,8 @@ use timely::dataflow::Stream;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::dead_letter::DeadLetterReason;
 use weir_features::decode::{DecodeError, JsonDecoder};
-use weir_features::record::Event;
-use weir_features::vocab::{EventTime, KeyGroup, SourcePosition, Tick};
+use weir_features::record::{Event, Values};
+use weir_features::vocab::{EventTime, Key, KeyGroup, SourcePosition, Tick};
 use weir_features::watermark::WatermarkReport;
 
 use std::collections::BTreeMap;
@@ -148,38 +148,20 @@ impl RecordDecoder {
     ) -> Option<EventTime> {
         let bytes = record.payload.map_or(0, <[u8]>::len) + record.key.map_or(0, <[u8]>::len);
         JobMetrics::add(&self.metrics.source_bytes, bytes as u64);
-        // A tombstone (null payload: a delete in a compacted topic) is not an event. Its dead
-        // letter has an empty payload, not a null one: a null record in a compacted
-        // dead-letter topic would delete the earlier letters of its key.
-        let decoded = self
-            .limits
-            .check_record(&record)
-            .and_then(|()| match record.payload {
-                Some(payload) => self.decoder.decode(payload),
-                None => Err(DecodeError {
-                    reason: DeadLetterReason::Malformed,
-                    message: TOMBSTONE.to_owned(),
-                }),
-            });
-        let decoded = decoded.and_then(|d| {
-            self.limits.check_key(&d.key)?;
-            self.check_future(d.ts, now_ms)?;
-            Ok(d)
+        // The event is built where it will stay, at the end of `events`, and decoded in place:
+        // an event is ~260 bytes, and returning one through `Result`s copied it several times.
+        let event = events.push_mut(Event {
+            key: Key::default(),
+            key_group: KeyGroup(0),
+            ts: 0,
+            values: Values::new(),
+            position: record.position,
+            ingested_ms: now_ms,
         });
-        match decoded {
-            Ok(decoded) => {
-                let ts = decoded.ts;
-                events.push(Event {
-                    key_group: KeyGroup::of(decoded.key.as_bytes(), self.key_groups),
-                    key: decoded.key,
-                    ts,
-                    values: decoded.values,
-                    position: record.position,
-                    ingested_ms: now_ms,
-                });
-                Some(ts)
-            }
+        match self.decode_into(&record, now_ms, event) {
+            Ok(ts) => Some(ts),
             Err(error) => {
+                events.pop();
                 self.metrics
                     .dead_letter_at(error.reason, record.position.partition);
                 dead.push(DeadLetter {
@@ -194,6 +176,32 @@ impl RecordDecoder {
                 None
             }
         }
+    }
+
+    /// Decodes `record` into `event` (its position and read time already set): key, key
+    /// group, event time and values; returns the event time.
+    #[inline]
+    fn decode_into(
+        &self,
+        record: &RawRecord<'_>,
+        now_ms: u64,
+        event: &mut Event,
+    ) -> Result<EventTime, DecodeError> {
+        self.limits.check_record(record)?;
+        // A tombstone (null payload: a delete in a compacted topic) is not an event. Its dead
+        // letter has an empty payload, not a null one: a null record in a compacted
+        // dead-letter topic would delete the earlier letters of its key.
+        let payload = record.payload.ok_or_else(|| DecodeError {
+            reason: DeadLetterReason::Malformed,
+            message: TOMBSTONE.to_owned(),
+        })?;
+        let (key, ts) = self.decoder.decode_into(payload, &mut event.values)?;
+        self.limits.check_key(&key)?;
+        self.check_future(ts, now_ms)?;
+        event.key_group = KeyGroup::of(key.as_bytes(), self.key_groups);
+        event.key = key;
+        event.ts = ts;
+        Ok(ts)
     }
 
     /// Refuses an event time more than `max_future_ms` ahead of `now_ms`.
