@@ -146,10 +146,11 @@ fn main() -> anyhow::Result<()> {
             runs.push(f);
         }
     }
-    let medians: Vec<Figures> = runs.iter().filter_map(|r| median(r)).collect();
+    let medians: Option<Vec<Figures>> = runs.iter().map(|r| median(r)).collect();
+    let medians = medians.ok_or_else(|| anyhow::anyhow!("a case has no runs"))?;
     let (baseline, cases_medians) = medians
         .split_first()
-        .ok_or_else(|| anyhow::anyhow!("no runs"))?;
+        .ok_or_else(|| anyhow::anyhow!("no cases"))?;
     let mut table = format!(
         "Input: {events} events over {keys} keys ({mb:.0} MB of JSON Lines). M events/s; ratios against `parse_only` of this run; each figure the median of {rounds} rounds (every case in turn).\n\n\
          | case | workers | wall M ev/s | per core M ev/s (CPU time) | wall / baseline | per core / baseline | peak RSS MB |\n|---|---|---|---|---|---|---|\n\

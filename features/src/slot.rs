@@ -32,12 +32,18 @@ pub(crate) struct Arrivals {
 }
 
 impl Arrivals {
-    fn one(seq: u64, position: SourcePosition) -> Self {
+    /// The first and the last record, each as `(seq, position)`.
+    fn new(first: (u64, SourcePosition), last: (u64, SourcePosition)) -> Self {
         Arrivals {
-            seq: [seq; 2],
-            offset: [position.offset; 2],
-            partition: [position.partition; 2],
+            seq: [first.0, last.0],
+            offset: [first.1.offset, last.1.offset],
+            partition: [first.1.partition, last.1.partition],
         }
+    }
+
+    /// One record, both first and last.
+    fn one(seq: u64, position: SourcePosition) -> Self {
+        Arrivals::new((seq, position), (seq, position))
     }
 
     fn get(&self, which: usize) -> (u64, SourcePosition) {
@@ -131,13 +137,11 @@ impl Serialize for Slot {
 impl<'de> Deserialize<'de> for Slot {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = SlotIn::deserialize(deserializer)?;
-        let mut arrivals = Arrivals::one(s.first.0, s.first.1);
-        arrivals.set(LAST, s.last);
         Ok(Slot {
             key_group: s.key_group,
             accs: s.accs,
             records: s.records,
-            arrivals,
+            arrivals: Arrivals::new(s.first, s.last),
             ingested_ms: 0,
             dirty: false,
         })

@@ -158,7 +158,7 @@ impl RecordDecoder {
             position: record.position,
             ingested_ms: now_ms,
         });
-        match self.decode_into(&record, now_ms, event) {
+        match self.decode_event(&record, now_ms, event) {
             Ok(ts) => Some(ts),
             Err(error) => {
                 events.pop();
@@ -181,7 +181,7 @@ impl RecordDecoder {
     /// Decodes `record` into `event` (its position and read time already set): key, key
     /// group, event time and values; returns the event time.
     #[inline]
-    fn decode_into(
+    fn decode_event(
         &self,
         record: &RawRecord<'_>,
         now_ms: u64,
