@@ -7,7 +7,8 @@
 //! that many times, in turn, and the table holds each figure's median), `WEIR_BENCH_F_OUT`
 //! (the markdown table, default `target/bench-results/F.md`), `WEIR_BENCH_F_RANGE_BYTES`
 //! (`[source] range_bytes`; above the file's size, one instance reads it all, as before files
-//! were split), `WEIR_BENCH_F_TICK_MS` (`[runtime] tick`, default the job's 100 ms). One case
+//! were split), `WEIR_BENCH_F_TICK_MS` (`[runtime] tick`; a features run ticks at most every
+//! `FEATURES_TICK_MS`, 2 ms, so only a shorter tick changes it). One case
 //! alone:
 //! `WEIR_BENCH_F_CASE="tumbling 1 m:2" target/release/deps/features_file-*` (or `parse_only`).
 //!

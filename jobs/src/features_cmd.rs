@@ -16,11 +16,19 @@ use crate::config::JobFile;
 use crate::pipeline::Mode;
 use crate::run::{run_job_in, RunSummary};
 
+/// The longest tick of a features run (ms); a job whose `[runtime] tick` is longer runs at
+/// this one. A bounded run has no live latency to trade for fewer ticks, and a window
+/// instance fires only when a tick completes: a run reading a million records a second
+/// holds every window a tick's records close open until the tick ends, then fires them in
+/// one burst. Run F (BENCHMARKS.md): at the clickstream job's 100 ms, tumbling 1 m on one
+/// worker takes a third more time and twice the memory that it takes at 2 ms.
+pub const FEATURES_TICK_MS: i64 = 2;
+
 /// Computes `job`'s features over `inputs` into `output` (dead letters go to `dead_letters`,
 /// default `<output>.dead-letters.jsonl`). Output lines:
 /// `{"key", "window_start", "window_end", "revision", "closed_by_timeout", "features": [...]}`
 /// with values in the job's feature order and `null` for missing values; line order is not
-/// specified (several workers write).
+/// specified (several workers write). The run ticks at most every [`FEATURES_TICK_MS`].
 pub fn compute_features(
     mut job: JobFile,
     inputs: Vec<PathBuf>,
@@ -34,6 +42,7 @@ pub fn compute_features(
     // process alone.
     job.checkpoint = None;
     job.runtime.processes = 1;
+    job.runtime.tick = job.runtime.tick.min(FEATURES_TICK_MS);
     run_job_in(
         job.compile()?,
         Mode::FeaturesOnly,
