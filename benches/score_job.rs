@@ -5,7 +5,8 @@
 //! Run: `WEIR_ORT_LIB=… cargo bench --bench score_job` (or `scripts/bench.sh S`, which writes
 //! its section of BENCHMARKS.md). Optional: `WEIR_BENCH_S_EVENTS` (default 1 000 000),
 //! `WEIR_BENCH_S_KEYS` (default 50 000), `WEIR_BENCH_S_OUT` (the markdown table, default
-//! `<target dir>/bench-results/S.md`). One case alone: `WEIR_BENCH_S_CASE=job:mlp
+//! `<target dir>/bench-results/S.md`), `WEIR_BENCH_S_TICK_MS` (the job's `[runtime] tick`,
+//! default `features`' 2 ms). One case alone: `WEIR_BENCH_S_CASE=job:mlp
 //! target/release/deps/score_job-*` (or `features`, `raw_ort:xgboost`, …; `raw_ort` needs the
 //! rows `features` writes).
 //!
@@ -14,7 +15,8 @@
 //! `jobs/clickstream.toml` as shipped (tumbling 1 m, 8 features, 2 workers, every stage on
 //! both, micro-batches of at most 256 rows, 1 intra-op thread per inference thread) with
 //! `[model] path` set to each model, reading the file (split into 4 MiB ranges) and writing
-//! score records to a JSON Lines file: `weir run --input-file … --output-file …`.
+//! score records to a JSON Lines file: `weir run --input-file … --output-file …`, at the tick
+//! of a features run (`FEATURES_TICK_MS`, 2 ms; the job file says 100 ms).
 //!
 //! - `features`: the same job without its model (`weir features`), which also writes the
 //!   feature rows the baseline scores: the part of the job's time that is not scoring.
@@ -93,6 +95,11 @@ fn job(input: &Path, label: &str) -> Result<u64> {
         .as_mut()
         .context("clickstream.toml has a [model]")?;
     model.path = Some(model_dir(label)?);
+    job.runtime.tick = match std::env::var("WEIR_BENCH_S_TICK_MS") {
+        Ok(ms) => ms.parse()?,
+        // `features`' tick, so that the two runs differ only by the model.
+        Err(_) => job.runtime.tick.min(weir::features_cmd::FEATURES_TICK_MS),
+    };
     let out = scratch("s", label);
     job.use_input_files(vec![input.to_path_buf()]);
     job.use_output_file(out.join("scores.jsonl"), Some(out.join("dead.jsonl")));

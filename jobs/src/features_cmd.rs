@@ -21,7 +21,7 @@ use crate::run::{run_job_in, RunSummary};
 /// instance fires only when a tick completes: a run reading a million records a second
 /// holds every window a tick's records close open until the tick ends, then fires them in
 /// one burst. Run F (BENCHMARKS.md): at the clickstream job's 100 ms, tumbling 1 m on one
-/// worker takes a third more time and twice the memory that it takes at 2 ms.
+/// worker takes a third more time and more than twice the memory that it takes at 2 ms.
 pub const FEATURES_TICK_MS: i64 = 2;
 
 /// Computes `job`'s features over `inputs` into `output` (dead letters go to `dead_letters`,
