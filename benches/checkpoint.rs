@@ -40,7 +40,7 @@ use weir_checkpoint::{
 use weir_features::decode::JsonDecoder;
 use weir_features::job_features::JobFeatures;
 use weir_features::record::Event;
-use weir_features::state_shards::{ShardSnapshot, StateShards};
+use weir_features::state_shards::{ShardSnapshot, StateShards, SHARDS};
 use weir_features::vocab::{Epoch, Watermark};
 use weir_features::window::WindowSpec;
 use weir_testkit::event::from_decoded;
@@ -96,7 +96,7 @@ fn million_keys() -> (JobFeatures, StateShards, JsonDecoder) {
         common::features(&schema),
     );
     let decoder = JsonDecoder::new(schema);
-    let mut state = StateShards::new(&job, 0, 0, G, G);
+    let mut state = StateShards::new(&job, 0, (0, G), G, SHARDS);
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     for i in 0..STATE_KEYS {
         let event = key_event(&decoder, i, T0 + (i as i64 % 1_000_000), &mut rng);
@@ -142,7 +142,7 @@ fn restore(
     parallelism: usize,
 ) -> StateShards {
     let mine = KeyGroupRange::of_instance(instance, parallelism, G);
-    let mut state = StateShards::new(job, 0, mine.lo, mine.hi, G);
+    let mut state = StateShards::new(job, 0, (mine.lo, mine.hi), G, SHARDS);
     let files = overlapping(&manifest.files, "window", instance, parallelism, G);
     store
         .for_each_snapshot(

@@ -1,9 +1,10 @@
 //! Key-group shards of one window instance's state (DESIGN.md §5, incremental checkpoints).
-//! Pipeline position: inside the window operator, which owns the key groups `lo..hi`; the batch
-//! `weir features` command uses [`KeyedFeatures`] directly.
+//! Pipeline position: inside the window operator, which owns the key groups `lo..hi` (in
+//! every run, `weir features` included).
 //!
-//! The instance's range is cut at multiples of a *shard width* `ceil(G / SHARDS)` key groups,
-//! the same cuts for every parallelism, and each piece keeps its own [`KeyedFeatures`]. Records
+//! The instance's range is cut at multiples of a *shard width* `ceil(G / shards)` key groups
+//! ([`SHARDS`] when the run writes checkpoints, else [`SHARDS_WITHOUT_CHECKPOINTS`]), the same
+//! cuts for every parallelism, and each piece keeps its own [`KeyedFeatures`]. Records
 //! go to the shard of their key group; firing and expiry run shard by shard (every shard sees
 //! the same watermark, so the rows are those of one undivided state). At a checkpoint only the
 //! shards that changed since their last snapshot are encoded and written; the others are still
@@ -24,6 +25,14 @@ use crate::window_state::Applied;
 /// at 100 k keys, 512 shards ran as fast as 128, 1024 and 4096 were 20-25 % slower
 /// (`cargo bench --bench checkpoint -- throughput`).
 pub const SHARDS: u32 = 512;
+
+/// Shards of a run that writes no checkpoints: nothing is snapshotted, so fine shards only
+/// cost. A shard's panes hold that shard's keys only (at 512 shards and 50 k keys, a
+/// one-minute pane of a shard holds ~2 keys, each pane a tree entry and a table of its
+/// own), and firing visits every shard each tick. A few shards remain so that a tick that
+/// closes many windows still fires in parts (`Fired::complete`). Run F (BENCHMARKS.md, fix
+/// 15): tumbling 1 m on 2 workers 0.60 → 0.51 s at 8 shards against 512.
+pub const SHARDS_WITHOUT_CHECKPOINTS: u32 = 8;
 
 /// One shard: the state of key groups `lo..hi`.
 #[derive(Debug)]
@@ -55,21 +64,22 @@ pub struct StateShards {
     shards: Vec<Shard>,
 }
 
-/// Key groups per shard for a job with `key_groups` groups.
-fn shard_width(key_groups: u32) -> u32 {
-    key_groups.div_ceil(SHARDS).max(1)
+/// Key groups per shard for a job with `key_groups` groups cut into `shards`.
+fn shard_width(key_groups: u32, shards: u32) -> u32 {
+    key_groups.div_ceil(shards.max(1)).max(1)
 }
 
 impl StateShards {
-    /// Empty state for the key groups `lo..hi` (empty when `lo >= hi`).
+    /// Empty state for the key groups `lo..hi` (empty when `lo >= hi`) of a job whose
+    /// `key_groups` are cut into `shards` (fewer when `key_groups` is smaller).
     pub fn new(
         job: &JobFeatures,
         allowed_lateness_ms: i64,
-        lo: u32,
-        hi: u32,
+        (lo, hi): (u32, u32),
         key_groups: u32,
+        shards: u32,
     ) -> Self {
-        let width = shard_width(key_groups);
+        let width = shard_width(key_groups, shards);
         let mut shards = Vec::new();
         let mut at = lo;
         while at < hi {

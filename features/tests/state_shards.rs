@@ -13,7 +13,7 @@ use weir_features::job_features::JobFeatures;
 use weir_features::job_features::Trigger;
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
-use weir_features::state_shards::StateShards;
+use weir_features::state_shards::{StateShards, SHARDS, SHARDS_WITHOUT_CHECKPOINTS};
 use weir_features::vocab::{KeyGroup, Watermark};
 use weir_features::window::WindowSpec;
 
@@ -45,10 +45,19 @@ fn range_of(instance: u32, parallelism: u32) -> (u32, u32) {
 impl Job {
     /// `parallelism` instances, restored from `checkpoint` when given.
     fn start(job: &JobFeatures, parallelism: u32, checkpoint: Option<&Checkpoint>) -> Result<Job> {
+        Job::start_in(job, (parallelism, SHARDS), checkpoint)
+    }
+
+    /// [`Job::start`] with the job's key groups cut into `shards`.
+    fn start_in(
+        job: &JobFeatures,
+        (parallelism, shards): (u32, u32),
+        checkpoint: Option<&Checkpoint>,
+    ) -> Result<Job> {
         let mut instances = Vec::new();
         for i in 0..parallelism {
             let (lo, hi) = range_of(i, parallelism);
-            let mut state = StateShards::new(job, LATENESS_MS, lo, hi, G);
+            let mut state = StateShards::new(job, LATENESS_MS, (lo, hi), G, shards);
             for (flo, fhi, bytes) in checkpoint.into_iter().flatten() {
                 if *flo < hi && lo < *fhi {
                     state.restore(job, (*flo, *fhi), bytes, (0, None))?;
@@ -283,9 +292,37 @@ fn incremental_restores_continue_exactly() -> Result<()> {
 }
 
 #[test]
+fn rows_do_not_depend_on_the_number_of_shards() -> Result<()> {
+    let job = snapshot_job(WindowSpec::Tumbling { size: 60_000 }, Trigger::Close)?;
+    let events = phased_events(11)?;
+    let ticks: Vec<Vec<Event>> = events.chunks(EVENTS_PER_TICK).map(<[_]>::to_vec).collect();
+    let watermarks: Vec<i64> = ticks
+        .iter()
+        .scan(i64::MIN, |wm, batch| {
+            *wm = batch.iter().map(|e| e.ts - 5_000).fold(*wm, i64::max);
+            Some(*wm)
+        })
+        .collect();
+    let rows = |shards: u32| -> Result<Vec<String>> {
+        let mut instances = Job::start_in(&job, (2, shards), None)?;
+        assert_eq!(
+            instances.instances[0].state.len(),
+            (shards.min(G) as usize / 2).max(1)
+        );
+        let leg = run_leg(&job, &mut instances, &ticks, 0, None, &watermarks)?;
+        Ok(sorted(&leg.rows))
+    };
+    let fine = rows(SHARDS)?;
+    assert!(!fine.is_empty());
+    assert_eq!(fine, rows(SHARDS_WITHOUT_CHECKPOINTS)?);
+    assert_eq!(fine, rows(1)?);
+    Ok(())
+}
+
+#[test]
 fn unchanged_shards_are_not_encoded_again() -> Result<()> {
     let job = snapshot_job(WindowSpec::Tumbling { size: 60_000 }, Trigger::Close)?;
-    let mut state = StateShards::new(&job, LATENESS_MS, 0, G, G);
+    let mut state = StateShards::new(&job, LATENESS_MS, (0, G), G, SHARDS);
     assert_eq!(state.len(), G as usize, "one shard per key group");
     assert_eq!(
         state.changed_snapshots()?.len(),

@@ -31,6 +31,7 @@ use weir_checkpoint::KeyGroupRange;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
 use weir_features::row::FeatureRow;
+use weir_features::state_shards::{SHARDS, SHARDS_WITHOUT_CHECKPOINTS};
 use weir_features::vocab::{Tick, Watermark};
 use weir_features::watermark::WatermarkReport;
 
@@ -119,10 +120,17 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             .map(|i| KeyGroupRange::of_instance(i, config.parallelism, config.key_groups))
             .unwrap_or(KeyGroupRange { lo: 0, hi: 0 });
         let resumed = config.checkpoints.restore.as_ref();
+        let clock = config.checkpoints.clock;
+        let snapshots = clock.enabled() && config.checkpoints.store.is_some();
+        let shards = if snapshots {
+            SHARDS
+        } else {
+            SHARDS_WITHOUT_CHECKPOINTS
+        };
         let mut window = WindowInstance::new(
             config.logic.clone(),
             range,
-            config.key_groups,
+            (config.key_groups, shards),
             config.sources,
             resumed.and_then(|m| m.window_watermark).map(Watermark),
             config.metrics.clone(),
@@ -158,9 +166,8 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let address = builder.operator_info().address;
         let activator = worker.sync_activator_for(address.to_vec());
         let rerun = worker.activator_for(address);
-        let clock = config.checkpoints.clock;
         let mut writer = match &config.checkpoints.store {
-            Some(store) if clock.enabled() && !window.is_empty() => Some(SnapshotWriter::start(
+            Some(store) if snapshots && !window.is_empty() => Some(SnapshotWriter::start(
                 store.clone(),
                 WINDOW_OPERATOR,
                 range,

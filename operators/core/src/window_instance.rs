@@ -67,14 +67,14 @@ pub struct Fired {
 }
 
 impl WindowInstance {
-    /// An instance owning `range` of `key_groups`, combining the reports of `sources` source
-    /// instances. `resumed`: the window watermark of the checkpoint this run restores, so the
+    /// An instance owning `range` of `key_groups` (cut into `shards`, see [`StateShards`]),
+    /// combining the reports of `sources` source instances. `resumed`: the window watermark of the checkpoint this run restores, so the
     /// replayed records of the first ticks are judged late as they were in the uninterrupted
     /// run.
     pub fn new(
         logic: WindowLogic,
         range: KeyGroupRange,
-        key_groups: u32,
+        (key_groups, shards): (u32, u32),
         sources: usize,
         resumed: Option<Watermark>,
         metrics: Arc<JobMetrics>,
@@ -82,9 +82,9 @@ impl WindowInstance {
         let state = StateShards::new(
             &logic.features,
             logic.allowed_lateness_ms,
-            range.lo,
-            range.hi,
+            (range.lo, range.hi),
             key_groups,
+            shards,
         );
         let combiner = match resumed {
             Some(watermark) => WatermarkCombiner::resumed(sources, watermark),

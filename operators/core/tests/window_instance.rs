@@ -11,6 +11,7 @@ use weir_features::feature::FeatureSet;
 use weir_features::job_features::JobFeatures;
 use weir_features::record::{Event, Value};
 use weir_features::row::FeatureRow;
+use weir_features::state_shards::SHARDS;
 use weir_features::vocab::Watermark;
 use weir_features::watermark::{SourceProgress, WatermarkReport};
 use weir_features::window::WindowSpec;
@@ -52,7 +53,14 @@ fn instance(logic: WindowLogic, sources: usize) -> (WindowInstance, Arc<JobMetri
         lo: 0,
         hi: KEY_GROUPS,
     };
-    let window = WindowInstance::new(logic, all, KEY_GROUPS, sources, None, metrics.clone());
+    let window = WindowInstance::new(
+        logic,
+        all,
+        (KEY_GROUPS, SHARDS),
+        sources,
+        None,
+        metrics.clone(),
+    );
     (window, metrics)
 }
 
