@@ -68,9 +68,9 @@ pub struct Fired {
 
 impl WindowInstance {
     /// An instance owning `range` of `key_groups` (cut into `shards`, see [`StateShards`]),
-    /// combining the reports of `sources` source instances. `resumed`: the window watermark of the checkpoint this run restores, so the
-    /// replayed records of the first ticks are judged late as they were in the uninterrupted
-    /// run.
+    /// combining the reports of `sources` source instances. `resumed`: the window watermark
+    /// of the checkpoint this run restores, so the replayed records of the first ticks are
+    /// judged late as they were in the uninterrupted run.
     pub fn new(
         logic: WindowLogic,
         range: KeyGroupRange,
