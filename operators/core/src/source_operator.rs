@@ -180,6 +180,7 @@ pub fn build_source<'scope, R: SourceReader>(
                 flow,
                 held_back: false,
                 paused_at: None,
+                events: Vec::new(),
                 last_poll: 0,
             })
         });
@@ -192,6 +193,7 @@ pub fn build_source<'scope, R: SourceReader>(
                 flow,
                 held_back,
                 paused_at,
+                events,
                 last_poll,
             }) = running.as_mut()
             else {
@@ -260,11 +262,12 @@ pub fn build_source<'scope, R: SourceReader>(
                 activator.activate_after(Duration::from_millis(1));
                 return;
             }
-            // Sized for as many events as the last poll gave: a batch then does not grow (and
+            // Room for as many events as the last poll gave: a batch then does not grow (and
             // copy itself) while it fills.
-            let mut events = Vec::with_capacity(*last_poll);
+            events.clear();
+            events.reserve(*last_poll);
             let mut dead = Vec::new();
-            let polled = reader.poll(now, &mut events, &mut dead);
+            let polled = reader.poll(now, events, &mut dead);
             *last_poll = events.len();
             // Every record read becomes one event or one dead letter (`RecordDecoder::push`);
             // `polled` may count progress that is not a record (a file range finished).
@@ -274,7 +277,7 @@ pub fn build_source<'scope, R: SourceReader>(
                 events_out
                     .activate()
                     .session(&caps.events)
-                    .give_container(&mut events);
+                    .give_container(events);
             }
             if !dead.is_empty() {
                 dead_out
@@ -328,7 +331,10 @@ struct RunningSource<R> {
     held_back: bool,
     /// When the last activation read nothing because of a pause.
     paused_at: Option<u64>,
-    /// Events the last poll gave (the next batch's capacity).
+    /// The batch a poll decodes into: handed to the exchange, which drains it and gives it
+    /// back, so its memory stays warm across polls instead of being allocated for each one.
+    events: Vec<Event>,
+    /// Events the last poll gave (the batch's capacity, should it come back without it).
     last_poll: usize,
 }
 

@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::{ExchangeCore, Pipeline};
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::vec::Broadcast;
@@ -38,6 +38,7 @@ use weir_features::watermark::WatermarkReport;
 use crate::clock::unix_nanos;
 use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::Result;
+use crate::exchange_batches::ExchangeBatches;
 use crate::metrics::{JobMetrics, Operator};
 use crate::placement::Placement;
 use crate::snapshot_restore::restore_key_groups;
@@ -145,7 +146,8 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let route = move |event: &Event| {
             placement.key_group_route(event.key_group, key_groups, parallelism)
         };
-        let mut events_in = builder.new_input(self, Exchange::new(route));
+        let exchange = ExchangeCore::<ExchangeBatches<Event>, _>::new_core(route);
+        let mut events_in = builder.new_input(self, exchange);
         let mut reports_in = builder.new_input(reports.broadcast(), Pipeline);
         let (rows_out, rows) = builder.new_output::<Vec<FeatureRow>>();
         let (late_out, late) = builder.new_output::<Vec<DeadLetter>>();
