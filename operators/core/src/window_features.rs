@@ -38,9 +38,9 @@ use weir_features::watermark::WatermarkReport;
 use crate::clock::unix_nanos;
 use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::Result;
-use crate::exchange_batches::ExchangeBatches;
 use crate::metrics::{JobMetrics, Operator};
 use crate::placement::Placement;
+use crate::record_batches::RecordBatches;
 use crate::snapshot_restore::restore_key_groups;
 use crate::snapshot_writer::SnapshotWriter;
 use crate::window_instance::{WindowInstance, WindowLogic};
@@ -146,16 +146,13 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let route = move |event: &Event| {
             placement.key_group_route(event.key_group, key_groups, parallelism)
         };
-        let exchange = ExchangeCore::<ExchangeBatches<Event>, _>::new_core(route);
+        let exchange = ExchangeCore::<RecordBatches<Event>, _>::new_core(route);
         let mut events_in = builder.new_input(self, exchange);
         let mut reports_in = builder.new_input(reports.broadcast(), Pipeline);
         let (rows_out, rows) = builder.new_output::<Vec<FeatureRow>>();
         let (late_out, late) = builder.new_output::<Vec<DeadLetter>>();
         let (parts_out, checkpoint) = builder.new_output::<Vec<CheckpointPart>>();
-        let mut rows_out = OutputBuilder::<
-            _,
-            timely::container::CapacityContainerBuilder<Vec<FeatureRow>>,
-        >::from(rows_out);
+        let mut rows_out = OutputBuilder::<_, RecordBatches<FeatureRow>>::from(rows_out);
         let mut late_out = OutputBuilder::<
             _,
             timely::container::CapacityContainerBuilder<Vec<DeadLetter>>,
@@ -229,7 +226,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                         break;
                     }
                     let now_ms = (unix_nanos() / 1_000_000) as i64;
-                    let mut rows = rows_handle.session(&caps.rows);
+                    let mut rows = rows_handle.session_with_builder(&caps.rows);
                     let fired = window.fire(now_ms, unix_nanos(), budget, |row| rows.give(row));
                     drop(rows);
                     if let Some((_, rows)) = &flow {

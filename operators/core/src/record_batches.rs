@@ -1,21 +1,24 @@
-//! How the exchange in front of the window operator ([`crate::window_features`]) packs the
-//! events it routes to each worker: batches of [`EXCHANGE_BATCH_EVENTS`] instead of Timely's
-//! default of 8 KiB per container (31 events of ~260 bytes). Every batch that crosses to
-//! another worker is an allocation on the sending thread, a push onto that worker's queue
-//! (a lock and, when it sleeps, a wake-up) and a free on the receiving thread, so larger
-//! batches cut those per-batch costs ~30-fold. A batch that is not full is still sent when
-//! the source's activation ends (Timely flushes the exchange then), so batches add no delay.
+//! How the window operator's input and output travel: in batches of up to [`BATCH_RECORDS`]
+//! records instead of Timely's default container of 8 KiB (31 events of ~260 bytes, ~40
+//! feature rows). Used by the exchange that routes events to their window instance
+//! ([`crate::window_features`]) and by the window operator's rows output, which the sinks
+//! encode batch by batch ([`crate::file_sink`] hands each encoded batch to its writer worker).
+//! Every container is an allocation, a push onto the next operator's queue (for another
+//! worker a lock and, when it sleeps, a wake-up) and a free where it is consumed, so larger
+//! batches cut those per-container costs ~30-fold. A batch that is not full is still sent
+//! when the operator's activation ends (Timely flushes its outputs then): batching adds no
+//! delay.
 
 use std::collections::VecDeque;
 
 use timely::container::{ContainerBuilder, LengthPreservingContainerBuilder, PushInto};
 
-/// Events per exchanged batch at most (~260 KiB of ~260-byte events).
-pub const EXCHANGE_BATCH_EVENTS: usize = 1024;
+/// Records per batch at most (~260 KiB of ~260-byte events).
+pub const BATCH_RECORDS: usize = 1024;
 
-/// Builds the exchange's batches for one target worker, in push order.
+/// Builds the batches of one output (or, in an exchange, of one target worker), in push order.
 #[derive(Debug)]
-pub struct ExchangeBatches<T> {
+pub struct RecordBatches<T> {
     /// The batch being filled.
     current: Vec<T>,
     /// The last batch handed out, whose allocation comes back when the target is in this
@@ -25,7 +28,7 @@ pub struct ExchangeBatches<T> {
     full: VecDeque<Vec<T>>,
 }
 
-impl<T> Default for ExchangeBatches<T> {
+impl<T> Default for RecordBatches<T> {
     fn default() -> Self {
         Self {
             current: Vec::new(),
@@ -35,22 +38,22 @@ impl<T> Default for ExchangeBatches<T> {
     }
 }
 
-impl<T> PushInto<T> for ExchangeBatches<T> {
+impl<T> PushInto<T> for RecordBatches<T> {
     #[inline]
     fn push_into(&mut self, item: T) {
         if self.current.capacity() == 0 {
             self.current = self.spare.take().unwrap_or_default();
             self.current.clear();
-            self.current.reserve_exact(EXCHANGE_BATCH_EVENTS);
+            self.current.reserve_exact(BATCH_RECORDS);
         }
         self.current.push(item);
-        if self.current.len() >= EXCHANGE_BATCH_EVENTS {
+        if self.current.len() >= BATCH_RECORDS {
             self.full.push_back(std::mem::take(&mut self.current));
         }
     }
 }
 
-impl<T: 'static> ContainerBuilder for ExchangeBatches<T> {
+impl<T: 'static> ContainerBuilder for RecordBatches<T> {
     type Container = Vec<T>;
 
     #[inline]
@@ -75,14 +78,14 @@ impl<T: 'static> ContainerBuilder for ExchangeBatches<T> {
 }
 
 // Every pushed item is in exactly one batch handed out by `extract` or `finish`.
-impl<T: 'static> LengthPreservingContainerBuilder for ExchangeBatches<T> {}
+impl<T: 'static> LengthPreservingContainerBuilder for RecordBatches<T> {}
 
 #[cfg(test)]
 mod tests {
-    use super::{ExchangeBatches, EXCHANGE_BATCH_EVENTS};
+    use super::{RecordBatches, BATCH_RECORDS};
     use timely::container::{ContainerBuilder, PushInto};
 
-    fn drain(builder: &mut ExchangeBatches<usize>, finish: bool) -> Vec<Vec<usize>> {
+    fn drain(builder: &mut RecordBatches<usize>, finish: bool) -> Vec<Vec<usize>> {
         let mut out = Vec::new();
         loop {
             let next = if finish {
@@ -99,15 +102,15 @@ mod tests {
 
     #[test]
     fn batches_keep_every_item_in_push_order() {
-        let mut builder = ExchangeBatches::default();
-        let n = EXCHANGE_BATCH_EVENTS * 2 + 7;
+        let mut builder = RecordBatches::default();
+        let n = BATCH_RECORDS * 2 + 7;
         let mut out = Vec::new();
         for i in 0..n {
             builder.push_into(i);
             out.extend(drain(&mut builder, false));
         }
         assert_eq!(out.len(), 2, "two full batches before the finish");
-        assert!(out.iter().all(|b| b.len() == EXCHANGE_BATCH_EVENTS));
+        assert!(out.iter().all(|b| b.len() == BATCH_RECORDS));
         let rest = drain(&mut builder, true);
         assert_eq!(rest.iter().map(Vec::len).collect::<Vec<_>>(), [7]);
         let all: Vec<usize> = out.into_iter().chain(rest).flatten().collect();
@@ -117,8 +120,8 @@ mod tests {
 
     #[test]
     fn a_returned_allocation_is_reused() {
-        let mut builder = ExchangeBatches::default();
-        for i in 0..EXCHANGE_BATCH_EVENTS {
+        let mut builder = RecordBatches::default();
+        for i in 0..BATCH_RECORDS {
             builder.push_into(i);
         }
         let batch = builder.extract().expect("a full batch");
