@@ -8,8 +8,8 @@
 //! (the markdown table, default `target/bench-results/F.md`), `WEIR_BENCH_F_RANGE_BYTES`
 //! (`[source] range_bytes`; above the file's size, one instance reads it all, as before files
 //! were split), `WEIR_BENCH_F_TICK_MS` (`[runtime] tick`; a features run ticks at most every
-//! `FEATURES_TICK_MS`, 2 ms, so only a shorter tick changes it). One case
-//! alone:
+//! `FEATURES_TICK_MS`, 2 ms, so only a shorter tick changes it), `WEIR_BENCH_F_MAX_BATCH`
+//! (`[source] max_batch`, records per source poll). One case alone:
 //! `WEIR_BENCH_F_CASE="tumbling 1 m:2" target/release/deps/features_file-*` (or `parse_only`).
 //!
 //! Input: `weir gen`'s clickstream (seed 42, one event every 50 ms of event time on average,
@@ -90,6 +90,9 @@ fn features(input: &Path, window: &str, workers: usize) -> anyhow::Result<u64> {
     job.parallelism = Default::default();
     if let Ok(bytes) = std::env::var("WEIR_BENCH_F_RANGE_BYTES") {
         job.source.range_bytes = bytes.parse()?;
+    }
+    if let Ok(records) = std::env::var("WEIR_BENCH_F_MAX_BATCH") {
+        job.source.max_batch = records.parse()?;
     }
     if let Ok(ms) = std::env::var("WEIR_BENCH_F_TICK_MS") {
         job.runtime.tick = ms.parse()?;

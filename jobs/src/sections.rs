@@ -140,8 +140,10 @@ fn default_partition_discovery() -> i64 {
     10_000
 }
 
+/// A poll decodes into one buffer the source keeps; 1024 events (~260 KiB) stay in a core's
+/// cache between polls (run F at 1024 against 4096: BENCHMARKS.md, fix 16).
 fn default_max_batch() -> usize {
-    4096
+    1024
 }
 
 fn default_range_bytes() -> u64 {
