@@ -41,6 +41,7 @@ use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::{JobMetrics, Operator};
 use weir_operators::serving::ServingModels;
 use weir_operators::source::RecordDecoder;
+use weir_operators::source_alignment::SourceAlignment;
 use weir_operators::source_operator::{Pacing, SourceStage};
 use weir_operators::window_features::WINDOW_OPERATOR;
 use weir_operators::window_instance::WindowLogic;
@@ -82,6 +83,8 @@ pub struct JobPlan {
     /// The score instances of this process at their in-flight bound: the sources of this
     /// process pause while there is any (backpressure).
     pub backlog: ScoreBacklog,
+    /// The ticks of this process's source instances: a source ahead of another waits.
+    pub alignment: SourceAlignment,
     /// The model versions this process's score instances serve now: the committer records
     /// them in every manifest.
     pub serving: Arc<ServingModels>,
@@ -270,6 +273,7 @@ impl JobPlan {
                 metrics: self.metrics.clone(),
                 backlog: backlog.clone(),
                 max_lag_ms: runtime.max_lag.map(millis),
+                alignment: self.alignment.clone(),
             },
         }
     }

@@ -15,6 +15,7 @@ use weir_kafka::group_offsets::GroupOffsets;
 use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::committer::CommitHook;
 use weir_operators::metrics::JobMetrics;
+use weir_operators::source_alignment::SourceAlignment;
 use weir_score::counters::ScoreCounters;
 
 use crate::checkpointing::{self, RestoreChoice};
@@ -112,6 +113,7 @@ pub fn run_job_with(
         on_commit,
         score_counters: score_counters.clone(),
         backlog: ScoreBacklog::default(),
+        alignment: SourceAlignment::default(),
         serving,
     };
     let started = Instant::now();

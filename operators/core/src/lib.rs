@@ -23,6 +23,7 @@ pub mod serving;
 pub mod snapshot_restore;
 pub mod snapshot_writer;
 pub mod source;
+pub mod source_alignment;
 pub mod source_operator;
 mod source_pace;
 pub mod window_features;

@@ -15,7 +15,8 @@
 //! reading as lag. With the bound on, a source also reads nothing until every worker has
 //! started the dataflow (until then every frontier is at tick 0, and nothing read could get
 //! past the missing worker). Paused sources keep closing ticks, so progress goes on and they
-//! resume by themselves.
+//! resume by themselves. A source also reads nothing while another source instance of its
+//! process is in an earlier tick ([`Pacing::alignment`], [`crate::source_alignment`]).
 //!
 //! Checkpoints (DESIGN.md §5): when the source moves past a checkpoint epoch `E` (including
 //! epochs skipped while the worker was busy), it sends a report and its resume positions at
@@ -46,6 +47,7 @@ use crate::epochs::{CheckpointPart, EpochClock};
 use crate::metrics::{JobMetrics, Operator};
 use crate::placement::Placement;
 use crate::source::SourceStreams;
+use crate::source_alignment::{AlignedSource, SourceAlignment};
 use crate::source_pace::{pace, Pace};
 
 type VecBuilder<D> = timely::container::CapacityContainerBuilder<Vec<D>>;
@@ -86,6 +88,9 @@ pub struct Pacing {
     /// this many milliseconds (rounded up to whole ticks) behind the slowest source instance,
     /// or before every worker has started; `None`: no bound.
     pub max_lag_ms: Option<u64>,
+    /// The ticks of this process's source instances: read nothing while another is in an
+    /// earlier tick.
+    pub alignment: SourceAlignment,
 }
 
 /// What every source stage has, whatever it reads: where its instances run, its tick, its
@@ -143,6 +148,7 @@ pub fn build_source<'scope, R: SourceReader>(
         metrics,
         backlog,
         max_lag_ms,
+        alignment,
     } = pacing;
     let max_lag_ticks = max_lag_ms.map(|ms| ms.div_ceil(tick_ms).max(1));
     let progress = ProbeHandle::<Tick>::new();
@@ -175,6 +181,7 @@ pub fn build_source<'scope, R: SourceReader>(
             let caps = SourceCapabilities::at(&capabilities, tick)?;
             let flow = metrics.instance_flow(Operator::Source, reader.instance());
             Some(RunningSource {
+                aligned: alignment.join(reader.instance()),
                 reader,
                 caps,
                 flow,
@@ -189,6 +196,7 @@ pub fn build_source<'scope, R: SourceReader>(
         move |_frontiers| {
             let Some(RunningSource {
                 reader,
+                aligned,
                 caps,
                 flow,
                 held_back,
@@ -240,6 +248,7 @@ pub fn build_source<'scope, R: SourceReader>(
                 }
                 caps.downgrade(tick);
             }
+            let may_read = aligned.may_read(caps.tick());
             if backlog.is_backlogged() {
                 // Scoring is behind: keep closing ticks, but read nothing until it catches up.
                 JobMetrics::add(&metrics.source_pauses, 1);
@@ -260,6 +269,13 @@ pub fn build_source<'scope, R: SourceReader>(
                 // behind: keep closing ticks, read nothing until that changes.
                 *paused_at = Some(now);
                 activator.activate_after(Duration::from_millis(1));
+                return;
+            }
+            if !may_read {
+                // Another source of this process is in an earlier tick: what this one read
+                // now would wait in the window operators until that tick closes.
+                *paused_at = Some(now);
+                activator.activate_after(ALIGNMENT_RECHECK);
                 return;
             }
             // Room for as many events as the last poll gave: a batch then does not grow (and
@@ -321,9 +337,15 @@ pub fn build_source<'scope, R: SourceReader>(
     }
 }
 
+/// How soon a source held back by [`SourceAlignment`] looks again: the instance it waits
+/// for moves on at its worker's next step, well within a tick.
+const ALIGNMENT_RECHECK: Duration = Duration::from_micros(200);
+
 /// A source instance that has neither stopped nor finished.
 struct RunningSource<R> {
     reader: R,
+    /// Its place among the process's sources (it leaves when this source ends).
+    aligned: AlignedSource,
     caps: SourceCapabilities,
     /// This instance's records read and events decoded (`weir_records_in/out_total`).
     flow: (Counter, Counter),

@@ -87,6 +87,7 @@ fn reports_during_pause(read_ms: u64, pause_ms: u64) -> Vec<SourceProgress> {
         metrics: metrics.clone(),
         backlog: backlog.clone(),
         max_lag_ms: None,
+        alignment: Default::default(),
     };
     let reports = Arc::new(Mutex::new(Vec::new()));
     let paused = Arc::new(AtomicBool::new(false));

@@ -47,6 +47,7 @@ pub fn file_config(
                 metrics: metrics.clone(),
                 backlog: ScoreBacklog::default(),
                 max_lag_ms: None,
+                alignment: Default::default(),
             },
         },
         decoder: RecordDecoder {

@@ -416,6 +416,7 @@ pub fn run(scenario: Scenario) -> Result<Outcome, String> {
                     metrics: source_metrics,
                     backlog: ScoreBacklog::default(),
                     max_lag_ms: None,
+                    alignment: Default::default(),
                 },
             );
             let windows = source
