@@ -4,9 +4,10 @@
 //!
 //! Run: `WEIR_ORT_LIB=… cargo bench --bench score_job` (or `scripts/bench.sh S`, which writes
 //! its section of BENCHMARKS.md). Optional: `WEIR_BENCH_S_EVENTS` (default 1 000 000),
-//! `WEIR_BENCH_S_KEYS` (default 50 000), `WEIR_BENCH_S_OUT` (the markdown table, default
-//! `<target dir>/bench-results/S.md`), `WEIR_BENCH_S_TICK_MS` (the job's `[runtime] tick`,
-//! default `features`' 2 ms). One case alone: `WEIR_BENCH_S_CASE=job:mlp
+//! `WEIR_BENCH_S_KEYS` (default 50 000), `WEIR_BENCH_S_ROUNDS` (default 3: every case runs
+//! that many times, in turn, and the table holds each figure's median), `WEIR_BENCH_S_OUT`
+//! (the markdown table, default `<target dir>/bench-results/S.md`), `WEIR_BENCH_S_TICK_MS`
+//! (the job's `[runtime] tick`, default `features`' 2 ms). One case alone: `WEIR_BENCH_S_CASE=job:mlp
 //! target/release/deps/score_job-*` (or `features`, `raw_ort:xgboost`, …; `raw_ort` needs the
 //! rows `features` writes).
 //!
@@ -46,7 +47,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Barrier};
 
 use anyhow::{ensure, Context, Result};
-use case_process::{child, clickstream_job, input_from_env, run_case, scratch, CaseClock};
+use case_process::{
+    child, clickstream_job, env_or, input_from_env, median, run_case, scratch, CaseClock, Figures,
+};
 use score_common::{models, RawOrt, BATCH_ROWS};
 use serde::Deserialize;
 
@@ -189,10 +192,31 @@ fn main() -> Result<()> {
     if let Ok(name) = std::env::var(CASE_VAR) {
         return case(&name, &input);
     }
-    let features = child(CASE_VAR, "features")?;
+    // Rounds of every case in turn (`features` first: `raw_ort` scores the rows it writes),
+    // so a noisy minute of the machine touches every case alike; each figure is the median of
+    // its case's rounds.
+    let rounds = env_or("WEIR_BENCH_S_ROUNDS", 3_usize).max(1);
+    let mut cases = vec!["features".to_owned()];
+    for (label, _) in models() {
+        cases.extend([format!("raw_ort:{label}"), format!("job:{label}")]);
+    }
+    let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); cases.len()];
+    for _ in 0..rounds {
+        for (case, runs) in cases.iter().zip(&mut runs) {
+            let f = child(CASE_VAR, case)?;
+            eprintln!("{case}: {f:?}");
+            runs.push(f);
+        }
+    }
+    let medians: Option<Vec<Figures>> = runs.iter().map(|r| median(r)).collect();
+    let medians = medians.ok_or_else(|| anyhow::anyhow!("a case has no runs"))?;
+    let (features, pairs) = medians
+        .split_first()
+        .ok_or_else(|| anyhow::anyhow!("no cases"))?;
     let mut table = format!(
         "Input: {events} events over {keys} keys; {} feature rows, each scored once. M rows/s of \
-         wall time (per core: of CPU time); ratios against `raw_ort` of the same model in this run.\n\n\
+         wall time (per core: of CPU time); ratios against `raw_ort` of the same model in this run; \
+         each figure the median of {rounds} rounds (every case in turn).\n\n\
          | model | case | wall s | wall M rows/s | per core M rows/s | / raw_ort | / `features` | peak RSS MB |\n\
          |---|---|---|---|---|---|---|---|\n\
          | – | `features` (the job without its model) | {:.2} | {:.2} | {:.2} | – | 1 | {:.0} |\n",
@@ -202,9 +226,10 @@ fn main() -> Result<()> {
         features.per_core(),
         features.peak_rss_mb
     );
-    for (label, _) in models() {
-        let raw = child(CASE_VAR, &format!("raw_ort:{label}"))?;
-        let job = child(CASE_VAR, &format!("job:{label}"))?;
+    for ((label, _), pair) in models().into_iter().zip(pairs.chunks(2)) {
+        let [raw, job] = pair else {
+            anyhow::bail!("{label}: a case has no runs");
+        };
         ensure!(
             job.items == features.items,
             "{label}: the job scored {} rows, features wrote {}",
@@ -222,7 +247,6 @@ fn main() -> Result<()> {
                 f.peak_rss_mb
             ));
         }
-        eprintln!("{label}: raw {raw:?}, job {job:?}");
     }
     results::write_table("WEIR_BENCH_S_OUT", "S", &table)?;
     Ok(())
