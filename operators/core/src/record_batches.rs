@@ -7,7 +7,9 @@
 //! worker a lock and, when it sleeps, a wake-up) and a free where it is consumed, so larger
 //! batches cut those per-container costs ~30-fold. A batch that is not full is still sent
 //! when the operator's activation ends (Timely flushes its outputs then): batching adds no
-//! delay.
+//! delay. A batch is sized like the last one handed out (at least [`FIRST_BATCH`]) and
+//! doubles while it fills, so a live stream's few records an activation do not each hold a
+//! full batch's memory while they wait downstream.
 
 use std::collections::VecDeque;
 
@@ -15,6 +17,9 @@ use timely::container::{ContainerBuilder, LengthPreservingContainerBuilder, Push
 
 /// Records per batch at most (~260 KiB of ~260-byte events).
 pub const BATCH_RECORDS: usize = 1024;
+
+/// Room in a first batch, and at least in any (Timely's 8 KiB of ~260-byte events).
+pub const FIRST_BATCH: usize = 32;
 
 /// Builds the batches of one output (or, in an exchange, of one target worker), in push order.
 #[derive(Debug)]
@@ -26,6 +31,8 @@ pub struct RecordBatches<T> {
     spare: Option<Vec<T>>,
     /// Full batches not yet handed out.
     full: VecDeque<Vec<T>>,
+    /// Length of the last batch handed out: the room a new batch starts with.
+    last_len: usize,
 }
 
 impl<T> Default for RecordBatches<T> {
@@ -34,6 +41,7 @@ impl<T> Default for RecordBatches<T> {
             current: Vec::new(),
             spare: None,
             full: VecDeque::new(),
+            last_len: 0,
         }
     }
 }
@@ -44,7 +52,12 @@ impl<T> PushInto<T> for RecordBatches<T> {
         if self.current.capacity() == 0 {
             self.current = self.spare.take().unwrap_or_default();
             self.current.clear();
-            self.current.reserve_exact(BATCH_RECORDS);
+            self.current
+                .reserve_exact(self.last_len.clamp(FIRST_BATCH, BATCH_RECORDS));
+        } else if self.current.len() == self.current.capacity() {
+            // Longer than the last batch: double, up to the bound.
+            let len = self.current.len();
+            self.current.reserve_exact(len.min(BATCH_RECORDS - len));
         }
         self.current.push(item);
         if self.current.len() >= BATCH_RECORDS {
@@ -58,7 +71,9 @@ impl<T: 'static> ContainerBuilder for RecordBatches<T> {
 
     #[inline]
     fn extract(&mut self) -> Option<&mut Vec<T>> {
-        self.spare = Some(self.full.pop_front()?);
+        let batch = self.full.pop_front()?;
+        self.last_len = batch.len();
+        self.spare = Some(batch);
         self.spare.as_mut()
     }
 
@@ -68,6 +83,9 @@ impl<T: 'static> ContainerBuilder for RecordBatches<T> {
             self.full.push_back(std::mem::take(&mut self.current));
         }
         self.spare = self.full.pop_front();
+        if let Some(batch) = &self.spare {
+            self.last_len = batch.len();
+        }
         self.spare.as_mut()
     }
 
@@ -82,7 +100,7 @@ impl<T: 'static> LengthPreservingContainerBuilder for RecordBatches<T> {}
 
 #[cfg(test)]
 mod tests {
-    use super::{RecordBatches, BATCH_RECORDS};
+    use super::{RecordBatches, BATCH_RECORDS, FIRST_BATCH};
     use timely::container::{ContainerBuilder, PushInto};
 
     fn drain(builder: &mut RecordBatches<usize>, finish: bool) -> Vec<Vec<usize>> {
@@ -132,5 +150,32 @@ mod tests {
         let next = builder.finish().expect("the started batch");
         assert_eq!(next.as_ptr(), address);
         assert_eq!(next.as_slice(), [1]);
+    }
+
+    #[test]
+    fn a_batch_starts_as_long_as_the_last_and_doubles_up_to_the_bound() {
+        let mut builder = RecordBatches::default();
+        builder.push_into(0);
+        let first = drain(&mut builder, true);
+        assert_eq!(first[0].capacity(), FIRST_BATCH, "a first batch");
+        for i in 0..600 {
+            builder.push_into(i);
+        }
+        let grown = drain(&mut builder, true);
+        assert_eq!(grown[0].len(), 600);
+        assert!(
+            grown[0].capacity() <= 1024,
+            "doubled from 32, not past the bound"
+        );
+        builder.push_into(1);
+        let next = drain(&mut builder, true);
+        assert_eq!(next[0].capacity(), 600, "as long as the last batch");
+        builder.push_into(2);
+        let after_short = drain(&mut builder, true);
+        assert_eq!(
+            after_short[0].capacity(),
+            FIRST_BATCH,
+            "a short batch keeps them small"
+        );
     }
 }
