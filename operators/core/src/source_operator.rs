@@ -274,6 +274,7 @@ pub fn build_source<'scope, R: SourceReader>(
             if !may_read {
                 // Another source of this process is in an earlier tick: what this one read
                 // now would wait in the window operators until that tick closes.
+                JobMetrics::add(&metrics.source_alignment_pauses, 1);
                 *paused_at = Some(now);
                 activator.activate_after(ALIGNMENT_RECHECK);
                 return;

@@ -112,6 +112,9 @@ pub struct JobMetrics {
     /// Source activations that skipped reading because of the score backlog
     /// ([`crate::backpressure::ScoreBacklog`]).
     pub source_pauses: Counter,
+    /// Source activations that read nothing because another source instance of the process
+    /// was in an earlier tick ([`crate::source_alignment::SourceAlignment`]).
+    pub source_alignment_pauses: Counter,
     /// Times a source instance started holding back because the job's progress (the scores,
     /// in any process) lagged more than `[runtime] max_lag` behind its tick.
     pub lag_episodes: Counter,
@@ -383,6 +386,12 @@ impl JobMetrics {
             "source_pauses",
             "Source activations that read nothing because of the score backlog",
             self.source_pauses.clone(),
+        );
+        r.register(
+            "source_alignment_pauses",
+            "Source activations that read nothing because another source of the process was in \
+             an earlier tick",
+            self.source_alignment_pauses.clone(),
         );
         r.register(
             "lag_episodes",
