@@ -36,9 +36,7 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use case_process::{
-    child, clickstream_job, env_or, input_from_env, median, run_case, scratch, Figures,
-};
+use case_process::{clickstream_job, env_or, input_from_env, median_rounds, run_case, scratch};
 use serde::Deserialize;
 
 #[global_allocator]
@@ -139,19 +137,10 @@ fn main() -> anyhow::Result<()> {
     for (window, _) in WINDOWS {
         cases.extend([1, 2].map(|workers| format!("{window}:{workers}")));
     }
-    // Rounds of every case in turn, so a noisy minute of the machine touches every case
-    // alike; each figure is the median of its case's rounds.
-    let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); cases.len()];
-    for _ in 0..rounds {
-        for (case, runs) in cases.iter().zip(&mut runs) {
-            let f = child(CASE_VAR, case)?;
-            anyhow::ensure!(f.items == events, "{case}: {} of {events} events", f.items);
-            eprintln!("{case}: {f:?}");
-            runs.push(f);
-        }
-    }
-    let medians: Option<Vec<Figures>> = runs.iter().map(|r| median(r)).collect();
-    let medians = medians.ok_or_else(|| anyhow::anyhow!("a case has no runs"))?;
+    let medians = median_rounds(CASE_VAR, &cases, rounds, |case, f| {
+        anyhow::ensure!(f.items == events, "{case}: {} of {events} events", f.items);
+        Ok(())
+    })?;
     let (baseline, cases_medians) = medians
         .split_first()
         .ok_or_else(|| anyhow::anyhow!("no cases"))?;

@@ -7,8 +7,8 @@
 //! `WEIR_BENCH_S_KEYS` (default 50 000), `WEIR_BENCH_S_ROUNDS` (default 3: every case runs
 //! that many times, in turn, and the table holds each figure's median), `WEIR_BENCH_S_OUT`
 //! (the markdown table, default `<target dir>/bench-results/S.md`), `WEIR_BENCH_S_TICK_MS`
-//! (the job's `[runtime] tick`, default `features`' 2 ms). One case alone: `WEIR_BENCH_S_CASE=job:mlp
-//! target/release/deps/score_job-*` (or `features`, `raw_ort:xgboost`, …; `raw_ort` needs the
+//! (the job's `[runtime] tick`, default `features`' 2 ms). One case alone:
+//! `WEIR_BENCH_S_CASE=job:mlp target/release/deps/score_job-*` (or `features`, `raw_ort:xgboost`, …; `raw_ort` needs the
 //! rows `features` writes).
 //!
 //! Input: F's clickstream file (`weir gen`, seed 42), one event every 50 ms of event time on
@@ -48,7 +48,7 @@ use std::sync::{Arc, Barrier};
 
 use anyhow::{ensure, Context, Result};
 use case_process::{
-    child, clickstream_job, env_or, input_from_env, median, run_case, scratch, CaseClock, Figures,
+    clickstream_job, env_or, input_from_env, median_rounds, run_case, scratch, CaseClock,
 };
 use score_common::{models, RawOrt, BATCH_ROWS};
 use serde::Deserialize;
@@ -192,24 +192,13 @@ fn main() -> Result<()> {
     if let Ok(name) = std::env::var(CASE_VAR) {
         return case(&name, &input);
     }
-    // Rounds of every case in turn (`features` first: `raw_ort` scores the rows it writes),
-    // so a noisy minute of the machine touches every case alike; each figure is the median of
-    // its case's rounds.
+    // `features` first in each round: `raw_ort` scores the rows it writes.
     let rounds = env_or("WEIR_BENCH_S_ROUNDS", 3_usize).max(1);
     let mut cases = vec!["features".to_owned()];
     for (label, _) in models() {
         cases.extend([format!("raw_ort:{label}"), format!("job:{label}")]);
     }
-    let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); cases.len()];
-    for _ in 0..rounds {
-        for (case, runs) in cases.iter().zip(&mut runs) {
-            let f = child(CASE_VAR, case)?;
-            eprintln!("{case}: {f:?}");
-            runs.push(f);
-        }
-    }
-    let medians: Option<Vec<Figures>> = runs.iter().map(|r| median(r)).collect();
-    let medians = medians.ok_or_else(|| anyhow::anyhow!("a case has no runs"))?;
+    let medians = median_rounds(CASE_VAR, &cases, rounds, |_, _| Ok(()))?;
     let (features, pairs) = medians
         .split_first()
         .ok_or_else(|| anyhow::anyhow!("no cases"))?;

@@ -52,6 +52,30 @@ pub fn median(runs: &[Figures]) -> Option<Figures> {
     })
 }
 
+/// Runs each of `cases` `rounds` times, each in a child process ([`child`]), every case in
+/// turn in each round so that a noisy minute of the machine touches every case alike;
+/// `check` sees every run. Returns each case's [`median`], in the order of `cases`.
+pub fn median_rounds(
+    case_var: &str,
+    cases: &[String],
+    rounds: usize,
+    check: impl Fn(&str, &Figures) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<Figures>> {
+    let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); cases.len()];
+    for _ in 0..rounds {
+        for (case, runs) in cases.iter().zip(&mut runs) {
+            let f = child(case_var, case)?;
+            check(case, &f)?;
+            eprintln!("{case}: {f:?}");
+            runs.push(f);
+        }
+    }
+    runs.iter()
+        .map(|r| median(r))
+        .collect::<Option<Vec<Figures>>>()
+        .ok_or_else(|| anyhow::anyhow!("a case has no runs"))
+}
+
 /// The value of environment variable `name`, or `default` (unset or unparsable).
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)

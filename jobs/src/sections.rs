@@ -141,7 +141,7 @@ fn default_partition_discovery() -> i64 {
 }
 
 /// A poll decodes into one buffer the source keeps; 1024 events (~260 KiB) stay in a core's
-/// cache between polls (run F at 1024 against 4096: BENCHMARKS.md, fix 16).
+/// cache between polls (run F at 1024 against 4096: BENCHMARKS.md, fix 18).
 fn default_max_batch() -> usize {
     1024
 }

@@ -164,7 +164,7 @@ mod tests {
         let grown = drain(&mut builder, true);
         assert_eq!(grown[0].len(), 600);
         assert!(
-            grown[0].capacity() <= 1024,
+            grown[0].capacity() <= BATCH_RECORDS,
             "doubled from 32, not past the bound"
         );
         builder.push_into(1);
