@@ -1,7 +1,12 @@
 //! JSON decoding of source payloads into typed [`Event`]s, driven by the job's
-//! [`RecordSchema`]. One pass over the bytes with a serde visitor: no intermediate
-//! `serde_json::Value`, no allocation for ordinary records. Every failure is classified into a
+//! [`RecordSchema`]. Two paths: `json_scan` reads the ordinary records (one object,
+//! no escapes) in one pass over the bytes; every other payload, and every error, goes through
+//! a serde visitor over serde_json. Neither builds a `serde_json::Value` or allocates for
+//! ordinary records, and both turn a JSON value into a field's value with the same functions
+//! (`number_value`, `string_value`, `bool_value`). Every failure is classified into a
 //! [`DeadLetterReason`] so the source can route the record to the dead-letter topic.
+//!
+//! [`Event`]: crate::record::Event
 
 use std::cell::Cell;
 use std::fmt;
@@ -9,6 +14,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
 use crate::dead_letter::DeadLetterReason;
+use crate::json_scan;
 use crate::record::{Value, Values};
 use crate::schema::{FieldType, RecordSchema};
 use crate::timestamp::{self, JsonNumber, TimestampError};
@@ -66,7 +72,6 @@ impl JsonDecoder {
         payload: &[u8],
         values: &mut Values,
     ) -> Result<(Key, EventTime), DecodeError> {
-        let reason = Cell::new(None);
         values.clear();
         values.resize(self.schema.fields().len(), Value::Missing);
         // JSON text is UTF-8 (RFC 8259 §8.1). Checked up front so that invalid bytes are
@@ -76,6 +81,22 @@ impl JsonDecoder {
             reason: DeadLetterReason::Malformed,
             message: format!("payload is not valid UTF-8: {e}"),
         })?;
+        if json_scan::decode_object(&self.schema, text, values).is_some() {
+            return self.finish(values);
+        }
+        self.decode_with_serde(text, values)
+    }
+
+    /// The serde path: every payload the fast path ([`json_scan`]) does not read, and every
+    /// error's reason and message. `values` is reset first (the fast path may have filled
+    /// part of it).
+    pub(crate) fn decode_with_serde(
+        &self,
+        text: &str,
+        values: &mut Values,
+    ) -> Result<(Key, EventTime), DecodeError> {
+        let reason = Cell::new(None);
+        values.iter_mut().for_each(|v| *v = Value::Missing);
         let mut de = serde_json::Deserializer::from_str(text);
         let seed = ObjectSeed {
             schema: &self.schema,
@@ -223,6 +244,68 @@ impl<'de> de::Deserialize<'de> for FieldName<'de> {
 /// Largest integer magnitude an f64 holds exactly (2^53): the range of i64 and timestamp fields.
 const MAX_EXACT_INT: u64 = 1 << 53;
 
+/// Why a JSON value is not a value of its field's declared type: the fast path
+/// ([`crate::json_scan`]) hands such a record to the serde path, which turns this into the
+/// dead letter's reason and message.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Refusal {
+    /// A JSON type the field's type does not take (the JSON type's name).
+    Wrong(&'static str),
+    /// A number that is not finite.
+    NonFinite(f64),
+    /// An i64 beyond ±2^53.
+    OutOfRange(f64),
+    /// Not a timestamp of the field's format.
+    Timestamp(TimestampError),
+}
+
+/// The value a JSON number gives a field of type `ty`.
+pub(crate) fn number_value(ty: FieldType, n: JsonNumber) -> Result<Value, Refusal> {
+    let x = match n {
+        JsonNumber::I64(v) => v as f64,
+        JsonNumber::U64(v) => v as f64,
+        JsonNumber::F64(x) => x,
+    };
+    if !x.is_finite() {
+        return Err(Refusal::NonFinite(x));
+    }
+    let timestamp = |parsed: Result<EventTime, TimestampError>| {
+        parsed
+            .map(|ms| Value::Num(ms as f64))
+            .map_err(Refusal::Timestamp)
+    };
+    match ty {
+        FieldType::F64 => Ok(Value::Num(x)),
+        FieldType::I64 if x.fract() != 0.0 => Err(Refusal::Wrong("a fractional number")),
+        FieldType::I64 if exceeds_exact(n) => Err(Refusal::OutOfRange(x)),
+        FieldType::I64 => Ok(Value::Num(x)),
+        FieldType::TimestampMs => timestamp(timestamp::from_epoch_millis(n)),
+        FieldType::TimestampS => timestamp(timestamp::from_epoch_seconds(n)),
+        FieldType::String | FieldType::Bool | FieldType::TimestampRfc3339 => {
+            Err(Refusal::Wrong("a number"))
+        }
+    }
+}
+
+/// The value a JSON string gives a field of type `ty`.
+pub(crate) fn string_value(ty: FieldType, v: &str) -> Result<Value, Refusal> {
+    match ty {
+        FieldType::String => Ok(Value::Str(Key::from(v))),
+        FieldType::TimestampRfc3339 => timestamp::from_rfc3339(v)
+            .map(|ms| Value::Num(ms as f64))
+            .map_err(Refusal::Timestamp),
+        _ => Err(Refusal::Wrong("a string")),
+    }
+}
+
+/// The value a JSON boolean gives a field of type `ty`.
+pub(crate) fn bool_value(ty: FieldType, v: bool) -> Result<Value, Refusal> {
+    match ty {
+        FieldType::Bool => Ok(Value::Bool(v)),
+        _ => Err(Refusal::Wrong("a boolean")),
+    }
+}
+
 /// Decodes one field value according to its declared type.
 struct FieldSeed<'a> {
     ty: FieldType,
@@ -235,12 +318,6 @@ impl FieldSeed<'_> {
         self.reason.set(Some(reason));
         E::custom(format_args!("field `{}`: {what}", self.name))
     }
-    fn wrong<E: de::Error>(&self, got: &str) -> E {
-        self.fail(
-            DeadLetterReason::WrongType,
-            format_args!("expected {}, got {got}", self.expected()),
-        )
-    }
     fn expected(&self) -> &'static str {
         match self.ty {
             FieldType::String => "a string",
@@ -252,56 +329,37 @@ impl FieldSeed<'_> {
             FieldType::TimestampRfc3339 => "an RFC 3339 string (timestamp_rfc3339)",
         }
     }
-    /// A timestamp parser's verdict: the value in ms, or a dead letter naming the format.
-    fn timestamp<E: de::Error>(
-        &self,
-        parsed: Result<EventTime, TimestampError>,
-    ) -> Result<Value, E> {
-        match parsed {
-            Ok(ms) => Ok(Value::Num(ms as f64)),
-            Err(e @ TimestampError::NonFinite(_)) => {
-                Err(self.fail(DeadLetterReason::NonFinite, format_args!("{e}")))
+    /// A [`Refusal`] as the error that makes the record a dead letter.
+    fn refuse<E: de::Error>(&self, refusal: Refusal) -> E {
+        match refusal {
+            Refusal::Wrong(got) => self.fail(
+                DeadLetterReason::WrongType,
+                format_args!("expected {}, got {got}", self.expected()),
+            ),
+            Refusal::NonFinite(x) => self.fail(
+                DeadLetterReason::NonFinite,
+                format_args!("{x} is not finite"),
+            ),
+            // i64 values are held as f64: beyond ±2^53 two different integers would become
+            // the same value (two keys merged).
+            Refusal::OutOfRange(x) => self.fail(
+                DeadLetterReason::WrongType,
+                format_args!(
+                    "{x} is outside ±2^53, the exact integer range of {:?} fields",
+                    self.ty
+                ),
+            ),
+            Refusal::Timestamp(e @ TimestampError::NonFinite(_)) => {
+                self.fail(DeadLetterReason::NonFinite, format_args!("{e}"))
             }
-            Err(e) => Err(self.fail(
+            Refusal::Timestamp(e) => self.fail(
                 DeadLetterReason::WrongType,
                 format_args!("expected {}: {e}", self.expected()),
-            )),
+            ),
         }
     }
     fn number<E: de::Error>(&self, n: JsonNumber) -> Result<Value, E> {
-        let x = match n {
-            JsonNumber::I64(v) => v as f64,
-            JsonNumber::U64(v) => v as f64,
-            JsonNumber::F64(x) => x,
-        };
-        if !x.is_finite() {
-            return Err(self.fail(
-                DeadLetterReason::NonFinite,
-                format_args!("{x} is not finite"),
-            ));
-        }
-        match self.ty {
-            FieldType::F64 => Ok(Value::Num(x)),
-            FieldType::I64 if x.fract() != 0.0 => Err(self.wrong("a fractional number")),
-            FieldType::I64 if exceeds_exact(n) => Err(self.out_of_range(x)),
-            FieldType::I64 => Ok(Value::Num(x)),
-            FieldType::TimestampMs => self.timestamp(timestamp::from_epoch_millis(n)),
-            FieldType::TimestampS => self.timestamp(timestamp::from_epoch_seconds(n)),
-            FieldType::String | FieldType::Bool | FieldType::TimestampRfc3339 => {
-                Err(self.wrong("a number"))
-            }
-        }
-    }
-    /// i64 values are held as f64: beyond ±2^53 two different integers would become the same
-    /// value (two keys merged).
-    fn out_of_range<E: de::Error>(&self, x: f64) -> E {
-        self.fail(
-            DeadLetterReason::WrongType,
-            format_args!(
-                "{x} is outside ±2^53, the exact integer range of {:?} fields",
-                self.ty
-            ),
-        )
+        number_value(self.ty, n).map_err(|r| self.refuse(r))
     }
 }
 
@@ -330,10 +388,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         Ok(Value::Missing)
     }
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        match self.ty {
-            FieldType::Bool => Ok(Value::Bool(v)),
-            _ => Err(self.wrong("a boolean")),
-        }
+        bool_value(self.ty, v).map_err(|r| self.refuse(r))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
         self.number(JsonNumber::I64(v))
@@ -345,16 +400,12 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         self.number(JsonNumber::F64(v))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        match self.ty {
-            FieldType::String => Ok(Value::Str(Key::from(v))),
-            FieldType::TimestampRfc3339 => self.timestamp(timestamp::from_rfc3339(v)),
-            _ => Err(self.wrong("a string")),
-        }
+        string_value(self.ty, v).map_err(|r| self.refuse(r))
     }
     fn visit_seq<A: de::SeqAccess<'de>>(self, _seq: A) -> Result<Value, A::Error> {
-        Err(self.wrong("an array"))
+        Err(self.refuse(Refusal::Wrong("an array")))
     }
     fn visit_map<A: MapAccess<'de>>(self, _map: A) -> Result<Value, A::Error> {
-        Err(self.wrong("an object"))
+        Err(self.refuse(Refusal::Wrong("an object")))
     }
 }

@@ -19,6 +19,7 @@ pub mod feature;
 pub mod feature_spec;
 pub mod hll;
 pub mod job_features;
+mod json_scan;
 pub mod key_activity;
 pub mod keyed_features;
 pub mod over_range;
