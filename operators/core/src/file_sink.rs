@@ -7,8 +7,6 @@
 //! lines written). A run restored from a checkpoint appends (at-least-once: rows after the
 //! checkpoint may appear twice, with equal score ids); other runs truncate.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -24,6 +22,7 @@ use weir_features::vocab::Tick;
 use crate::epoch_sink::{epoch_sink, SinkWriter};
 use crate::epochs::{CheckpointStream, EpochClock};
 use crate::error::{OperatorError, Result};
+use crate::file_writer::{FileWriter, LineBatch, WriteCounters};
 use crate::metrics::{JobMetrics, Operator, SinkFlow};
 use crate::placement::Placement;
 
@@ -85,47 +84,30 @@ fn buffer_for(records: usize, record_bytes: usize) -> usize {
     records.saturating_mul(record_bytes + record_bytes / 8)
 }
 
-/// The one writer instance's file.
+/// The one writer instance: its file, written on a thread of its own ([`FileWriter`]).
 struct JsonlWriter {
-    out: BufWriter<File>,
-    counter: fn(&JobMetrics) -> &Counter,
-    metrics: Arc<JobMetrics>,
+    file: FileWriter,
     flow: SinkFlow,
-    path: PathBuf,
 }
 
 impl SinkWriter<EncodedLines> for JsonlWriter {
     fn write(&mut self, batch: &mut Vec<EncodedLines>) {
-        for lines in batch.drain(..) {
-            let count = lines.count;
+        for EncodedLines { bytes, count } in batch.drain(..) {
             self.flow.written(count);
-            match self.out.write_all(&lines.bytes) {
-                Ok(()) => {
-                    JobMetrics::add((self.counter)(&self.metrics), count);
-                    self.flow.acknowledged(count, lines.bytes.len());
-                }
-                Err(error) => {
-                    // Every line of the batch counts as lost; any loss fails the run.
-                    JobMetrics::add(&self.metrics.delivery_failures, count);
-                    tracing::error!(%error, path = %self.path.display(), "write failed");
-                }
-            }
+            self.file.write(LineBatch { bytes, count });
         }
     }
 
     fn flush(&mut self, _end_of_input: bool) -> bool {
-        match self
-            .out
-            .flush()
-            .and_then(|()| self.out.get_ref().sync_data())
-        {
-            Ok(()) => true,
-            Err(error) => {
-                JobMetrics::add(&self.metrics.delivery_failures, 1);
-                tracing::error!(%error, path = %self.path.display(), "flush failed");
-                false
-            }
-        }
+        self.file.flush()
+    }
+
+    fn mark(&mut self) -> u64 {
+        self.file.mark()
+    }
+
+    fn durable_through(&mut self, mark: u64) -> Option<bool> {
+        self.file.durable_through(mark)
     }
 }
 
@@ -151,12 +133,21 @@ where
                 path: config.path.clone(),
                 source,
             })?;
-            Some(JsonlWriter {
-                out: BufWriter::new(file),
-                counter,
+            let counters = WriteCounters {
+                lines: counter,
                 metrics: config.metrics.clone(),
                 flow: config.metrics.sink_flow(config.operator, 0),
-                path: config.path.clone(),
+            };
+            let file =
+                FileWriter::start(file, config.path.clone(), counters).map_err(|source| {
+                    OperatorError::OutputFile {
+                        path: config.path.clone(),
+                        source,
+                    }
+                })?;
+            Some(JsonlWriter {
+                file,
+                flow: config.metrics.sink_flow(config.operator, 0),
             })
         } else {
             None

@@ -15,6 +15,7 @@ pub mod file_lane;
 pub mod file_ranges;
 pub mod file_sink;
 pub mod file_source;
+mod file_writer;
 pub mod input_file;
 pub mod metrics;
 pub mod placement;

@@ -1,0 +1,326 @@
+//! The file sink's output file, written on a thread of its own ([`crate::file_sink`] hands
+//! it every encoded batch). Writing is the kernel copying bytes into the page cache: in run F
+//! (BENCHMARKS.md, fix 21) it was ~11 % of the job's CPU, all of it on the one worker that
+//! hosts the writer instance, which then finished last. On a thread of its own it runs
+//! wherever a core is free and the worker goes on with its operators.
+//!
+//! Durability follows the sink's marks ([`crate::epoch_sink`]): a mark counts the batches
+//! handed over; a sync request for a mark is queued behind those batches, so when the thread
+//! has flushed and fsynced it, everything up to the mark is on disk. A write or sync that
+//! fails counts its lines as delivery failures and makes every later mark fail, so no
+//! checkpoint epoch after lost output passes. The queue is bounded: a worker that produces
+//! faster than the disk takes blocks on it, as it blocked on its own writes before.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use prometheus_client::metrics::counter::Counter;
+
+use crate::metrics::{JobMetrics, SinkFlow};
+
+/// Batches queued for the thread at most (each up to ~1024 lines).
+const QUEUED_BATCHES: usize = 16;
+
+/// One batch's lines, as the thread writes them.
+pub struct LineBatch {
+    /// The bytes of its lines, newlines included.
+    pub bytes: Vec<u8>,
+    /// How many lines.
+    pub count: u64,
+}
+
+/// Where the thread's writes count: the sink's line counter and its flow.
+pub struct WriteCounters {
+    /// The job counter of written lines (rows or dead letters).
+    pub lines: fn(&JobMetrics) -> &Counter,
+    /// Job counters (delivery failures too).
+    pub metrics: Arc<JobMetrics>,
+    /// The sink instance's records in, out and bytes.
+    pub flow: SinkFlow,
+}
+
+enum Command {
+    Write(LineBatch),
+    /// Flush and fsync everything before; then everything through this mark is durable.
+    Sync(u64),
+}
+
+/// What the thread has made durable.
+#[derive(Default)]
+struct Synced {
+    /// Every batch through this mark is flushed and fsynced.
+    through: u64,
+    /// A write or sync failed: output is lost.
+    failed: bool,
+    /// The thread has ended (its queue closed); nothing more becomes durable.
+    ended: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    synced: Mutex<Synced>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Synced> {
+        self.synced.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The output file and its thread.
+pub struct FileWriter {
+    queue: Option<SyncSender<Command>>,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    /// Batches handed to the thread so far (the current mark).
+    sent: u64,
+    /// The highest mark a sync was asked for.
+    sync_asked: u64,
+    metrics: Arc<JobMetrics>,
+}
+
+impl FileWriter {
+    /// Starts the thread that writes `file` (at `path`, for messages), counting into
+    /// `counters`.
+    pub fn start(file: File, path: PathBuf, counters: WriteCounters) -> std::io::Result<Self> {
+        let (queue, commands) = sync_channel(QUEUED_BATCHES);
+        let shared = Arc::new(Shared::default());
+        let metrics = counters.metrics.clone();
+        let thread = {
+            let shared = shared.clone();
+            let out = BufWriter::new(file);
+            std::thread::Builder::new()
+                .name("weir:file-writer".to_owned())
+                .spawn(move || write_loop(out, &path, &counters, &commands, &shared))?
+        };
+        Ok(FileWriter {
+            queue: Some(queue),
+            shared,
+            thread: Some(thread),
+            sent: 0,
+            sync_asked: 0,
+            metrics,
+        })
+    }
+
+    /// Hands one batch to the thread (blocking while its queue is full).
+    pub fn write(&mut self, batch: LineBatch) {
+        let count = batch.count;
+        let sent = self
+            .queue
+            .as_ref()
+            .is_some_and(|q| q.send(Command::Write(batch)).is_ok());
+        if sent {
+            self.sent += 1;
+        } else {
+            // The thread is gone (it cannot be, short of a panic): the lines are lost.
+            JobMetrics::add(&self.metrics.delivery_failures, count);
+            self.shared.lock().failed = true;
+        }
+    }
+
+    /// A mark covering every batch handed over so far.
+    pub fn mark(&self) -> u64 {
+        self.sent
+    }
+
+    /// `Some(true)` once every batch through `mark` is fsynced, `Some(false)` if output was
+    /// lost, `None` while the sync is on its way (asked for here when it was not yet).
+    pub fn durable_through(&mut self, mark: u64) -> Option<bool> {
+        {
+            let synced = self.shared.lock();
+            if synced.failed {
+                return Some(false);
+            }
+            if synced.through >= mark {
+                return Some(true);
+            }
+            if synced.ended {
+                return Some(false);
+            }
+        }
+        self.ask_sync(mark);
+        None
+    }
+
+    /// Makes every batch handed over so far durable, blocking; whether it is.
+    pub fn flush(&mut self) -> bool {
+        let mark = self.sent;
+        self.ask_sync(mark);
+        let mut synced = self.shared.lock();
+        while synced.through < mark && !synced.failed && !synced.ended {
+            synced = self
+                .shared
+                .changed
+                .wait(synced)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        !synced.failed && synced.through >= mark
+    }
+
+    fn ask_sync(&mut self, mark: u64) {
+        if self.sync_asked >= mark {
+            return;
+        }
+        self.sync_asked = mark;
+        let asked = self
+            .queue
+            .as_ref()
+            .is_some_and(|q| q.send(Command::Sync(mark)).is_ok());
+        if !asked {
+            self.shared.lock().failed = true;
+        }
+    }
+}
+
+impl Drop for FileWriter {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread once it has written what is queued.
+        self.queue = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn write_loop(
+    mut out: BufWriter<File>,
+    path: &std::path::Path,
+    counters: &WriteCounters,
+    commands: &Receiver<Command>,
+    shared: &Shared,
+) {
+    let metrics = &counters.metrics;
+    // Output lost: every later batch counts as lost too, unwritten (a gap in the file
+    // would not be noticed by its reader).
+    let mut failed = false;
+    for command in commands {
+        match command {
+            Command::Write(batch) if failed => {
+                JobMetrics::add(&metrics.delivery_failures, batch.count);
+            }
+            Command::Write(batch) => match out.write_all(&batch.bytes) {
+                Ok(()) => {
+                    JobMetrics::add((counters.lines)(metrics), batch.count);
+                    counters.flow.acknowledged(batch.count, batch.bytes.len());
+                }
+                Err(error) => {
+                    JobMetrics::add(&metrics.delivery_failures, batch.count);
+                    tracing::error!(%error, path = %path.display(), "write failed");
+                    failed = true;
+                }
+            },
+            Command::Sync(mark) => {
+                if !failed {
+                    if let Err(error) = out.flush().and_then(|()| out.get_ref().sync_data()) {
+                        JobMetrics::add(&metrics.delivery_failures, 1);
+                        tracing::error!(%error, path = %path.display(), "flush failed");
+                        failed = true;
+                    }
+                }
+                let mut synced = shared.lock();
+                synced.failed |= failed;
+                synced.through = synced.through.max(mark);
+                shared.changed.notify_all();
+            }
+        }
+    }
+    shared.lock().ended = true;
+    shared.changed.notify_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::{File, OpenOptions};
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use super::{FileWriter, LineBatch, WriteCounters};
+    use crate::metrics::{JobMetrics, Operator};
+
+    fn writer(file: File, metrics: &Arc<JobMetrics>) -> FileWriter {
+        let counters = WriteCounters {
+            lines: |m| &m.rows_written,
+            metrics: metrics.clone(),
+            flow: metrics.sink_flow(Operator::ScoreSink, 0),
+        };
+        FileWriter::start(file, PathBuf::from("test"), counters).expect("a writer thread")
+    }
+
+    fn lines(text: &str) -> LineBatch {
+        LineBatch {
+            bytes: text.as_bytes().to_vec(),
+            count: text.matches('\n').count() as u64,
+        }
+    }
+
+    fn wait_durable(file: &mut FileWriter, mark: u64) -> bool {
+        loop {
+            if let Some(durable) = file.durable_through(mark) {
+                return durable;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn marks_become_durable_in_order_and_the_file_holds_every_batch() {
+        let dir = std::env::temp_dir().join(format!("weir-file-writer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let path = dir.join("out.jsonl");
+        let metrics = Arc::new(JobMetrics::default());
+        let mut file = writer(File::create(&path).expect("the output"), &metrics);
+        assert_eq!(file.durable_through(0), Some(true), "nothing written yet");
+        file.write(lines("a\nb\n"));
+        let first = file.mark();
+        file.write(lines("c\n"));
+        assert!(wait_durable(&mut file, first));
+        assert!(file.flush());
+        let mark = file.mark();
+        assert_eq!(file.durable_through(mark), Some(true));
+        drop(file);
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read back"),
+            "a\nb\nc\n"
+        );
+        assert_eq!(metrics.rows_written.get(), 3);
+        assert_eq!(metrics.delivery_failures.get(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `/dev/full` takes the open and refuses every write (ENOSPC): small batches fail at
+    /// the sync (they were buffered), large ones at once; every later line is lost too.
+    #[test]
+    fn a_failed_write_fails_every_later_mark_and_counts_the_lines() {
+        let full = OpenOptions::new().write(true).open("/dev/full");
+        let Ok(full) = full else {
+            return; // not a Linux host
+        };
+        let metrics = Arc::new(JobMetrics::default());
+        let mut file = writer(full, &metrics);
+        file.write(lines("small\n"));
+        let mark = file.mark();
+        assert!(!wait_durable(&mut file, mark), "the sync fails");
+        let big = "x".repeat(64 * 1024) + "\n";
+        file.write(lines(&big));
+        file.write(lines("after\n"));
+        assert!(!file.flush());
+        let mark = file.mark();
+        assert_eq!(file.durable_through(mark), Some(false));
+        drop(file);
+        assert_eq!(
+            metrics.rows_written.get(),
+            1,
+            "the buffered line counted as written"
+        );
+        assert!(
+            metrics.delivery_failures.get() >= 2,
+            "the lines after the failure are lost"
+        );
+    }
+}
