@@ -126,18 +126,19 @@ fn window_bounds(geom: Aligned, end: EventTime) -> WindowBounds {
 
 /// `key`'s panes of the window `bounds`, merged in pane order into `merged` (reused from
 /// window to window: no allocation per row); a window of one pane (every tumbling window) is
-/// that pane's slot, borrowed, not a copy.
+/// that pane's slot, borrowed, not a copy. `hash`: the key's hash in the pane tables
+/// ([`FastHash`]), computed once for all of them.
 fn merged_slot<'a>(
     panes: &'a PaneMaps,
     features: &FeatureSet,
-    key: &Key,
+    (key, hash): (&Key, u64),
     bounds: WindowBounds,
     merged: &'a mut Option<Slot>,
 ) -> Option<&'a Slot> {
     let mut slots = panes
         .range(bounds.start..bounds.end)
-        .filter_map(|(_, keys)| keys.get(key))
-        .map(|pane| &pane.slot);
+        .filter_map(|(_, keys)| keys.raw_entry().from_key_hashed_nocheck(hash, key))
+        .map(|(_, pane)| &pane.slot);
     let first = slots.next()?;
     let Some(second) = slots.next() else {
         return Some(first);
@@ -160,7 +161,8 @@ struct Due<'a> {
     end: EventTime,
     /// The key's in-memory hash: rows of one end are emitted in this order, so sorting a
     /// firing's windows compares integers, not strings (ties compare the keys). The hash is
-    /// unseeded, so the order is a function of the keys alone, the same in every run.
+    /// unseeded, so the order is a function of the keys alone, the same in every run. It is
+    /// also the key's hash in the pane tables, so merging a window's panes hashes it no more.
     key_hash: u64,
     key: &'a Key,
     slot: Option<&'a Slot>,
@@ -314,11 +316,17 @@ impl PaneWindows {
         // A window ending at or before the horizon cannot re-fire: its revision is not kept
         // (`drop_through` would drop it below).
         let horizon = watermark.0.saturating_sub(allowed_lateness);
-        for Due { end, key, slot, .. } in due {
+        for Due {
+            end,
+            key,
+            key_hash,
+            slot,
+        } in due
+        {
             let bounds = window_bounds(geom, end);
             let slot = match slot {
                 Some(slot) => Some(slot),
-                None => merged_slot(panes, features, key, bounds, merged),
+                None => merged_slot(panes, features, (key, key_hash), bounds, merged),
             };
             if let Some(slot) = slot {
                 let revision = if end <= horizon {
@@ -386,7 +394,9 @@ impl PaneWindows {
         let mut revisions = Vec::new();
         for (end, key) in due {
             let bounds = window_bounds(self.geom, end);
-            if let Some(slot) = merged_slot(&self.panes, features, &key, bounds, &mut self.merged) {
+            let hash = FastHash::default().hash_one(&key);
+            let keyed = (&key, hash);
+            if let Some(slot) = merged_slot(&self.panes, features, keyed, bounds, &mut self.merged) {
                 let revision = self
                     .emitted
                     .get(&end)
