@@ -36,6 +36,7 @@ use weir_kafka::{
 use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::committer::{CommitCheckpoints, CommitHook, CommitterConfig};
 use weir_operators::epochs::{CheckpointStream, EpochClock, OperatorCheckpoints};
+use weir_operators::file_claims::RangeClaims;
 use weir_operators::file_sink::{FileSinkConfig, JsonlSink, Lines};
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::{JobMetrics, Operator};
@@ -85,6 +86,8 @@ pub struct JobPlan {
     pub backlog: ScoreBacklog,
     /// The ticks of this process's source instances: a source ahead of another waits.
     pub alignment: SourceAlignment,
+    /// The file ranges this process's file source instances take in turn.
+    pub range_claims: RangeClaims,
     /// The model versions this process's score instances serve now: the committer records
     /// them in every manifest.
     pub serving: Arc<ServingModels>,
@@ -293,6 +296,7 @@ impl JobPlan {
             max_out_of_orderness_ms: source.max_out_of_orderness,
             max_batch: source.max_batch,
             resume: self.resume(),
+            claims: self.range_claims.clone(),
         }
     }
 

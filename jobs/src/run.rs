@@ -14,6 +14,7 @@ use weir_features::vocab::Tick;
 use weir_kafka::group_offsets::GroupOffsets;
 use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::committer::CommitHook;
+use weir_operators::file_claims::RangeClaims;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source_alignment::SourceAlignment;
 use weir_score::counters::ScoreCounters;
@@ -114,6 +115,7 @@ pub fn run_job_with(
         score_counters: score_counters.clone(),
         backlog: ScoreBacklog::default(),
         alignment: SourceAlignment::default(),
+        range_claims: RangeClaims::default(),
         serving,
     };
     let started = Instant::now();

@@ -1,6 +1,7 @@
 //! One file source instance's share of one input file: its ranges of that file
 //! ([`crate::file_ranges`]), read one after another in file order through one reader, with the
-//! byte offset of every line and each range's resume position. The instance
+//! byte offset of every line and each range's resume position. Its ranges are fixed (a
+//! restored run) or taken one at a time from the process's queue ([`crate::file_claims`]). The instance
 //! ([`crate::file_source`]) reads its lanes round-robin and keeps their watermarks.
 //!
 //! Restoring checks each checkpointed position against the file as it is: inside its range and
@@ -17,6 +18,7 @@ use weir_checkpoint::SourceOffset;
 use weir_features::vocab::Watermark;
 
 use crate::error::{OperatorError, Result};
+use crate::file_claims::RangeClaims;
 use crate::file_ranges::InputRange;
 use crate::input_file::{input_error, open_file, InputFile, READ_BUFFER_BYTES};
 
@@ -66,6 +68,9 @@ pub struct Lane {
     pub ranges: Vec<RangeProgress>,
     /// Index in `ranges` of the range being read; `ranges.len()` once all are done.
     pub current: usize,
+    /// Where the lane takes its next range once its own are done (a run from the start:
+    /// [`crate::file_claims`]); `None`: its ranges are fixed.
+    claims: Option<RangeClaims>,
 }
 
 /// What reading one line gave.
@@ -116,10 +121,26 @@ impl Lane {
             offset: 0,
             ranges,
             current: 0,
+            claims: None,
         };
         lane.current = lane.next_undone(0);
         lane.seek_to_current(&file.path)?;
         Ok(lane)
+    }
+
+    /// Opens `file`'s lane in a run from the start: it takes its first range from `claims`
+    /// now and the next ones as it finishes them; `None` when no range of the file is left.
+    pub fn claiming(
+        file: &InputFile,
+        file_index: usize,
+        claims: &RangeClaims,
+    ) -> Result<Option<Lane>> {
+        let Some(first) = claims.take(file_index) else {
+            return Ok(None);
+        };
+        let mut lane = Lane::open(file, file_index, vec![first], &BTreeMap::new())?;
+        lane.claims = Some(claims.clone());
+        Ok(Some(lane))
     }
 
     /// Whether every range of the lane is done.
@@ -176,6 +197,15 @@ impl Lane {
     /// returns it, or `None` when the lane is done.
     pub fn advance(&mut self, path: &std::path::Path) -> Result<Option<&RangeProgress>> {
         self.current = self.next_undone(self.current + 1);
+        let claimed = self.claims.as_ref().filter(|_| self.done());
+        if let Some(range) = claimed.and_then(|claims| claims.take(self.file)) {
+            self.ranges.push(RangeProgress {
+                range,
+                next: None,
+                recorded: Watermark::MIN,
+                done: false,
+            });
+        }
         self.seek_to_current(path)?;
         Ok(self.ranges.get(self.current))
     }

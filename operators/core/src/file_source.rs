@@ -2,8 +2,9 @@
 //! bounded input through the same decoding, watermarks and tick reports as the Kafka source.
 //! Replays, backfills and training sets run the job's own feature code.
 //!
-//! Every instance reads: a plain file is cut into byte ranges ([`crate::file_ranges`]) spread
-//! over the instances, so one large file is read by all of them. A record's position is
+//! Every instance reads: a plain file is cut into byte ranges ([`crate::file_ranges`]) that
+//! the instances of a process take in turn as they finish one ([`crate::file_claims`]; a
+//! restored run assigns them `r % p == i`), so one large file is read by all of them. A record's position is
 //! `(partition = file index, offset = byte offset of its line)` — in the decompressed stream
 //! for a compressed file — whatever the number of instances; checkpoints record, per range
 //! (its id as the partition), the offset of its first unread line and its watermark.
@@ -33,6 +34,7 @@ use weir_features::watermark::{PartitionWatermarks, SourceProgress};
 
 use crate::clock::unix_ms;
 use crate::error::{OperatorError, Result};
+use crate::file_claims::RangeClaims;
 use crate::file_lane::{Lane, LineRead};
 use crate::file_ranges::RangeLayout;
 use crate::input_file::InputFile;
@@ -60,6 +62,9 @@ pub struct FileSourceConfig {
     /// Where to resume, per range, from a checkpoint: the offset of the range's first unread
     /// line and its watermark.
     pub resume: BTreeMap<i32, SourceOffset>,
+    /// The ranges the instances of this process take in turn when the run starts from the
+    /// beginning (`resume` empty): one value, cloned into every worker's config.
+    pub claims: RangeClaims,
 }
 
 /// A file source instance.
@@ -108,13 +113,24 @@ impl FileReader {
                 ),
             });
         }
-        let ranges = layout.ranges_of(instance as usize, config.stage.parallelism)?;
         let files = layout.files().to_vec();
         let mut lanes = Vec::new();
-        for (index, file) in files.iter().enumerate() {
-            let mine: Vec<_> = ranges.iter().filter(|r| r.file == index).copied().collect();
-            if !mine.is_empty() {
-                lanes.push(Lane::open(file, index, mine, &config.resume)?);
+        if config.resume.is_empty() {
+            // From the start: ranges are taken in turn (file_claims.rs).
+            let (parallelism, processes) =
+                (config.stage.parallelism, config.stage.placement.processes());
+            let placed = (instance as usize, parallelism, processes);
+            config.claims.fill_once(&layout, placed)?;
+            for (index, file) in files.iter().enumerate() {
+                lanes.extend(Lane::claiming(file, index, &config.claims)?);
+            }
+        } else {
+            let ranges = layout.ranges_of(instance as usize, config.stage.parallelism)?;
+            for (index, file) in files.iter().enumerate() {
+                let mine: Vec<_> = ranges.iter().filter(|r| r.file == index).copied().collect();
+                if !mine.is_empty() {
+                    lanes.push(Lane::open(file, index, mine, &config.resume)?);
+                }
             }
         }
         // Idle detection is pointless for files: a file is never "caught up" until it is done.

@@ -11,6 +11,7 @@ pub mod committer;
 pub mod epoch_sink;
 pub mod epochs;
 pub mod error;
+pub mod file_claims;
 pub mod file_lane;
 pub mod file_ranges;
 pub mod file_sink;

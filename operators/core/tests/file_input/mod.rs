@@ -62,5 +62,6 @@ pub fn file_config(
         max_out_of_orderness_ms: 0,
         max_batch: 64,
         resume: BTreeMap::new(),
+        claims: Default::default(),
     }
 }

@@ -1,0 +1,138 @@
+//! Which file source instance reads which range, in a run that starts from the beginning of
+//! its input ([`crate::file_source`]): the ranges ([`crate::file_ranges`]) that belong to the
+//! instances of this process go into one queue per file, and an instance takes the next
+//! range of a file when it finishes its current one. So the instances of a process read
+//! neighbouring ranges for the whole run, whatever their speeds: the faster one reads more
+//! ranges instead of running ahead in the file. With a fixed assignment (`r % p == i`) a
+//! faster instance drifts ahead range after range, and the combined watermark (the slowest
+//! instance's) held every window of the ranges between them open: in run F, 2 instances
+//! held ~11 000 open slots each, where one instance reading the whole file holds ~2 000, and
+//! the instance with one range more than the other finished last (BENCHMARKS.md, fix 23).
+//!
+//! Ranges are taken in file order, so every range not yet taken lies after every range
+//! being read, and an instance's own ranges are in file order too: the watermark rules of
+//! [`crate::file_source`] hold as with the fixed assignment. A range's checkpoint position is
+//! sent by the instance that took it. A restored run assigns its ranges the fixed way (their
+//! positions are the checkpoint's, whoever read them), as it always did.
+//!
+//! Ranges are shared only among the instances of one process (each process has its share by
+//! the fixed rule, `r % p` on one of its instances): the queue is memory, not a protocol.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use weir_features::ownership::instance_for_partition;
+
+use crate::error::Result;
+use crate::file_ranges::{InputRange, RangeLayout};
+
+/// The queues of one file source in one process: clone it into every worker's
+/// [`crate::file_source::FileSourceConfig`] (one value per process, as
+/// [`crate::source_alignment::SourceAlignment`]); workers that each made their own would
+/// each read every range.
+#[derive(Clone, Debug, Default)]
+pub struct RangeClaims {
+    /// Per input file, its ranges not taken yet, in file order; `None` until the first
+    /// instance of the process opens.
+    queues: Arc<Mutex<Option<Vec<VecDeque<InputRange>>>>>,
+}
+
+impl RangeClaims {
+    /// Fills the queues (once per process; later calls keep them) with the ranges of
+    /// `layout` whose fixed instance among `parallelism` is on the same process as
+    /// `instance`, of `processes` (instance `i` runs on process `i % processes`).
+    pub fn fill_once(
+        &self,
+        layout: &RangeLayout,
+        (instance, parallelism, processes): (usize, usize, usize),
+    ) -> Result<()> {
+        let mut queues = self.lock();
+        if queues.is_some() {
+            return Ok(());
+        }
+        let processes = processes.max(1);
+        let process = instance % processes;
+        let mut per_file = vec![VecDeque::new(); layout.files().len()];
+        for range in layout.ranges_of(0, 1)? {
+            if instance_for_partition(range.id, parallelism) % processes == process {
+                if let Some(queue) = per_file.get_mut(range.file) {
+                    queue.push_back(range);
+                }
+            }
+        }
+        *queues = Some(per_file);
+        Ok(())
+    }
+
+    /// Takes the next range of file `file` (the earliest not taken), if any is left.
+    pub fn take(&self, file: usize) -> Option<InputRange> {
+        self.lock().as_mut()?.get_mut(file)?.pop_front()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<VecDeque<InputRange>>>> {
+        self.queues.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::RangeClaims;
+    use crate::file_ranges::RangeLayout;
+    use crate::input_file::InputFile;
+
+    fn layout(lines: usize, range_bytes: u64) -> RangeLayout {
+        let path = std::env::temp_dir().join(format!(
+            "weir-file-claims-{}-{lines}.jsonl",
+            std::process::id()
+        ));
+        let mut file = std::fs::File::create(&path).expect("temp file");
+        for i in 0..lines {
+            writeln!(file, "{{\"n\":{i:05}}}").expect("write");
+        }
+        let input = InputFile::open(&path).expect("the input");
+        RangeLayout::new(vec![input], range_bytes).expect("layout")
+    }
+
+    #[test]
+    fn ranges_are_taken_in_file_order_once_each() {
+        let layout = layout(100, 100);
+        let claims = RangeClaims::default();
+        claims.fill_once(&layout, (1, 2, 1)).expect("filled");
+        let again = claims.clone();
+        again.fill_once(&layout, (0, 2, 1)).expect("kept");
+        let mut taken = Vec::new();
+        while let Some(range) = if taken.len() % 2 == 0 {
+            claims.take(0)
+        } else {
+            again.take(0)
+        } {
+            taken.push(range.id);
+        }
+        let all: Vec<i32> = (0..layout.len()).collect();
+        assert!(all.len() > 2, "{all:?}");
+        assert_eq!(
+            taken, all,
+            "every range once, in file order, whoever takes it"
+        );
+        assert_eq!(claims.take(1), None, "no second file");
+    }
+
+    #[test]
+    fn a_process_takes_only_the_ranges_of_its_own_instances() {
+        let layout = layout(100, 100);
+        // 4 instances over 2 processes: instances 0 and 2 run on process 0.
+        let process_zero = RangeClaims::default();
+        process_zero.fill_once(&layout, (2, 4, 2)).expect("filled");
+        let process_one = RangeClaims::default();
+        process_one.fill_once(&layout, (1, 4, 2)).expect("filled");
+        let drain = |claims: &RangeClaims| {
+            std::iter::from_fn(|| claims.take(0).map(|r| r.id)).collect::<Vec<_>>()
+        };
+        let (zero, one) = (drain(&process_zero), drain(&process_one));
+        assert!(zero.iter().all(|id| id % 4 % 2 == 0), "{zero:?}");
+        assert!(one.iter().all(|id| id % 4 % 2 == 1), "{one:?}");
+        assert_eq!(zero.len() + one.len(), layout.len() as usize);
+    }
+}
