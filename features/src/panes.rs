@@ -396,7 +396,8 @@ impl PaneWindows {
             let bounds = window_bounds(self.geom, end);
             let hash = FastHash::default().hash_one(&key);
             let keyed = (&key, hash);
-            if let Some(slot) = merged_slot(&self.panes, features, keyed, bounds, &mut self.merged) {
+            if let Some(slot) = merged_slot(&self.panes, features, keyed, bounds, &mut self.merged)
+            {
                 let revision = self
                     .emitted
                     .get(&end)
