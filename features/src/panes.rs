@@ -124,10 +124,8 @@ fn window_bounds(geom: Aligned, end: EventTime) -> WindowBounds {
     }
 }
 
-/// `key`'s panes of the window `bounds`, merged in pane order into `merged` (reused from
-/// window to window: no allocation per row); a window of one pane (every tumbling window) is
-/// that pane's slot, borrowed, not a copy. `hash`: the key's hash in the pane tables
-/// ([`FastHash`]), computed once for all of them.
+/// `key`'s panes of the window `bounds`, merged in pane order ([`merge_slots`]). `hash`: the
+/// key's hash in the pane tables ([`FastHash`]), computed once for all of them.
 fn merged_slot<'a>(
     panes: &'a PaneMaps,
     features: &FeatureSet,
@@ -135,10 +133,21 @@ fn merged_slot<'a>(
     bounds: WindowBounds,
     merged: &'a mut Option<Slot>,
 ) -> Option<&'a Slot> {
-    let mut slots = panes
+    let slots = panes
         .range(bounds.start..bounds.end)
         .filter_map(|(_, keys)| keys.raw_entry().from_key_hashed_nocheck(hash, key))
         .map(|(_, pane)| &pane.slot);
+    merge_slots(features, slots, merged)
+}
+
+/// One window's slots (its panes', in pane order) merged into `merged` (reused from window
+/// to window: no allocation per row); a window of one pane (every tumbling window, and most
+/// hopping windows of a sparse key) is that pane's slot, borrowed, not a copy.
+fn merge_slots<'a>(
+    features: &FeatureSet,
+    mut slots: impl Iterator<Item = &'a Slot>,
+    merged: &'a mut Option<Slot>,
+) -> Option<&'a Slot> {
     let first = slots.next()?;
     let Some(second) = slots.next() else {
         return Some(first);
@@ -155,33 +164,49 @@ fn merged_slot<'a>(
     Some(slot)
 }
 
-/// A window of a key that a firing emits: its end, the key, and the slot when the window
-/// is one pane's (else its panes are merged when its row is built).
+/// One pane of a window of a key that a firing emits (its end, the key, the pane's start
+/// and slot), or a window to emit again whose panes are looked up (`slot: None`: a revision).
+/// A firing's entries sorted by [`Due::order`] hold each window's panes side by side, in
+/// pane order, so its row merges them without looking the key up in each pane again.
 struct Due<'a> {
     end: EventTime,
     /// The key's in-memory hash: rows of one end are emitted in this order, so sorting a
     /// firing's windows compares integers, not strings (ties compare the keys). The hash is
     /// unseeded, so the order is a function of the keys alone, the same in every run. It is
-    /// also the key's hash in the pane tables, so merging a window's panes hashes it no more.
+    /// also the key's hash in the pane tables, so looking a revision's panes up hashes the
+    /// key no more.
     key_hash: u64,
     key: &'a Key,
+    start: EventTime,
     slot: Option<&'a Slot>,
 }
 
 impl<'a> Due<'a> {
-    fn new(order: &FastHash, end: EventTime, key: &'a Key, slot: Option<&'a Slot>) -> Self {
+    fn new(
+        order: &FastHash,
+        end: EventTime,
+        key: &'a Key,
+        pane: Option<(EventTime, &'a Slot)>,
+    ) -> Self {
         let key_hash = order.hash_one(key);
         Due {
             end,
             key_hash,
             key,
-            slot,
+            start: pane.map_or(EventTime::MIN, |(start, _)| start),
+            slot: pane.map(|(_, slot)| slot),
         }
     }
 
-    /// Emission order: earliest end first, then by key hash, then by key.
+    /// Emission order: earliest end first, then by key hash, then by key; a window's panes
+    /// by start.
     fn order(a: &Due<'_>, b: &Due<'_>) -> std::cmp::Ordering {
-        (a.end, a.key_hash, a.key).cmp(&(b.end, b.key_hash, b.key))
+        (a.end, a.key_hash, a.key, a.start).cmp(&(b.end, b.key_hash, b.key, b.start))
+    }
+
+    /// Whether two entries are of one window.
+    fn same_window(a: &Due<'_>, b: &Due<'_>) -> bool {
+        a.end == b.end && a.key == b.key
     }
 }
 
@@ -301,32 +326,36 @@ impl PaneWindows {
             .iter()
             .map(|(end, key)| Due::new(&key_order, *end, key, None))
             .collect();
-        // A window of one pane (tumbling) is that pane's slot: carried along, not looked up
-        // again per row.
-        let one_pane = geom.pane == geom.size;
+        // Every pane of every closed window, with its slot: a window's row merges its
+        // entries' slots instead of looking its key up in each of its panes.
         for &end in &closed {
-            for keys in panes.range(end - geom.size..end).map(|(_, k)| k) {
-                due.extend(keys.iter().map(|(key, pane)| {
-                    Due::new(&key_order, end, key, one_pane.then_some(&pane.slot))
-                }));
+            for (&start, keys) in panes.range(end - geom.size..end) {
+                due.extend(
+                    keys.iter().map(|(key, pane)| {
+                        Due::new(&key_order, end, key, Some((start, &pane.slot)))
+                    }),
+                );
             }
         }
         due.sort_unstable_by(Due::order);
-        due.dedup_by(|a, b| a.end == b.end && a.key == b.key);
         // A window ending at or before the horizon cannot re-fire: its revision is not kept
         // (`drop_through` would drop it below).
         let horizon = watermark.0.saturating_sub(allowed_lateness);
-        for Due {
-            end,
-            key,
-            key_hash,
-            slot,
-        } in due
-        {
+        for window in due.chunk_by(Due::same_window) {
+            let Some(&Due {
+                end, key, key_hash, ..
+            }) = window.first()
+            else {
+                continue;
+            };
             let bounds = window_bounds(geom, end);
-            let slot = match slot {
-                Some(slot) => Some(slot),
-                None => merged_slot(panes, features, (key, key_hash), bounds, merged),
+            // A revision (no slot) merges whatever its panes hold now; windows the watermark
+            // closed carry their panes' slots (a revision and a closed window never share an
+            // end: revisions end at or before the last firing, closed windows after it).
+            let slot = if window.iter().any(|d| d.slot.is_none()) {
+                merged_slot(panes, features, (key, key_hash), bounds, merged)
+            } else {
+                merge_slots(features, window.iter().filter_map(|d| d.slot), merged)
             };
             if let Some(slot) = slot {
                 let revision = if end <= horizon {
