@@ -104,6 +104,7 @@ pub fn run_job_with(
         .map(|addr| metrics_server::serve_run(addr, &job, process, counters, &serving))
         .transpose()?;
     let readiness = server.as_ref().map(|(_, readiness)| readiness.clone());
+    let alignment = SourceAlignment::for_tick(crate::plan::millis::millis(job.runtime.tick));
     let plan = JobPlan {
         mode,
         job,
@@ -114,7 +115,7 @@ pub fn run_job_with(
         on_commit,
         score_counters: score_counters.clone(),
         backlog: ScoreBacklog::default(),
-        alignment: SourceAlignment::default(),
+        alignment,
         range_claims: RangeClaims::default(),
         serving,
     };

@@ -1,25 +1,44 @@
-//! Keeps the source instances of one process in the same tick (the source operator,
-//! [`crate::source_operator`]). A window instance applies a tick's records only once every
-//! source has closed that tick (DESIGN.md §2), so while one worker is busy (firing, encoding
-//! rows) the records a faster source reads for later ticks wait in the window operators'
-//! stash: in run F that was up to ~50 000 events (~13 MB) per worker. A source therefore
-//! reads nothing while another source instance of its process is in an earlier tick; it
-//! still closes its own ticks, so progress goes on. Only instances of one process are
-//! compared: hosts' clocks disagree, and a tick measured against another host's clock would
-//! hold a source back for as long as the skew lasts.
+//! Keeps the source instances of one process within a few ticks of each other (the source
+//! operator, [`crate::source_operator`]). A window instance applies a tick's records only once
+//! every source has closed that tick (DESIGN.md §2), so while one worker is busy (firing,
+//! encoding rows) the records a faster source reads for later ticks wait in the window
+//! operators' stash: in run F that was up to ~50 000 events (~13 MB) per worker with no
+//! bound. A source therefore reads nothing while it is more than [`ALIGNMENT_SLACK_MS`] of
+//! ticks ahead of another source instance of its process; it still closes its own ticks, so
+//! progress goes on. The slack keeps a source from stopping at every tick its peer has not
+//! closed yet: with none, a features run's sources (2 ms ticks) each sat idle waiting for
+//! the other (run F, BENCHMARKS.md fix 25: 6-15 % more wall time than with 5 ticks of slack,
+//! for 5-15 MB less memory). Only instances of one process are compared: hosts' clocks
+//! disagree, and a tick measured against another host's clock would hold a source back for
+//! as long as the skew lasts.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use weir_features::vocab::Tick;
 
+/// How far, in wall-clock time, a source may read ahead of the slowest source instance of its
+/// process: whole ticks of this (none at ticks longer than it, such as a live job's 100 ms).
+pub const ALIGNMENT_SLACK_MS: u64 = 10;
+
 /// The current tick of every running source instance of this process.
 #[derive(Clone, Debug, Default)]
 pub struct SourceAlignment {
     ticks: Arc<Mutex<BTreeMap<u32, Tick>>>,
+    /// Ticks a source may be ahead of the slowest one.
+    slack: Tick,
 }
 
 impl SourceAlignment {
+    /// The alignment of the sources of a job whose ticks are `tick_ms` long: a source may be
+    /// [`ALIGNMENT_SLACK_MS`] of whole ticks ahead of the slowest.
+    pub fn for_tick(tick_ms: u64) -> Self {
+        SourceAlignment {
+            ticks: Arc::default(),
+            slack: ALIGNMENT_SLACK_MS / tick_ms.max(1),
+        }
+    }
+
     /// Registers source instance `instance` (in tick 0, so it holds nobody back until it
     /// reports its first tick); it leaves when the returned handle is dropped (its source
     /// finished or stopped).
@@ -45,8 +64,8 @@ pub struct AlignedSource {
 
 impl AlignedSource {
     /// Records that this instance is in `tick` and says whether it should read now: not
-    /// while another instance of the process is in an earlier tick (one that has not yet
-    /// reported a tick, in tick 0, holds nobody back).
+    /// while another instance of the process is more than the slack behind it (one that has
+    /// not yet reported a tick, in tick 0, holds nobody back).
     pub fn may_read(&self, tick: Tick) -> bool {
         let mut ticks = self.alignment.lock();
         ticks.insert(self.instance, tick);
@@ -54,7 +73,7 @@ impl AlignedSource {
             .values()
             .filter(|&&t| t > 0)
             .min()
-            .is_none_or(|&slowest| tick <= slowest)
+            .is_none_or(|&slowest| tick <= slowest + self.alignment.slack)
     }
 }
 
@@ -79,6 +98,20 @@ mod tests {
         assert!(b.may_read(11));
         assert!(a.may_read(11));
         assert!(b.may_read(10) && !a.may_read(12));
+    }
+
+    #[test]
+    fn a_source_may_read_up_to_the_slack_ahead() {
+        let alignment = SourceAlignment::for_tick(2);
+        let (a, b) = (alignment.join(0), alignment.join(1));
+        assert!(b.may_read(10));
+        assert!(a.may_read(15), "5 ticks of 2 ms ahead");
+        assert!(!a.may_read(16), "6 ticks ahead");
+        assert_eq!(
+            SourceAlignment::for_tick(100).slack,
+            0,
+            "no slack at long ticks"
+        );
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! started the dataflow (until then every frontier is at tick 0, and nothing read could get
 //! past the missing worker). Paused sources keep closing ticks, so progress goes on and they
 //! resume by themselves. A source also reads nothing while another source instance of its
-//! process is in an earlier tick ([`Pacing::alignment`], [`crate::source_alignment`]).
+//! process is more than a few ticks behind it ([`Pacing::alignment`],
+//! [`crate::source_alignment`]).
 //!
 //! Checkpoints (DESIGN.md §5): when the source moves past a checkpoint epoch `E` (including
 //! epochs skipped while the worker was busy), it sends a report and its resume positions at
@@ -88,8 +89,8 @@ pub struct Pacing {
     /// this many milliseconds (rounded up to whole ticks) behind the slowest source instance,
     /// or before every worker has started; `None`: no bound.
     pub max_lag_ms: Option<u64>,
-    /// The ticks of this process's source instances: read nothing while another is in an
-    /// earlier tick.
+    /// The ticks of this process's source instances: read nothing while another is more
+    /// than the alignment's slack of ticks behind.
     pub alignment: SourceAlignment,
 }
 
@@ -272,8 +273,8 @@ pub fn build_source<'scope, R: SourceReader>(
                 return;
             }
             if !may_read {
-                // Another source of this process is in an earlier tick: what this one read
-                // now would wait in the window operators until that tick closes.
+                // Another source of this process is ticks behind: what this one read now
+                // would wait in the window operators until that tick closes.
                 JobMetrics::add(&metrics.source_alignment_pauses, 1);
                 *paused_at = Some(now);
                 activator.activate_after(ALIGNMENT_RECHECK);

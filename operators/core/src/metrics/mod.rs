@@ -113,7 +113,8 @@ pub struct JobMetrics {
     /// ([`crate::backpressure::ScoreBacklog`]).
     pub source_pauses: Counter,
     /// Source activations that read nothing because another source instance of the process
-    /// was in an earlier tick ([`crate::source_alignment::SourceAlignment`]).
+    /// was more than the alignment's slack of ticks behind
+    /// ([`crate::source_alignment::SourceAlignment`]).
     pub source_alignment_pauses: Counter,
     /// Times a source instance started holding back because the job's progress (the scores,
     /// in any process) lagged more than `[runtime] max_lag` behind its tick.
@@ -389,8 +390,8 @@ impl JobMetrics {
         );
         r.register(
             "source_alignment_pauses",
-            "Source activations that read nothing because another source of the process was in \
-             an earlier tick",
+            "Source activations that read nothing because another source of the process was \
+             ticks behind",
             self.source_alignment_pauses.clone(),
         );
         r.register(
