@@ -3,7 +3,7 @@
 //! no escapes) in one pass over the bytes; every other payload, and every error, goes through
 //! a serde visitor over serde_json. Neither builds a `serde_json::Value` or allocates for
 //! ordinary records, and both turn a JSON value into a field's value with the same functions
-//! (`number_value`, `string_value`, `bool_value`). Every failure is classified into a
+//! (`field_value.rs`). Every failure is classified into a
 //! [`DeadLetterReason`] so the source can route the record to the dead-letter topic.
 //!
 //! [`Event`]: crate::record::Event
@@ -14,10 +14,11 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
 use crate::dead_letter::DeadLetterReason;
+use crate::field_value::{bool_value, number_value, string_value, Refusal};
 use crate::json_scan;
 use crate::record::{Value, Values};
 use crate::schema::{FieldType, RecordSchema};
-use crate::timestamp::{self, JsonNumber, TimestampError};
+use crate::timestamp::{JsonNumber, TimestampError};
 use crate::vocab::{EventTime, Key};
 
 /// Why a payload could not be decoded.
@@ -241,71 +242,6 @@ impl<'de> de::Deserialize<'de> for FieldName<'de> {
     }
 }
 
-/// Largest integer magnitude an f64 holds exactly (2^53): the range of i64 and timestamp fields.
-const MAX_EXACT_INT: u64 = 1 << 53;
-
-/// Why a JSON value is not a value of its field's declared type: the fast path
-/// ([`crate::json_scan`]) hands such a record to the serde path, which turns this into the
-/// dead letter's reason and message.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Refusal {
-    /// A JSON type the field's type does not take (the JSON type's name).
-    Wrong(&'static str),
-    /// A number that is not finite.
-    NonFinite(f64),
-    /// An i64 beyond ±2^53.
-    OutOfRange(f64),
-    /// Not a timestamp of the field's format.
-    Timestamp(TimestampError),
-}
-
-/// The value a JSON number gives a field of type `ty`.
-pub(crate) fn number_value(ty: FieldType, n: JsonNumber) -> Result<Value, Refusal> {
-    let x = match n {
-        JsonNumber::I64(v) => v as f64,
-        JsonNumber::U64(v) => v as f64,
-        JsonNumber::F64(x) => x,
-    };
-    if !x.is_finite() {
-        return Err(Refusal::NonFinite(x));
-    }
-    let timestamp = |parsed: Result<EventTime, TimestampError>| {
-        parsed
-            .map(|ms| Value::Num(ms as f64))
-            .map_err(Refusal::Timestamp)
-    };
-    match ty {
-        FieldType::F64 => Ok(Value::Num(x)),
-        FieldType::I64 if x.fract() != 0.0 => Err(Refusal::Wrong("a fractional number")),
-        FieldType::I64 if exceeds_exact(n) => Err(Refusal::OutOfRange(x)),
-        FieldType::I64 => Ok(Value::Num(x)),
-        FieldType::TimestampMs => timestamp(timestamp::from_epoch_millis(n)),
-        FieldType::TimestampS => timestamp(timestamp::from_epoch_seconds(n)),
-        FieldType::String | FieldType::Bool | FieldType::TimestampRfc3339 => {
-            Err(Refusal::Wrong("a number"))
-        }
-    }
-}
-
-/// The value a JSON string gives a field of type `ty`.
-pub(crate) fn string_value(ty: FieldType, v: &str) -> Result<Value, Refusal> {
-    match ty {
-        FieldType::String => Ok(Value::Str(Key::from(v))),
-        FieldType::TimestampRfc3339 => timestamp::from_rfc3339(v)
-            .map(|ms| Value::Num(ms as f64))
-            .map_err(Refusal::Timestamp),
-        _ => Err(Refusal::Wrong("a string")),
-    }
-}
-
-/// The value a JSON boolean gives a field of type `ty`.
-pub(crate) fn bool_value(ty: FieldType, v: bool) -> Result<Value, Refusal> {
-    match ty {
-        FieldType::Bool => Ok(Value::Bool(v)),
-        _ => Err(Refusal::Wrong("a boolean")),
-    }
-}
-
 /// Decodes one field value according to its declared type.
 struct FieldSeed<'a> {
     ty: FieldType,
@@ -360,15 +296,6 @@ impl FieldSeed<'_> {
     }
     fn number<E: de::Error>(&self, n: JsonNumber) -> Result<Value, E> {
         number_value(self.ty, n).map_err(|r| self.refuse(r))
-    }
-}
-
-/// Whether an integer's exact magnitude is beyond what an f64 holds exactly.
-fn exceeds_exact(n: JsonNumber) -> bool {
-    match n {
-        JsonNumber::I64(v) => v.unsigned_abs() > MAX_EXACT_INT,
-        JsonNumber::U64(v) => v > MAX_EXACT_INT,
-        JsonNumber::F64(x) => x.abs() > MAX_EXACT_INT as f64,
     }
 }
 

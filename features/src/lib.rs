@@ -17,9 +17,12 @@ pub mod encode;
 pub mod error;
 pub mod feature;
 pub mod feature_spec;
+mod field_value;
 pub mod hll;
 pub mod job_features;
 mod json_scan;
+#[cfg(test)]
+mod json_scan_agreement;
 pub mod key_activity;
 pub mod keyed_features;
 pub mod over_range;
