@@ -5,7 +5,7 @@
 //! letter. So every error, and every rare shape of valid JSON (escapes, deep nesting, numbers
 //! beyond 64 bits), is the serde path's, and this path only has to be exact where it answers:
 //! it answers only for text that is one JSON object serde_json reads to the same values
-//! (`features/tests/decode.rs` compares the two on generated and mutated payloads, and the
+//! (`json_scan_agreement.rs` compares the two on generated and mutated payloads, and the
 //! `json_decoder` fuzz target on arbitrary bytes). Numbers become [`JsonNumber`]s exactly as
 //! serde_json's parser makes them (fractions and exponents correctly rounded, as its
 //! `float_roundtrip` feature does), and the same functions as the serde path turn them into
