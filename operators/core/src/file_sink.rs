@@ -1,8 +1,9 @@
 //! The file sink: JSON Lines output for replays and training sets. Every worker encodes its
 //! own records into lines (one per feature row or dead letter, one per row of a scored batch),
 //! so encoding runs in parallel; one writer instance (on the worker of instance 0) receives
-//! the encoded batches, writes them and flushes when its input ends and before every
-//! checkpoint epoch passes; write errors are counted as delivery failures, which fail the run.
+//! the encoded batches and hands them to its file's thread (`file_writer.rs`), which
+//! writes them and makes them durable when the input ends and before every checkpoint epoch
+//! passes; write errors are counted as delivery failures, which fail the run.
 //! Its lines are counted as the sink's instance 0 (records in: lines received; out and bytes:
 //! lines written). A run restored from a checkpoint appends (at-least-once: rows after the
 //! checkpoint may appear twice, with equal score ids); other runs truncate.
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Serialize};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator as _;
@@ -19,11 +20,11 @@ use timely::dataflow::Stream;
 
 use weir_features::vocab::Tick;
 
-use crate::epoch_sink::{epoch_sink, SinkWriter};
+use crate::epoch_sink::epoch_sink;
 use crate::epochs::{CheckpointStream, EpochClock};
 use crate::error::{OperatorError, Result};
-use crate::file_writer::{FileWriter, LineBatch, WriteCounters};
-use crate::metrics::{JobMetrics, Operator, SinkFlow};
+use crate::file_writer::{EncodedLines, FileWriter, WriteCounters};
+use crate::metrics::{JobMetrics, Operator};
 use crate::placement::Placement;
 
 /// Where and how a file sink writes.
@@ -71,44 +72,10 @@ pub trait JsonlSink<'scope, T> {
     ) -> Result<CheckpointStream<'scope>>;
 }
 
-/// One batch's lines, encoded on the worker that produced the batch, on its way to the writer.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EncodedLines {
-    bytes: Vec<u8>,
-    count: u64,
-}
-
 /// The buffer for `records` records encoding to about `record_bytes` each, an eighth over so
 /// that a batch of slightly longer lines (longer keys, more digits) fits without growing.
 fn buffer_for(records: usize, record_bytes: usize) -> usize {
     records.saturating_mul(record_bytes + record_bytes / 8)
-}
-
-/// The one writer instance: its file, written on a thread of its own ([`FileWriter`]).
-struct JsonlWriter {
-    file: FileWriter,
-    flow: SinkFlow,
-}
-
-impl SinkWriter<EncodedLines> for JsonlWriter {
-    fn write(&mut self, batch: &mut Vec<EncodedLines>) {
-        for EncodedLines { bytes, count } in batch.drain(..) {
-            self.flow.written(count);
-            self.file.write(LineBatch { bytes, count });
-        }
-    }
-
-    fn flush(&mut self, _end_of_input: bool) -> bool {
-        self.file.flush()
-    }
-
-    fn mark(&mut self) -> u64 {
-        self.file.mark()
-    }
-
-    fn durable_through(&mut self, mark: u64) -> Option<bool> {
-        self.file.durable_through(mark)
-    }
 }
 
 impl<'scope, T> JsonlSink<'scope, T> for Stream<'scope, Tick, Vec<T>>
@@ -138,17 +105,11 @@ where
                 metrics: config.metrics.clone(),
                 flow: config.metrics.sink_flow(config.operator, 0),
             };
-            let file =
-                FileWriter::start(file, config.path.clone(), counters).map_err(|source| {
-                    OperatorError::OutputFile {
-                        path: config.path.clone(),
-                        source,
-                    }
-                })?;
-            Some(JsonlWriter {
-                file,
-                flow: config.metrics.sink_flow(config.operator, 0),
-            })
+            let writer = FileWriter::start(file, config.path.clone(), counters);
+            Some(writer.map_err(|source| OperatorError::OutputFile {
+                path: config.path.clone(),
+                source,
+            })?)
         } else {
             None
         };

@@ -1,5 +1,6 @@
-//! The file sink's output file, written on a thread of its own ([`crate::file_sink`] hands
-//! it every encoded batch). Writing is the kernel copying bytes into the page cache: in run F
+//! The file sink's output file, written on a thread of its own: the [`SinkWriter`] of the
+//! sink's one writer instance ([`crate::file_sink`] encodes lines on every worker and hands
+//! their batches here). Writing is the kernel copying bytes into the page cache: in run F
 //! (BENCHMARKS.md, fix 21) it was ~11 % of the job's CPU, all of it on the one worker that
 //! hosts the writer instance, which then finished last. On a thread of its own it runs
 //! wherever a core is free and the worker goes on with its operators.
@@ -19,32 +20,36 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use prometheus_client::metrics::counter::Counter;
+use serde::{Deserialize, Serialize};
 
+use crate::epoch_sink::SinkWriter;
 use crate::metrics::{JobMetrics, SinkFlow};
 
 /// Batches queued for the thread at most (each up to ~1024 lines).
 const QUEUED_BATCHES: usize = 16;
 
-/// One batch's lines, as the thread writes them.
-pub struct LineBatch {
+/// One batch's lines, encoded on the worker that produced the batch, on its way to the writer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EncodedLines {
     /// The bytes of its lines, newlines included.
     pub bytes: Vec<u8>,
     /// How many lines.
     pub count: u64,
 }
 
-/// Where the thread's writes count: the sink's line counter and its flow.
+/// Where the writes count: the sink's line counter and its flow.
 pub struct WriteCounters {
     /// The job counter of written lines (rows or dead letters).
     pub lines: fn(&JobMetrics) -> &Counter,
     /// Job counters (delivery failures too).
     pub metrics: Arc<JobMetrics>,
-    /// The sink instance's records in, out and bytes.
+    /// The sink instance's records in (counted as batches are handed over), out and bytes
+    /// (counted by the thread as it writes them).
     pub flow: SinkFlow,
 }
 
 enum Command {
-    Write(LineBatch),
+    Write(EncodedLines),
     /// Flush and fsync everything before; then everything through this mark is durable.
     Sync(u64),
 }
@@ -82,6 +87,8 @@ pub struct FileWriter {
     /// The highest mark a sync was asked for.
     sync_asked: u64,
     metrics: Arc<JobMetrics>,
+    /// Counts the lines handed over (the thread counts the ones it writes).
+    flow: SinkFlow,
 }
 
 impl FileWriter {
@@ -90,7 +97,7 @@ impl FileWriter {
     pub fn start(file: File, path: PathBuf, counters: WriteCounters) -> std::io::Result<Self> {
         let (queue, commands) = sync_channel(QUEUED_BATCHES);
         let shared = Arc::new(Shared::default());
-        let metrics = counters.metrics.clone();
+        let (metrics, flow) = (counters.metrics.clone(), counters.flow.clone());
         let thread = {
             let shared = shared.clone();
             let out = BufWriter::new(file);
@@ -105,12 +112,14 @@ impl FileWriter {
             sent: 0,
             sync_asked: 0,
             metrics,
+            flow,
         })
     }
 
     /// Hands one batch to the thread (blocking while its queue is full).
-    pub fn write(&mut self, batch: LineBatch) {
+    fn send(&mut self, batch: EncodedLines) {
         let count = batch.count;
+        self.flow.written(count);
         let sent = self
             .queue
             .as_ref()
@@ -124,32 +133,8 @@ impl FileWriter {
         }
     }
 
-    /// A mark covering every batch handed over so far.
-    pub fn mark(&self) -> u64 {
-        self.sent
-    }
-
-    /// `Some(true)` once every batch through `mark` is fsynced, `Some(false)` if output was
-    /// lost, `None` while the sync is on its way (asked for here when it was not yet).
-    pub fn durable_through(&mut self, mark: u64) -> Option<bool> {
-        {
-            let synced = self.shared.lock();
-            if synced.failed {
-                return Some(false);
-            }
-            if synced.through >= mark {
-                return Some(true);
-            }
-            if synced.ended {
-                return Some(false);
-            }
-        }
-        self.ask_sync(mark);
-        None
-    }
-
-    /// Makes every batch handed over so far durable, blocking; whether it is.
-    pub fn flush(&mut self) -> bool {
+    /// Everything handed over so far, durable; whether it is (blocking).
+    fn sync_all(&mut self) -> bool {
         let mark = self.sent;
         self.ask_sync(mark);
         let mut synced = self.shared.lock();
@@ -175,6 +160,42 @@ impl FileWriter {
         if !asked {
             self.shared.lock().failed = true;
         }
+    }
+}
+
+impl SinkWriter<EncodedLines> for FileWriter {
+    fn write(&mut self, batch: &mut Vec<EncodedLines>) {
+        for lines in batch.drain(..) {
+            self.send(lines);
+        }
+    }
+
+    fn flush(&mut self, _end_of_input: bool) -> bool {
+        self.sync_all()
+    }
+
+    /// A mark covering every batch handed over so far.
+    fn mark(&mut self) -> u64 {
+        self.sent
+    }
+
+    /// `Some(true)` once every batch through `mark` is fsynced, `Some(false)` if output was
+    /// lost, `None` while the sync is on its way (asked for here when it was not yet).
+    fn durable_through(&mut self, mark: u64) -> Option<bool> {
+        {
+            let synced = self.shared.lock();
+            if synced.failed {
+                return Some(false);
+            }
+            if synced.through >= mark {
+                return Some(true);
+            }
+            if synced.ended {
+                return Some(false);
+            }
+        }
+        self.ask_sync(mark);
+        None
     }
 }
 
@@ -240,7 +261,8 @@ mod tests {
     use std::path::PathBuf;
     use std::sync::Arc;
 
-    use super::{FileWriter, LineBatch, WriteCounters};
+    use super::{EncodedLines, FileWriter, WriteCounters};
+    use crate::epoch_sink::SinkWriter;
     use crate::metrics::{JobMetrics, Operator};
 
     fn writer(file: File, metrics: &Arc<JobMetrics>) -> FileWriter {
@@ -252,11 +274,11 @@ mod tests {
         FileWriter::start(file, PathBuf::from("test"), counters).expect("a writer thread")
     }
 
-    fn lines(text: &str) -> LineBatch {
-        LineBatch {
+    fn lines(text: &str) -> Vec<EncodedLines> {
+        vec![EncodedLines {
             bytes: text.as_bytes().to_vec(),
             count: text.matches('\n').count() as u64,
-        }
+        }]
     }
 
     fn wait_durable(file: &mut FileWriter, mark: u64) -> bool {
@@ -276,11 +298,11 @@ mod tests {
         let metrics = Arc::new(JobMetrics::default());
         let mut file = writer(File::create(&path).expect("the output"), &metrics);
         assert_eq!(file.durable_through(0), Some(true), "nothing written yet");
-        file.write(lines("a\nb\n"));
+        file.write(&mut lines("a\nb\n"));
         let first = file.mark();
-        file.write(lines("c\n"));
+        file.write(&mut lines("c\n"));
         assert!(wait_durable(&mut file, first));
-        assert!(file.flush());
+        assert!(file.flush(true));
         let mark = file.mark();
         assert_eq!(file.durable_through(mark), Some(true));
         drop(file);
@@ -303,13 +325,13 @@ mod tests {
         };
         let metrics = Arc::new(JobMetrics::default());
         let mut file = writer(full, &metrics);
-        file.write(lines("small\n"));
+        file.write(&mut lines("small\n"));
         let mark = file.mark();
         assert!(!wait_durable(&mut file, mark), "the sync fails");
         let big = "x".repeat(64 * 1024) + "\n";
-        file.write(lines(&big));
-        file.write(lines("after\n"));
-        assert!(!file.flush());
+        file.write(&mut lines(&big));
+        file.write(&mut lines("after\n"));
+        assert!(!file.flush(true));
         let mark = file.mark();
         assert_eq!(file.durable_through(mark), Some(false));
         drop(file);
