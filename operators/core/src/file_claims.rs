@@ -7,7 +7,7 @@
 //! faster instance drifts ahead range after range, and the combined watermark (the slowest
 //! instance's) held every window of the ranges between them open: in run F, 2 instances
 //! held ~11 000 open slots each, where one instance reading the whole file holds ~2 000, and
-//! the instance with one range more than the other finished last (BENCHMARKS.md, fix 23).
+//! the instance with one range more than the other finished last (BENCHMARKS.md, fix 24).
 //!
 //! Ranges are taken in file order, so every range not yet taken lies after every range
 //! being read, and an instance's own ranges are in file order too: the watermark rules of

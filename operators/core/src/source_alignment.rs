@@ -7,8 +7,8 @@
 //! ticks ahead of another source instance of its process; it still closes its own ticks, so
 //! progress goes on. The slack keeps a source from stopping at every tick its peer has not
 //! closed yet: with none, a features run's sources (2 ms ticks) each sat idle waiting for
-//! the other (run F, BENCHMARKS.md fix 25: 6-15 % more wall time than with 5 ticks of slack,
-//! for 5-15 MB less memory). Only instances of one process are compared: hosts' clocks
+//! the other (run F, BENCHMARKS.md fix 25: 3-9 % more wall time than with 5 ticks of slack,
+//! for 6-19 MB less memory). Only instances of one process are compared: hosts' clocks
 //! disagree, and a tick measured against another host's clock would hold a source back for
 //! as long as the skew lasts.
 
