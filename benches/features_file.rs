@@ -39,8 +39,10 @@ use std::path::Path;
 use case_process::{clickstream_job, env_or, input_from_env, median_rounds, run_case, scratch};
 use serde::Deserialize;
 
+/// The job binary's allocator (`weir::allocator`): each case's process holds its state as a
+/// job does.
 #[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: weir::allocator::JobAllocator = weir::allocator::JobAllocator;
 
 const CASE_VAR: &str = "WEIR_BENCH_F_CASE";
 const WINDOWS: [(&str, &str); 3] = [

@@ -8,10 +8,10 @@
 
 pub mod cpu_time;
 
-/// The job binary's allocator (`jobs/src/main.rs`: jemalloc with transparent huge pages), so
+/// The job binary's allocator (`jobs/src/main.rs`: `weir::allocator`), so
 /// these benchmarks measure the window state as a job holds it.
 #[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: weir::allocator::JobAllocator = weir::allocator::JobAllocator;
 
 use rand::{Rng, SeedableRng};
 

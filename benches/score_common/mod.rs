@@ -4,10 +4,10 @@
 
 #![allow(dead_code)]
 
-/// The job binary's allocator (`jobs/src/main.rs`: jemalloc with transparent huge pages), so
+/// The job binary's allocator (`jobs/src/main.rs`: `weir::allocator`), so
 /// the scoring path is measured with the allocator a job runs with.
 #[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: weir::allocator::JobAllocator = weir::allocator::JobAllocator;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

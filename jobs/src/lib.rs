@@ -11,8 +11,13 @@
 //! ([`metrics_server`]) and status page ([`status_page`]) and its summary ([`summary`]), two model versions compared over a replay ([`replay`], [`score_compare`]),
 //! batch feature computation over files
 //! ([`features_cmd`]) and the clickstream event generator ([`gen`]); local clusters
-//! ([`launch`]) and restarts ([`supervise`]) over child processes ([`process_group`]).
+//! ([`launch`]) and restarts ([`supervise`]) over child processes ([`process_group`]); the
+//! process allocator ([`allocator`]).
 
+/// The one module with `unsafe` code: a `GlobalAlloc` forwards raw pointers (and advises
+/// the kernel about large blocks).
+#[allow(unsafe_code)]
+pub mod allocator;
 pub mod checkpointing;
 pub mod cluster;
 pub mod cluster_totals;

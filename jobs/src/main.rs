@@ -11,12 +11,11 @@ use clap::{Parser, Subcommand};
 use weir::config::JobFile;
 use weir::plan::MetricsPlan;
 
-/// jemalloc, built to back its memory with transparent huge pages (`thp:always` in
-/// `.cargo/config.toml`). Window state is large hash tables hit at random keys; with 4 KiB
-/// pages nearly every access also misses the TLB (BENCHMARKS.md, "Window updates per window
-/// kind"). Override at run time with `_RJEM_MALLOC_CONF`, e.g. `thp:never`.
+/// jemalloc, with transparent huge pages for blocks of 2 MiB and more (window state's large
+/// tables) and small pages for the rest ([`weir::allocator`]). Override jemalloc's options at
+/// run time with `_RJEM_MALLOC_CONF`, e.g. `thp:always` for huge pages everywhere.
 #[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: weir::allocator::JobAllocator = weir::allocator::JobAllocator;
 
 #[derive(Parser, Debug)]
 #[command(
