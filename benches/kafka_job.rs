@@ -2,7 +2,10 @@
 //! of `jobs/clickstream.toml` (1-minute tumbling windows, 8 features, its tiny XGBoost model:
 //! the score stage is in the path but cheap), with and without checkpoints, against a same-run
 //! baseline of raw rdkafka (Rust): a consumer reading the same input topic to its end plus a
-//! producer writing as many records as the job's score topic got, of their mean size.
+//! producer writing records like the job's: as many as its score topic got, of their mean
+//! payload size, with their headers (the same keys, values of their mean sizes). A second raw
+//! run writes the same records without headers: on the dev broker (tansu, SQLite) each header
+//! costs about as much as a record, so that run shows what the headers cost.
 //!
 //! Run: `scripts/broker.sh start`, `WEIR_ORT_LIB=…` (scripts/setup.sh), then
 //! `cargo bench --bench kafka_job` (or `scripts/bench.sh K`, which writes its section of
@@ -14,14 +17,16 @@
 //!
 //! The input (`weir gen`'s clickstream, seed 42, 20 000 users) is produced once to a fresh
 //! topic of 2 partitions, untimed. Each repeat runs the job, the job with checkpoints (local
-//! directory, every second) and the baseline (which produces as many records as the job
-//! wrote), in that order, so load from elsewhere spreads over all three;
-//! the best wall time of each is shown (on a shared machine noise only adds time). Ratios are
-//! throughputs: baseline time / job time.
+//! directory, every second), the job with one sink instance (`[parallelism] sink = 1`: one
+//! score producer instead of one per worker), the baseline and the raw run without headers,
+//! in that order, so load from elsewhere spreads over all of them; the best wall time of each
+//! is shown (on a shared machine noise only adds time). Ratios are throughputs: baseline time /
+//! job time.
 
 #[path = "results/mod.rs"]
 mod results;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -30,6 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Result};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
@@ -43,7 +49,7 @@ use kafka::{brokers, fresh_topic, properties, properties_from_env, unique_topic}
 use weir::gen::{Clickstream, ClickstreamConfig};
 use weir::JobFile;
 use weir_kafka::record_producer::RecordProducer;
-use weir_kafka::topic_reader::read_topic;
+use weir_kafka::topic_reader::{read_topic, TopicRecord};
 use weir_testkit::clickstream;
 use weir_testkit::files::Scratch;
 
@@ -54,13 +60,43 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The baseline: reads `input` to its end with a plain consumer, then produces `outputs`
-/// records of `size` bytes to a fresh topic and waits for every acknowledgement.
+/// What a job wrote to its score topic: how many records, their payloads' mean size and each
+/// header's mean value size (every score record has the same header keys).
+#[derive(Clone, Debug, Default)]
+struct Outputs {
+    records: usize,
+    payload_bytes: usize,
+    headers: Vec<(String, usize)>,
+}
+
+impl Outputs {
+    fn of(records: &[TopicRecord]) -> Outputs {
+        let n = records.len().max(1);
+        let mut headers = BTreeMap::<String, usize>::new();
+        for record in records {
+            for (key, value) in &record.headers {
+                *headers.entry(key.clone()).or_default() += value.len();
+            }
+        }
+        Outputs {
+            records: records.len(),
+            payload_bytes: records.iter().map(|r| r.payload.len()).sum::<usize>() / n,
+            headers: headers
+                .into_iter()
+                .map(|(k, total)| (k, total / n))
+                .collect(),
+        }
+    }
+}
+
+/// The baseline: reads `input` to its end with a plain consumer, then produces as many records
+/// as `outputs` describes, of its payload size and (`with_headers`) with its headers, to a
+/// fresh topic and waits for every acknowledgement.
 fn raw_consume_produce(
     input: &str,
     events: usize,
-    outputs: usize,
-    size: usize,
+    outputs: &Outputs,
+    with_headers: bool,
 ) -> Result<Duration> {
     let output = fresh_topic("bench-k-raw-out", 2)?;
     let started = Instant::now();
@@ -91,10 +127,26 @@ fn raw_consume_produce(
         .set("linger.ms", "20")
         .set("batch.num.messages", "10000")
         .create()?;
-    let payload = vec![b'x'; size];
-    for i in 0..outputs {
+    let payload = vec![b'x'; outputs.payload_bytes];
+    let values: Vec<(&str, String)> = outputs
+        .headers
+        .iter()
+        .map(|(key, len)| (key.as_str(), "x".repeat(*len)))
+        .collect();
+    for i in 0..outputs.records {
         let key = format!("k{i}");
         let mut record = BaseRecord::<_, _>::to(&output).key(&key).payload(&payload);
+        if with_headers {
+            let headers = values
+                .iter()
+                .fold(OwnedHeaders::new(), |headers, (key, value)| {
+                    headers.insert(Header {
+                        key,
+                        value: Some(value.as_str()),
+                    })
+                });
+            record = record.headers(headers);
+        }
         loop {
             match producer.send(record) {
                 Ok(()) => break,
@@ -110,14 +162,19 @@ fn raw_consume_produce(
     Ok(started.elapsed())
 }
 
-/// One bounded `weir run` of the clickstream job over `input`; returns its wall time, the
-/// scores it delivered and their mean size in bytes.
-fn job(input: &str, checkpoints: Option<&Scratch>) -> Result<(Duration, usize, usize)> {
+/// One bounded `weir run` of the clickstream job over `input`, with `[parallelism] sink` set to
+/// `sinks` when given; returns its wall time and what it wrote.
+fn job(
+    input: &str,
+    checkpoints: Option<&Scratch>,
+    sinks: Option<usize>,
+) -> Result<(Duration, Outputs)> {
     let scores = fresh_topic("bench-k-scores", 2)?;
     let dlq = fresh_topic("bench-k-dlq", 1)?;
     let mut job = JobFile::load(&clickstream::job_path())?;
     job.kafka = properties();
     job.runtime.workers = 2;
+    job.parallelism.sink = sinks;
     job.source.topic = input.to_owned();
     job.source.bounded = true;
     job.sink.topic = scores.clone();
@@ -151,8 +208,7 @@ fn job(input: &str, checkpoints: Option<&Scratch>) -> Result<(Duration, usize, u
         records.len(),
         summary.scores_delivered
     );
-    let size = records.iter().map(|r| r.payload.len()).sum::<usize>() / records.len().max(1);
-    Ok((took, records.len(), size))
+    Ok((took, Outputs::of(&records)))
 }
 
 fn main() -> Result<()> {
@@ -170,43 +226,64 @@ fn main() -> Result<()> {
         producer.send(event.key.as_bytes(), &event.payload)?;
     }
     producer.finish()?;
-    let mut best = [Duration::MAX; 3];
-    let (mut outputs, mut size) = (0, 0);
+    let mut best = [Duration::MAX; 5];
+    let mut outputs = Outputs::default();
     for _ in 0..repeats {
-        let (plain, n, s) = job(&input, None)?;
-        (outputs, size) = (n, s);
+        let plain;
+        (plain, outputs) = job(&input, None, None)?;
         let dir = Scratch::new("bench-k-ckpt");
-        let (with_checkpoints, ..) = job(&input, Some(&dir))?;
-        let raw = raw_consume_produce(&input, events, outputs, size)?;
-        for (slot, took) in best.iter_mut().zip([raw, plain, with_checkpoints]) {
+        let (with_checkpoints, _) = job(&input, Some(&dir), None)?;
+        let (one_sink, _) = job(&input, None, Some(1))?;
+        let raw = raw_consume_produce(&input, events, &outputs, true)?;
+        let raw_bare = raw_consume_produce(&input, events, &outputs, false)?;
+        let runs = [raw, raw_bare, plain, with_checkpoints, one_sink];
+        for (slot, took) in best.iter_mut().zip(runs) {
             *slot = (*slot).min(took);
         }
     }
-    let [raw, plain, with_checkpoints] = best;
+    let [raw, raw_bare, plain, with_checkpoints, one_sink] = best;
+    let (records, size) = (outputs.records, outputs.payload_bytes);
+    let headers: Vec<String> = outputs
+        .headers
+        .iter()
+        .map(|(key, len)| format!("`{key}` ({len} B)"))
+        .collect();
     let rate = |d: Duration| events as f64 / d.as_secs_f64() / 1e3;
     let mut table = String::new();
     writeln!(
         table,
-        "Input: {events} events in 2 partitions; output: {outputs} score records of {size} bytes on average. Best of {repeats}; k events/s.\n"
+        "Input: {events} events in 2 partitions; output: {records} score records, payloads of {size} bytes and headers {} on average. Best of {repeats}; k events/s.\n",
+        headers.join(", ")
     )?;
-    writeln!(table, "| case | wall s | k events/s | / baseline |")?;
-    writeln!(table, "|---|---|---|---|")?;
     writeln!(
         table,
-        "| baseline: raw rdkafka consume + produce of {outputs} records | {:.2} | {:.1} | 1 |",
-        raw.as_secs_f64(),
-        rate(raw)
+        "| case | wall s | k events/s | / baseline | / raw without headers |"
     )?;
-    for (name, took) in [
-        ("job", plain),
-        ("job, checkpoints every 1 s", with_checkpoints),
-    ] {
+    writeln!(table, "|---|---|---|---|---|")?;
+    let cases = [
+        (
+            format!("baseline: raw rdkafka consume + produce of {records} records like the job's"),
+            raw,
+        ),
+        (
+            "raw rdkafka consume + produce, the same records without headers".to_owned(),
+            raw_bare,
+        ),
+        ("job".to_owned(), plain),
+        ("job, checkpoints every 1 s".to_owned(), with_checkpoints),
+        (
+            "job, `[parallelism] sink = 1` (one producer)".to_owned(),
+            one_sink,
+        ),
+    ];
+    for (name, took) in cases {
+        let secs = took.as_secs_f64();
         writeln!(
             table,
-            "| {name} | {:.2} | {:.1} | {:.2} |",
-            took.as_secs_f64(),
+            "| {name} | {secs:.2} | {:.1} | {:.2} | {:.2} |",
             rate(took),
-            raw.as_secs_f64() / took.as_secs_f64()
+            raw.as_secs_f64() / secs,
+            raw_bare.as_secs_f64() / secs
         )?;
     }
     results::write_table("WEIR_BENCH_K_OUT", "K", &table)?;

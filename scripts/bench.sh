@@ -124,8 +124,11 @@ Command: `scripts/bench.sh K` (`cargo bench --bench kafka_job`), on the dev brok
 (tansu with SQLite storage, `scripts/broker.sh`). A bounded `weir run` of
 `jobs/clickstream.toml` (2 workers; its tiny XGBoost model is in the path) from a
 2-partition topic to a score topic, without and with checkpoints (local directory, every
-second); baseline, same run: raw rdkafka reading the same topic to its end, then producing
-as many records as the job wrote, of their mean size. Wall time includes the job's start
+second), and with one sink instance (`[parallelism] sink = 1`: one score producer instead of
+one per worker); baseline, same run: raw rdkafka reading the same topic to its end, then
+producing records like the job's (as many, of their mean payload size, with the same header
+keys and values of their mean sizes). A second raw run produces them without headers: on
+this broker a header costs about what a record does. Wall time includes the job's start
 (topic checks, model load) and its end (flushing the last windows).
 
 Target (issue #18): ≥ 0.8 of the baseline.
