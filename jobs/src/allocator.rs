@@ -6,12 +6,12 @@
 //! pages make those updates ~1.3–1.5× faster (BENCHMARKS.md, "Window updates per window
 //! kind": `one_window_*`). Huge pages for *every* block (jemalloc's `thp:always`, used before)
 //! also back each thread arena's partly used 2 MiB regions, which doubled a features run's
-//! resident memory (run F: 33 → 17 MB with 1 worker, 71 → 45 MB with 2) for no speed there
+//! resident memory (run F: 34 → 17 MB with 1 worker, 61 → 37 MB with 2) for no speed there
 //! (BENCHMARKS.md, F, fix 26). So jemalloc runs with its default (`.cargo/config.toml`) and
 //! this wrapper asks the kernel for huge pages (`madvise(MADV_HUGEPAGE)`) on the whole 2 MiB
 //! pages inside each block of at least [`HUGE_BLOCK_MIN`]: big tables and buffers get them,
-//! small objects do not. A kernel with THP off (or `never`) refuses the advice; the block is
-//! then used with small pages, as before.
+//! small objects do not. A kernel built without THP refuses the advice and one whose THP mode
+//! is `never` ignores it; the block is then used with small pages.
 
 use std::alloc::{GlobalAlloc, Layout};
 
