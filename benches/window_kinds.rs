@@ -31,7 +31,8 @@
 //! engine's size (224 bytes), every entry present, and per event only the two lookups and two
 //! word writes (no features).
 //!
-//! Allocator: the job binary's (jemalloc with transparent huge pages, `benches/common`).
+//! Allocator: the job binary's (`weir::allocator`: jemalloc, huge pages for blocks of 2 MiB and
+//! more; `benches/common`).
 
 mod common;
 

@@ -6,7 +6,7 @@
 //! section of BENCHMARKS.md). Optional: `WEIR_BENCH_M_KEYS` (default 200 000),
 //! `WEIR_BENCH_M_OUT` (the markdown table, default `<target dir>/bench-results/M.md`).
 //!
-//! Method: the global allocator is jemalloc (as in the `weir` binary) wrapped in a counter of
+//! Method: the global allocator is the `weir` binary's (`weir::allocator`) wrapped in a counter of
 //! the bytes currently allocated (what callers asked for; jemalloc's size classes round each
 //! request up by at most 25 %, not counted). For each window kind, one event of each of
 //! `KEYS` keys, all in one window, is applied to an empty `KeyedWindows` (no firing), and the
@@ -16,7 +16,8 @@
 //! keys with the three values and nothing else (the key's inline 24 bytes, 24 bytes of
 //! values, the hash table's slack).
 
-// A global allocator is an `unsafe` trait; the three methods only forward to jemalloc.
+// A global allocator is an `unsafe` trait; the three methods only forward to the job's
+// allocator.
 #![allow(unsafe_code)]
 
 #[path = "results/mod.rs"]
@@ -36,30 +37,30 @@ use weir_features::window_state::KeyedWindows;
 use weir_testkit::schema::F64;
 use weir_testkit::spec::spec;
 
-/// jemalloc, counting the bytes allocated and not yet freed.
+/// The job's allocator, counting the bytes allocated and not yet freed.
 struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
-static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static JOB_ALLOCATOR: weir::allocator::JobAllocator = weir::allocator::JobAllocator;
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to jemalloc, under the caller's contract.
-        unsafe { JEMALLOC.alloc(layout) }
+        // SAFETY: forwarded unchanged to the job's allocator, under the caller's contract.
+        unsafe { JOB_ALLOCATOR.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
         // SAFETY: `ptr` came from `alloc` above with this layout.
-        unsafe { JEMALLOC.dealloc(ptr, layout) }
+        unsafe { JOB_ALLOCATOR.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         LIVE.fetch_add(new_size, Ordering::Relaxed);
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: as for `dealloc`; jemalloc keeps the alignment.
-        unsafe { JEMALLOC.realloc(ptr, layout, new_size) }
+        // SAFETY: as for `dealloc`; the job's allocator (jemalloc) keeps the alignment.
+        unsafe { JOB_ALLOCATOR.realloc(ptr, layout, new_size) }
     }
 }
 
