@@ -61,6 +61,15 @@ fn run_ok(args: &[String], log: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `weir run <job> --workers <workers>`, one process, to the end. Without a metrics server:
+/// [`weir`] lets such a run take the default port, which another test's reference run may
+/// hold at the same moment.
+fn run_one_process(job: &Path, workers: usize, log: &Path) -> Result<()> {
+    let (job, workers) = (job.display().to_string(), workers.to_string());
+    let args = ["run", &job, "--workers", &workers, "--metrics-addr", "off"];
+    run_ok(&args.map(str::to_owned), log)
+}
+
 #[test]
 fn three_launched_processes_write_what_one_process_with_three_workers_writes() -> Result<()> {
     let mut scratch = Scratch::kept_unless_passed("launch-equal");
@@ -68,15 +77,7 @@ fn three_launched_processes_write_what_one_process_with_three_workers_writes() -
     let inputs = input_files(dir, 3, 20_000)?;
     let one = dir.join("one-process.jsonl");
     let job = job_file(dir, "one", &inputs, &one, None)?;
-    let log = dir.join("one.log");
-    run_ok(
-        &[
-            vec!["run".to_owned(), job.display().to_string()],
-            vec!["--workers".to_owned(), "3".to_owned()],
-        ]
-        .concat(),
-        &log,
-    )?;
+    run_one_process(&job, 3, &dir.join("one.log"))?;
 
     let three = dir.join("three-processes.jsonl");
     let job = job_file(dir, "three", &inputs, &three, None)?;
@@ -199,16 +200,7 @@ fn with_supervise_a_killed_process_restarts_the_cluster_from_the_last_checkpoint
     let inputs = input_files(dir, 2, EVENTS_PER_FILE)?;
     let reference = dir.join("reference.jsonl");
     let job = job_file(dir, "reference", &inputs, &reference, None)?;
-    let log = dir.join("reference.log");
-    run_ok(
-        &[
-            "run".to_owned(),
-            job.display().to_string(),
-            "--workers".to_owned(),
-            "2".to_owned(),
-        ],
-        &log,
-    )?;
+    run_one_process(&job, 2, &dir.join("reference.log"))?;
 
     let checkpoints = dir.join("ckpt");
     let location = checkpoints.display().to_string();
