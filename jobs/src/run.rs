@@ -146,7 +146,7 @@ pub fn run_job_with(
             let ready = readiness.as_deref();
             let run =
                 std::panic::AssertUnwindSafe(|| run_worker(worker, &plan, start.clone(), ready));
-            let Ok(totals) = std::panic::catch_unwind(run) else {
+            let Ok(outcome) = std::panic::catch_unwind(run) else {
                 let hint = if start.is_some() {
                     " (in a cluster this is usually another process that stopped, or the network \
                  between them: see any `timely communication error` above)"
@@ -157,14 +157,21 @@ pub fn run_job_with(
                 eprintln!("error: worker {index} panicked{hint}; stopping the process");
                 std::process::exit(101);
             };
-            totals
+            outcome
         })
         .map_err(|e| anyhow!("cannot start Timely workers: {e}"));
     let guards = guards?;
     let mut cluster = None;
+    // `join` also joins Timely's network threads: every connection is closed cleanly here.
     for result in guards.join() {
-        let totals = result.map_err(|e| anyhow!("a worker failed: {e}"))?;
-        cluster = cluster.or(totals);
+        match result.map_err(|e| anyhow!("a worker failed: {e}"))? {
+            Ok(totals) => cluster = cluster.or(totals),
+            Err(StartRefused(disagreement)) => {
+                tracing::error!("{disagreement}");
+                eprintln!("error: {disagreement}");
+                std::process::exit(2);
+            }
+        }
     }
     drop(progress);
     let mut summary = summarize(&metrics, &score_counters, started.elapsed());
@@ -211,6 +218,10 @@ fn connect_watchdog(timeout: Duration, processes: usize) -> Result<mpsc::Sender<
     Ok(connecting)
 }
 
+/// Why the processes of a cluster did not start: they would start from different points
+/// (`start_agreement`), with the explanation every process prints.
+struct StartRefused(String);
+
 /// One Timely worker: checks that every process starts from the same point (clusters), builds
 /// the dataflow and steps it until it completes; a cluster's workers then gather every
 /// process's counts.
@@ -219,14 +230,13 @@ fn run_worker(
     plan: &JobPlan,
     start: Option<StartPoint>,
     readiness: Option<&Readiness>,
-) -> Option<ClusterTotals> {
+) -> Result<Option<ClusterTotals>, StartRefused> {
     if let Some(mine) = &start {
-        if let Err(disagreement) = start_agreement::agree(worker, mine.clone()) {
-            // Every worker of every process saw the same start points: all stop alike.
-            tracing::error!("{disagreement}");
-            eprintln!("error: {disagreement}");
-            std::process::exit(2);
-        }
+        // Every worker of every process sees the same start points: all stop alike. The
+        // worker returns rather than exiting, so that Timely's network threads send the last
+        // progress messages and close the connections cleanly: a process that exited here
+        // could leave a peer still waiting for them, which would then report a lost peer.
+        start_agreement::agree(worker, mine.clone()).map_err(StartRefused)?;
     }
     let built = worker.dataflow::<Tick, _, _>(|scope| pipeline::build(scope, plan));
     if let Err(error) = built {
@@ -246,7 +256,7 @@ fn run_worker(
         readiness.workers_built.fetch_add(1, Ordering::Release);
     }
     while worker.step_or_park(Some(Duration::from_millis(20))) {}
-    start.map(|s| cluster_totals::gather(worker, s.process, s.workers, &plan.metrics))
+    Ok(start.map(|s| cluster_totals::gather(worker, s.process, s.workers, &plan.metrics)))
 }
 
 /// After each checkpoint, commits the source offsets to the job's consumer group (Kafka
