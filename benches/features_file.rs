@@ -89,7 +89,7 @@ fn features(input: &Path, window: &str, workers: usize) -> anyhow::Result<u64> {
     job.runtime.workers = workers;
     job.parallelism = Default::default();
     if let Ok(bytes) = std::env::var("WEIR_BENCH_F_RANGE_BYTES") {
-        job.source.range_bytes = bytes.parse()?;
+        job.source.range_bytes = Some(bytes.parse()?);
     }
     if let Ok(records) = std::env::var("WEIR_BENCH_F_MAX_BATCH") {
         job.source.max_batch = records.parse()?;

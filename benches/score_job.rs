@@ -15,7 +15,7 @@
 //! average over 50 000 users, so nearly every event is a window of its own. The job is
 //! `jobs/clickstream.toml` as shipped (tumbling 1 m, 8 features, 2 workers, every stage on
 //! both, micro-batches of at most 256 rows, 1 intra-op thread per inference thread) with
-//! `[model] path` set to each model, reading the file (split into 4 MiB ranges) and writing
+//! `[model] path` set to each model, reading the file (split into `[source] range_bytes` ranges) and writing
 //! score records to a JSON Lines file: `weir run --input-file … --output-file …`, at the tick
 //! of a features run (`FEATURES_TICK_MS`, 2 ms; the job file says 100 ms).
 //!

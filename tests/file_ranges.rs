@@ -330,7 +330,7 @@ fn checkpointed_run(
     // Few lines per activation, so that the run is still reading at its first checkpoints,
     // and ranges of 32 KiB, so that a manifest holds ~140 ranges, not 2 000.
     job.source.max_batch = 16;
-    job.source.range_bytes = 32 * 1024;
+    job.source.range_bytes = Some(32 * 1024);
     job.use_input_files(vec![input.to_path_buf()]);
     job.use_output_file(dir.join("rows.jsonl"), Some(dir.join("dead.jsonl")));
     job.checkpoint = Some(toml::from_str(&checkpoint_toml(&dir.join("ckpt"), "50ms"))?);

@@ -45,7 +45,7 @@ fn job(dir: &Path, input: &Path) -> Result<JobFile> {
     job.source.max_batch = 1;
     // One range: the rewritten input is shorter, and a layout of more ranges would not fit
     // the checkpoint's (`[source] range_bytes`).
-    job.source.range_bytes = u64::MAX / 2;
+    job.source.range_bytes = Some(u64::MAX / 2);
     job.use_input_files(vec![input.to_path_buf()]);
     job.use_output_file(dir.join("scores.jsonl"), Some(dir.join("dead.jsonl")));
     job.checkpoint = Some(toml::from_str(&checkpoint_toml(&dir.join("ckpt"), "1s"))?);

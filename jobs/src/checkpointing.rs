@@ -93,9 +93,11 @@ pub fn topology_hash(job: &JobFile) -> u64 {
 }
 
 /// Opens the job's checkpoint store and picks the checkpoint to restore; `None` when the job
-/// has no `[checkpoint]` section.
-pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<CheckpointPlan>> {
-    let Some(settings) = &job.checkpoints else {
+/// has no `[checkpoint]` section. A file job that leaves `[source] range_bytes` unset and
+/// restores a checkpoint written with an earlier default keeps that checkpoint's ranges
+/// ([`CompiledJob::keep_ranges`]): upgrading Weir does not make its checkpoints unusable.
+pub fn prepare(job: &mut CompiledJob, choice: RestoreChoice) -> Result<Option<CheckpointPlan>> {
+    let Some(settings) = job.checkpoints.clone() else {
         if matches!(choice, RestoreChoice::Latest | RestoreChoice::Epoch(_)) {
             bail!(
                 "--restore needs a [checkpoint] section with dir = \"...\" (or --checkpoint-dir)"
@@ -132,9 +134,9 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
             })?)
         }
     };
-    let hash = job.topology_hash;
     if let Some(manifest) = &manifest {
-        check_compatible(job, manifest, hash)?;
+        keep_checkpoint_ranges(job, manifest);
+        check_compatible(job, manifest)?;
         tracing::info!(
             epoch = manifest.epoch.0,
             dir = %dir.display(),
@@ -150,8 +152,30 @@ pub fn prepare(job: &CompiledJob, choice: RestoreChoice) -> Result<Option<Checkp
         clock: EpochClock::every(millis(settings.interval), tick_ms),
         retain: settings.retain,
         restore: manifest.map(Arc::new),
-        topology_hash: hash,
+        topology_hash: job.topology_hash,
     }))
+}
+
+/// When `manifest` was written by this job with an earlier default range size (the job file
+/// leaves `range_bytes` unset), reads the files in those ranges: its positions are numbered
+/// by them.
+fn keep_checkpoint_ranges(job: &mut CompiledJob, manifest: &Manifest) {
+    let written_with = job
+        .earlier_default_ranges
+        .iter()
+        .copied()
+        .find(|layout| layout.topology_hash == manifest.topology_hash);
+    let Some(layout) = written_with else {
+        return;
+    };
+    tracing::info!(
+        epoch = manifest.epoch.0,
+        range_bytes = layout.range_bytes,
+        "checkpoint {} was written with file ranges of {} bytes (an earlier default of [source] range_bytes): this run reads its files in those ranges; set range_bytes to choose",
+        manifest.epoch.0,
+        layout.range_bytes
+    );
+    job.keep_ranges(layout);
 }
 
 /// Epochs are numbered in ticks (`unix_ms / tick`): checkpoints taken with another tick
@@ -167,7 +191,8 @@ fn check_same_tick(manifest: &Manifest, tick_ms: u64) -> Result<()> {
     Ok(())
 }
 
-fn check_compatible(job: &CompiledJob, manifest: &Manifest, hash: u64) -> Result<()> {
+fn check_compatible(job: &CompiledJob, manifest: &Manifest) -> Result<()> {
+    let hash = job.topology_hash;
     check_same_tick(manifest, millis(job.runtime.tick))?;
     let epoch = manifest.epoch.0;
     let groups = job.runtime.key_groups;

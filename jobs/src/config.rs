@@ -122,11 +122,34 @@ pub struct CompiledJob {
     pub metrics: MetricsPlan,
     /// Hash of what a snapshot's meaning depends on ([`JobFile::topology_hash`]).
     pub topology_hash: u64,
+    /// A file source whose job file leaves `[source] range_bytes` unset: the layouts of the
+    /// earlier defaults, which a checkpoint it restores may have been written with (empty
+    /// otherwise; [`CompiledJob::keep_ranges`]).
+    pub earlier_default_ranges: Vec<RangeLayoutHash>,
     /// [`JobFile::text_hash`].
     pub job_file_hash: u64,
 }
 
+/// A file source's range size and the topology hash the job has with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeLayoutHash {
+    /// `[source] range_bytes`.
+    pub range_bytes: u64,
+    /// [`JobFile::topology_hash`] with these ranges.
+    pub topology_hash: u64,
+}
+
 impl CompiledJob {
+    /// Reads the file source in ranges of `layout.range_bytes` (an earlier default, which the
+    /// checkpoint this run restores was written with), and checkpoints under that layout's
+    /// topology hash. Nothing for a Kafka source.
+    pub fn keep_ranges(&mut self, layout: RangeLayoutHash) {
+        if let SourceInput::Files { range_bytes, .. } = &mut self.source.input {
+            *range_bytes = layout.range_bytes;
+            self.topology_hash = layout.topology_hash;
+        }
+    }
+
     /// The score stage; an error naming the missing section when the job file has no
     /// `[model]` (a features-only job, which `weir run` cannot score).
     pub fn score(&self) -> Result<&ScorePlan> {
@@ -329,7 +352,7 @@ impl JobFile {
         {
             bail!("[watermark] durations must be non-negative and idle_timeout positive");
         }
-        if self.source.range_bytes == 0 {
+        if self.source.range_bytes == Some(0) {
             bail!("[source] range_bytes must be at least 1");
         }
         if self.source.max_batch == 0 {
@@ -417,6 +440,7 @@ impl JobFile {
             topic_check: self.topic_check(),
             metrics: MetricsPlan::parse(&self.metrics.listen, "[metrics] listen")?,
             topology_hash: self.topology_hash(),
+            earlier_default_ranges: self.earlier_default_ranges(),
             job_file_hash: self.text_hash,
         })
     }
@@ -425,6 +449,11 @@ impl JobFile {
     /// windows, the trigger and the lateness, and for a file source the size of its ranges.
     /// Parallelism and worker counts are not in it (a rescale is a restore).
     pub fn topology_hash(&self) -> u64 {
+        self.topology_hash_with_ranges(self.source.range_bytes())
+    }
+
+    /// [`JobFile::topology_hash`] as if `[source] range_bytes` were `range_bytes`.
+    fn topology_hash_with_ranges(&self, range_bytes: u64) -> u64 {
         let mut hasher = Xxh3::with_seed(0x5745_4952_544f_5031); // "WEIRTOP1"
         let described = format!(
             "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{}|{}",
@@ -443,9 +472,24 @@ impl JobFile {
             // their size (operators/core/src/file_ranges.rs): with another `range_bytes`, or
             // from before byte positions (line numbers), the same numbers mean other ranges
             // and lines, so such a checkpoint is refused instead of resumed at the wrong place.
-            hasher.update(format!("|file ranges of {} bytes", self.source.range_bytes).as_bytes());
+            hasher.update(format!("|file ranges of {range_bytes} bytes").as_bytes());
         }
         hasher.digest()
+    }
+
+    /// [`CompiledJob::earlier_default_ranges`]: the topology hash with each earlier default
+    /// range size, for a file source that leaves `range_bytes` unset.
+    fn earlier_default_ranges(&self) -> Vec<RangeLayoutHash> {
+        if self.source.kind != EdgeKind::File || self.source.range_bytes.is_some() {
+            return Vec::new();
+        }
+        weir_operators::file_ranges::EARLIER_DEFAULT_RANGE_BYTES
+            .iter()
+            .map(|&range_bytes| RangeLayoutHash {
+                range_bytes,
+                topology_hash: self.topology_hash_with_ranges(range_bytes),
+            })
+            .collect()
     }
 
     /// Consumer properties: `[kafka]`, the default `group.id`, then `[source.kafka]`.
@@ -470,7 +514,7 @@ impl JobFile {
             }),
             EdgeKind::File => SourceInput::Files {
                 paths: self.source_paths(),
-                range_bytes: source.range_bytes,
+                range_bytes: source.range_bytes(),
             },
         };
         SourcePlan {

@@ -58,7 +58,7 @@ pub fn run_job_in(job: CompiledJob, mode: Mode, stop: Arc<AtomicBool>) -> Result
 
 /// Runs a compiled job in `mode` with `options`.
 pub fn run_job_with(
-    job: CompiledJob,
+    mut job: CompiledJob,
     mode: Mode,
     stop: Arc<AtomicBool>,
     options: &RunOptions,
@@ -79,7 +79,7 @@ pub fn run_job_with(
     if options.cluster.processes > 1 {
         crate::cluster::exit_on_lost_peer(&options.cluster)?;
     }
-    let checkpoints = checkpointing::prepare(&job, options.restore)?;
+    let checkpoints = checkpointing::prepare(&mut job, options.restore)?;
     checkpointing::fence_removed_sinks(&job, checkpoints.as_ref(), options.cluster.process)?;
     let on_commit = group_offsets_hook(&job, checkpoints.is_some())?;
     // Processes choose their checkpoint on their own: a cluster checks they chose alike.

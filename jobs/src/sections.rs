@@ -113,8 +113,10 @@ pub struct SourceSection {
     pub max_batch: usize,
     /// kind = "file": plain files are split into ranges of about this many bytes, read by
     /// every source instance (part of a file run's checkpoints: keep it across restores).
-    #[serde(default = "default_range_bytes")]
-    pub range_bytes: u64,
+    /// `None`: the default ([`SourceSection::range_bytes`]), or the earlier default a restored
+    /// checkpoint was written with (`crate::checkpointing::prepare`).
+    #[serde(default)]
+    pub range_bytes: Option<u64>,
     /// Largest decoded entity key in bytes; longer keys are `oversize` dead letters.
     #[serde(default = "default_max_key_bytes")]
     pub max_key_bytes: usize,
@@ -132,6 +134,14 @@ pub struct SourceSection {
     pub partition_discovery: i64,
 }
 
+impl SourceSection {
+    /// `range_bytes` as set, else the default (`weir_operators::file_ranges`).
+    pub fn range_bytes(&self) -> u64 {
+        self.range_bytes
+            .unwrap_or(weir_operators::file_ranges::DEFAULT_RANGE_BYTES)
+    }
+}
+
 fn earliest() -> StartFrom {
     StartFrom::Earliest
 }
@@ -144,10 +154,6 @@ fn default_partition_discovery() -> i64 {
 /// cache between polls (run F at 1024 against 4096: BENCHMARKS.md, fix 18).
 fn default_max_batch() -> usize {
     1024
-}
-
-fn default_range_bytes() -> u64 {
-    weir_operators::file_ranges::DEFAULT_RANGE_BYTES
 }
 
 fn default_max_key_bytes() -> usize {

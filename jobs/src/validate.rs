@@ -208,11 +208,22 @@ fn models(job: &CompiledJob) -> Outcome {
 
 /// The checkpoint store opens and what a run would restore.
 fn checkpoints(job: &CompiledJob) -> Outcome {
-    match checkpointing::prepare(job, RestoreChoice::Auto) {
+    let mut run = job.clone();
+    match checkpointing::prepare(&mut run, RestoreChoice::Auto) {
         Ok(None) => Outcome::Skipped("no [checkpoint] section".to_owned()),
-        Ok(Some(plan)) => Outcome::Passed(match &plan.restore {
-            Some(manifest) => format!("a run would restore checkpoint {}", manifest.epoch.0),
-            None => "no checkpoint yet: a run would start fresh".to_owned(),
+        Ok(Some(plan)) => Outcome::Passed(match (&plan.restore, &run.source.input) {
+            (Some(manifest), SourceInput::Files { range_bytes, .. })
+                if run.topology_hash != job.topology_hash =>
+            {
+                format!(
+                    "a run would restore checkpoint {}, reading the files in the ranges of {range_bytes} bytes it was written with",
+                    manifest.epoch.0
+                )
+            }
+            (Some(manifest), _) => {
+                format!("a run would restore checkpoint {}", manifest.epoch.0)
+            }
+            (None, _) => "no checkpoint yet: a run would start fresh".to_owned(),
         }),
         Err(error) => failed(&error),
     }

@@ -573,7 +573,7 @@ fn schedule_trigger_is_parsed_and_checked() -> Result<()> {
 fn a_file_source_s_range_size_is_part_of_its_topology() -> Result<()> {
     let mut kafka = JobFile::load(&clickstream::job_path())?;
     let before = kafka.topology_hash();
-    kafka.source.range_bytes *= 2;
+    kafka.source.range_bytes = Some(kafka.source.range_bytes() * 2);
     assert_eq!(
         kafka.topology_hash(),
         before,
@@ -584,7 +584,7 @@ fn a_file_source_s_range_size_is_part_of_its_topology() -> Result<()> {
     file.use_input_files(vec![PathBuf::from("events.jsonl")]);
     let ranged = file.topology_hash();
     assert_ne!(ranged, before, "file offsets are byte positions in ranges");
-    file.source.range_bytes *= 2;
+    file.source.range_bytes = Some(file.source.range_bytes() * 2);
     assert_ne!(
         file.topology_hash(),
         ranged,

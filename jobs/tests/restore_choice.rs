@@ -1,6 +1,8 @@
 //! Choosing the checkpoint to restore (`weir run --restore`, issue #4): the newest valid one,
 //! a named epoch, or none; a checkpoint written by a job with other features or another key-group
-//! count is refused with an explanation; `--restore latest` without a checkpoint is an error.
+//! count is refused with an explanation; `--restore latest` without a checkpoint is an error; a
+//! file job that leaves `[source] range_bytes` unset restores a checkpoint written with an
+//! earlier default in that checkpoint's ranges.
 
 use std::path::Path;
 
@@ -8,8 +10,10 @@ use anyhow::{bail, Context, Result};
 
 use weir::checkpointing::{prepare, topology_hash, RestoreChoice};
 use weir::config::JobFile;
+use weir::plan::SourceInput;
 use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
 use weir_features::vocab::Epoch;
+use weir_operators::file_ranges::{DEFAULT_RANGE_BYTES, EARLIER_DEFAULT_RANGE_BYTES};
 use weir_testkit::clickstream;
 use weir_testkit::files::{checkpoint_dir_toml, scratch_dir};
 
@@ -54,16 +58,16 @@ fn newest_valid_named_or_none_is_restored() -> Result<()> {
     let file = job(&dir)?;
     let hash = topology_hash(&file);
     let compiled = file.clone().compile()?;
-    assert!(prepare(&compiled, RestoreChoice::Auto)?
+    assert!(prepare(&mut compiled.clone(), RestoreChoice::Auto)?
         .context("checkpoints are on")?
         .restore
         .is_none());
-    let err = error_of(prepare(&compiled, RestoreChoice::Latest));
+    let err = error_of(prepare(&mut compiled.clone(), RestoreChoice::Latest));
     assert!(err.contains("no valid checkpoint"), "{err}");
     commit(&dir, &file, 10, hash)?;
     commit(&dir, &file, 20, hash)?;
     let newest = |choice| -> Result<Option<u64>> {
-        Ok(prepare(&compiled, choice)?
+        Ok(prepare(&mut compiled.clone(), choice)?
             .context("checkpoints are on")?
             .restore
             .map(|m| m.epoch.0))
@@ -83,13 +87,13 @@ fn checkpoints_of_another_topology_or_key_group_count_are_refused() -> Result<()
     let dir = scratch_dir("restore-refuse");
     let file = job(&dir)?;
     commit(&dir, &file, 10, topology_hash(&file) ^ 1)?;
-    let err = error_of(prepare(&file.clone().compile()?, RestoreChoice::Auto));
+    let err = error_of(prepare(&mut file.clone().compile()?, RestoreChoice::Auto));
     assert!(err.contains("different features, windows"), "{err}");
     assert!(err.contains("--restore none"), "{err}");
 
     let mut regrouped = file.clone();
     regrouped.runtime.key_groups = 1024;
-    let err = error_of(prepare(&regrouped.compile()?, RestoreChoice::Auto));
+    let err = error_of(prepare(&mut regrouped.compile()?, RestoreChoice::Auto));
     assert!(err.contains("4096 key groups"), "{err}");
 
     // Another input (a replay over files, another topic sharing the directory).
@@ -100,7 +104,7 @@ fn checkpoints_of_another_topology_or_key_group_count_are_refused() -> Result<()
             .sources
             .insert("replay.jsonl".to_owned(), Default::default());
     })?;
-    let err = error_of(prepare(&file.clone().compile()?, RestoreChoice::Auto));
+    let err = error_of(prepare(&mut file.clone().compile()?, RestoreChoice::Auto));
     assert!(
         err.contains("written by a job reading replay.jsonl but this job reads clicks"),
         "{err}"
@@ -134,18 +138,62 @@ fn checkpoints_of_another_tick_are_refused_even_when_starting_over() -> Result<(
             manifest.tick_ms = 100;
         },
     )?;
-    assert!(prepare(&file.clone().compile()?, RestoreChoice::Auto)?.is_some());
+    assert!(prepare(&mut file.clone().compile()?, RestoreChoice::Auto)?.is_some());
 
     let mut slower = file.clone();
     slower.runtime.tick = 1_000;
     for choice in [RestoreChoice::Auto, RestoreChoice::Fresh] {
-        let err = error_of(prepare(&slower.clone().compile()?, choice));
+        let err = error_of(prepare(&mut slower.clone().compile()?, choice));
         assert!(
             err.contains("taken with [runtime] tick = 100 ms but the job has 1000 ms"),
             "{choice:?}: {err}"
         );
         assert!(err.contains("another checkpoint directory"), "{err}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[test]
+fn a_file_checkpoint_of_an_earlier_default_range_size_is_restored_in_its_ranges() -> Result<()> {
+    let dir = scratch_dir("restore-earlier-ranges");
+    let mut file = job(&dir)?;
+    file.use_input_files(vec![dir.join("events.jsonl")]);
+    assert_eq!(
+        file.source.range_bytes, None,
+        "the clickstream job leaves it unset"
+    );
+    let earlier = EARLIER_DEFAULT_RANGE_BYTES[0];
+    assert_ne!(earlier, DEFAULT_RANGE_BYTES);
+    let mut written = file.clone();
+    written.source.range_bytes = Some(earlier);
+    let written_hash = topology_hash(&written);
+    commit(&dir, &file, 10, written_hash)?;
+
+    // Unset: the run reads in the checkpoint's ranges and checkpoints under their hash.
+    let mut run = file.clone().compile()?;
+    assert_ne!(run.topology_hash, written_hash);
+    let plan = prepare(&mut run, RestoreChoice::Auto)?.context("checkpoints are on")?;
+    assert_eq!(plan.restore.map(|m| m.epoch.0), Some(10));
+    assert_eq!(plan.topology_hash, written_hash);
+    assert_eq!(run.topology_hash, written_hash);
+    match &run.source.input {
+        SourceInput::Files { range_bytes, .. } => assert_eq!(*range_bytes, earlier),
+        SourceInput::Kafka(_) => bail!("a file job"),
+    }
+    // A fresh start uses the current default.
+    let mut fresh = file.clone().compile()?;
+    prepare(&mut fresh, RestoreChoice::Fresh)?;
+    match &fresh.source.input {
+        SourceInput::Files { range_bytes, .. } => assert_eq!(*range_bytes, DEFAULT_RANGE_BYTES),
+        SourceInput::Kafka(_) => bail!("a file job"),
+    }
+
+    // Set explicitly to another size: the checkpoint's positions mean other lines, refused.
+    let mut explicit = file.clone();
+    explicit.source.range_bytes = Some(DEFAULT_RANGE_BYTES);
+    let err = error_of(prepare(&mut explicit.compile()?, RestoreChoice::Auto));
+    assert!(err.contains("different features, windows"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -24,9 +24,15 @@ use crate::error::{OperatorError, Result};
 use crate::input_file::{input_error, open_file, InputFile};
 
 /// Default `[source] range_bytes`: small enough that two instances reading neighbouring ranges
-/// keep little window state open between their watermarks, large enough that a manifest of a
-/// 100 GB input holds ~25 000 entries.
-pub const DEFAULT_RANGE_BYTES: u64 = 4 * 1024 * 1024;
+/// keep little window state open between their watermarks (run F with 2 workers: 30–41 MB
+/// resident, against 37–56 MB with 4 MiB ranges; BENCHMARKS.md, fix 27), large enough that a
+/// manifest of a 100 GB input holds ~100 000 entries (~6 MB of JSON).
+pub const DEFAULT_RANGE_BYTES: u64 = 1024 * 1024;
+
+/// The defaults `[source] range_bytes` had before [`DEFAULT_RANGE_BYTES`], newest first: a
+/// job file that leaves `range_bytes` unset restores a checkpoint written with one of them
+/// in that layout, instead of refusing it.
+pub const EARLIER_DEFAULT_RANGE_BYTES: &[u64] = &[4 * 1024 * 1024];
 
 /// A part of one input file that one source instance reads from start to end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
