@@ -11,14 +11,19 @@
 //! `WEIR_BENCH_L_SOURCE` (the same for the job's consumers, e.g. `fetch.wait.max.ms=10`),
 //! `WEIR_BENCH_L_TICK_MS` (the job's `[runtime] tick`, default 100 as in the job file: windows
 //! fire and scores are batched per tick), `WEIR_BENCH_L_OUT` (the markdown table, default `<target dir>/bench-results/L.md`),
-//! `WEIR_TEST_BROKERS` (default 127.0.0.1:9092).
+//! `WEIR_BENCH_L_USERS` (default 20 000), `WEIR_BENCH_L_METRICS` (`host:port`: the job serves
+//! `/metrics` there during each run, for its latency histograms by stage),
+//! `WEIR_TEST_BROKERS` (default 127.0.0.1:9092), `WEIR_BENCH_L_BROKER=mock` (every topic on
+//! librdkafka's mock cluster, started in this process, instead of the dev broker: a broker
+//! that keeps its logs in memory and is not the bottleneck, so the job's own latency shows;
+//! the table says which broker it was measured on).
 //!
 //! The job is `jobs/clickstream.toml` (8 features, its XGBoost model, 2 workers) with session
 //! windows of gap 2 s and `max_out_of_orderness = "0s"`: each user's window closes on its own
 //! once event time passes its last event by 2 s, so closes are spread over time as records
 //! arrive (tumbling windows close every key's window at the same watermark, and that burst
-//! would be what a percentile measured). Input: clickstream-shaped JSON over 20 000 users, in
-//! event-time order, 2 partitions.
+//! would be what a percentile measured). Input: clickstream-shaped JSON over 20 000 users
+//! (`WEIR_BENCH_L_USERS`), in event-time order, 2 partitions.
 //!
 //! 1. Maximum rate: a bounded run over `MAX_EVENTS` records produced beforehand (untimed);
 //!    events / wall time.
@@ -45,6 +50,7 @@ mod case_process;
 #[allow(dead_code)]
 mod kafka;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -59,14 +65,76 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::ClientContext;
 
 use case_process::{clickstream_job, env_or};
-use kafka::{brokers, fresh_topic, properties, properties_from_env, unique_topic};
+use kafka::{fresh_topic, properties_from_env, unique_topic};
 use weir::{JobFile, RunSummary};
+use weir_kafka::mock_broker::MockBroker;
 use weir_kafka::topic_reader::read_topic;
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::LatencySummary;
 
-const USERS: u32 = 20_000;
+/// Users the events are spread over: `WEIR_BENCH_L_USERS`, default 20 000. A session closes
+/// when its user is silent for the 2 s gap, so at a higher rate (a faster broker) the same
+/// share of closing windows needs proportionally more users.
+fn users() -> u32 {
+    static USERS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *USERS.get_or_init(|| env_or("WEIR_BENCH_L_USERS", 20_000))
+}
 const WINDOW: &str = "kind = \"session\"\ngap = \"2s\"\nmax_length = \"1h\"";
+
+/// The cluster the benchmark's topics are on: the dev broker (`WEIR_TEST_BROKERS`), or
+/// librdkafka's mock cluster in this process (`WEIR_BENCH_L_BROKER=mock`).
+struct Cluster {
+    bootstrap: String,
+    /// The mock cluster, up while this lives; `None`: the dev broker.
+    mock: Option<MockBroker>,
+}
+
+impl Cluster {
+    fn from_env() -> Result<Cluster> {
+        match std::env::var("WEIR_BENCH_L_BROKER").as_deref() {
+            Ok("mock") => {
+                let mock = MockBroker::start(1)?;
+                Ok(Cluster {
+                    bootstrap: mock.bootstrap_servers(),
+                    mock: Some(mock),
+                })
+            }
+            Ok("dev") | Err(_) => Ok(Cluster {
+                bootstrap: kafka::brokers(),
+                mock: None,
+            }),
+            Ok(other) => anyhow::bail!("WEIR_BENCH_L_BROKER is `mock` or `dev`, not `{other}`"),
+        }
+    }
+
+    /// What the table says it ran on.
+    fn describe(&self) -> String {
+        match self.mock {
+            Some(_) => {
+                "librdkafka's mock cluster (1 broker, in the benchmark's process, logs in memory)"
+                    .to_owned()
+            }
+            None => format!("the dev broker at {}", self.bootstrap),
+        }
+    }
+
+    /// Client properties for it.
+    fn properties(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("bootstrap.servers".to_owned(), self.bootstrap.clone())])
+    }
+
+    /// A fresh topic of `partitions` partitions, named after `prefix`.
+    fn topic(&self, prefix: &str, partitions: i32) -> Result<String> {
+        match &self.mock {
+            Some(mock) => {
+                let name = unique_topic(prefix);
+                mock.create_topic(&name, partitions)?;
+                Ok(name)
+            }
+            None => fresh_topic(prefix, partitions),
+        }
+    }
+}
 
 /// The job's `[runtime] tick` in ms: `WEIR_BENCH_L_TICK_MS`, default the job file's (100).
 fn tick_ms() -> i64 {
@@ -75,7 +143,7 @@ fn tick_ms() -> i64 {
 
 /// One clickstream-shaped event of a random user at event time `ts`: its key and payload.
 fn event(rng: &mut StdRng, ts: i64) -> (String, String) {
-    let user = format!("u{:05}", rng.random_range(0..USERS));
+    let user = format!("u{:05}", rng.random_range(0..users()));
     let kind = ["view", "view", "view", "click", "purchase"][rng.random_range(0..5)];
     let dwell = rng.random_range(100.0..9000.0f64);
     let amount = if kind == "purchase" {
@@ -115,10 +183,10 @@ type PacedProducer = ThreadedProducer<AckTimes>;
 
 /// A producer with the job sink's defaults (`acks=all`, `linger.ms=5`, idempotence) and
 /// `extra` on top.
-fn producer(extra: &[(String, String)]) -> Result<PacedProducer> {
+fn producer(cluster: &Cluster, extra: &[(String, String)]) -> Result<PacedProducer> {
     let mut config = ClientConfig::new();
     config
-        .set("bootstrap.servers", brokers())
+        .set("bootstrap.servers", &cluster.bootstrap)
         .set("acks", "all")
         .set("linger.ms", "5")
         .set("enable.idempotence", "true");
@@ -165,16 +233,16 @@ fn paced(rate: f64, seconds: f64, mut send: impl FnMut(u64)) -> u64 {
 }
 
 /// The benchmark's job over `input`, scores to a fresh topic (returned).
-fn job(input: &str, bounded: bool) -> Result<(JobFile, String)> {
-    let scores = fresh_topic("bench-l-scores", 2)?;
+fn job(cluster: &Cluster, input: &str, bounded: bool) -> Result<(JobFile, String)> {
+    let scores = cluster.topic("bench-l-scores", 2)?;
     let mut job = clickstream_job(WINDOW)?;
     job.watermark.max_out_of_orderness = 0;
     job.runtime.tick = tick_ms();
-    job.kafka = properties();
+    job.kafka = cluster.properties();
     job.source.topic = input.to_owned();
     job.source.bounded = bounded;
     job.sink.topic = scores.clone();
-    job.sink.dead_letter_topic = fresh_topic("bench-l-dlq", 1)?;
+    job.sink.dead_letter_topic = cluster.topic("bench-l-dlq", 1)?;
     job.sink
         .kafka
         .extend(properties_from_env("WEIR_BENCH_L_SINK"));
@@ -185,7 +253,16 @@ fn job(input: &str, bounded: bool) -> Result<(JobFile, String)> {
 }
 
 fn run(job: JobFile, stop: Arc<AtomicBool>) -> Result<RunSummary> {
-    let summary = weir::run_job(job.compile()?, stop)?;
+    let options = weir::run::RunOptions {
+        metrics_addr: std::env::var("WEIR_BENCH_L_METRICS")
+            .ok()
+            .map(|addr| addr.parse())
+            .transpose()
+            .context("WEIR_BENCH_L_METRICS is host:port")?,
+        ..Default::default()
+    };
+    let summary =
+        weir::run::run_job_with(job.compile()?, weir::pipeline::Mode::Score, stop, &options)?;
     ensure!(summary.delivery_failures == 0, "delivery failures");
     ensure!(
         summary.dead_letters_total() == 0,
@@ -196,9 +273,9 @@ fn run(job: JobFile, stop: Arc<AtomicBool>) -> Result<RunSummary> {
 }
 
 /// The maximum rate: a bounded run over `events` records produced beforehand; events/s.
-fn max_rate(events: u64) -> Result<f64> {
-    let input = fresh_topic("bench-l-max-in", 2)?;
-    let producer = producer(&[])?;
+fn max_rate(cluster: &Cluster, events: u64) -> Result<f64> {
+    let input = cluster.topic("bench-l-max-in", 2)?;
+    let producer = producer(cluster, &[])?;
     let mut rng = StdRng::seed_from_u64(42);
     let t0 = unix_ms() as i64 - 86_400_000;
     for i in 0..events {
@@ -206,7 +283,7 @@ fn max_rate(events: u64) -> Result<f64> {
         send(&producer, &input, &key, payload.as_bytes());
     }
     producer.flush(Duration::from_secs(120))?;
-    let (job, _) = job(&input, true)?;
+    let (job, _) = job(cluster, &input, true)?;
     let started = Instant::now();
     let summary = run(job, Arc::new(AtomicBool::new(false)))?;
     ensure!(
@@ -219,15 +296,15 @@ fn max_rate(events: u64) -> Result<f64> {
 
 /// One live run at `rate` for `seconds`: the job's summary, the records produced and the mean
 /// size of the score records.
-fn live(rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
-    let input = fresh_topic("bench-l-live-in", 2)?;
-    let (job, scores) = job(&input, false)?;
+fn live(cluster: &Cluster, rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
+    let input = cluster.topic("bench-l-live-in", 2)?;
+    let (job, scores) = job(cluster, &input, false)?;
     let stop = Arc::new(AtomicBool::new(false));
     let running = {
         let stop = stop.clone();
         std::thread::spawn(move || run(job, stop))
     };
-    let producer = producer(&[])?;
+    let producer = producer(cluster, &[])?;
     let mut rng = StdRng::seed_from_u64(7);
     let produced = paced(rate, seconds, |_| {
         let (key, payload) = event(&mut rng, unix_ms() as i64);
@@ -245,7 +322,7 @@ fn live(rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
         "the job read {} of {produced} records",
         summary.events_in
     );
-    let mut reader = properties();
+    let mut reader = cluster.properties();
     reader.insert("group.id".to_owned(), unique_topic("bench-l-reader"));
     let records = read_topic(&reader, &scores, Duration::from_secs(300))?;
     let size = records.iter().map(|r| r.payload.len()).sum::<usize>() / records.len().max(1);
@@ -253,9 +330,9 @@ fn live(rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
 }
 
 /// The baseline: `records` records of `size` bytes at `rate`; send → acknowledged.
-fn raw_produce(rate: f64, records: u64, size: usize) -> Result<LatencySummary> {
-    let output = fresh_topic("bench-l-raw-out", 2)?;
-    let producer = producer(&properties_from_env("WEIR_BENCH_L_SINK"))?;
+fn raw_produce(cluster: &Cluster, rate: f64, records: u64, size: usize) -> Result<LatencySummary> {
+    let output = cluster.topic("bench-l-raw-out", 2)?;
+    let producer = producer(cluster, &properties_from_env("WEIR_BENCH_L_SINK"))?;
     let payload = vec![b'x'; size];
     paced(rate, records as f64 / rate, |i| {
         send(&producer, &output, &format!("k{i}"), &payload);
@@ -292,12 +369,14 @@ fn main() -> Result<()> {
         .split(',')
         .map(|s| s.trim().parse().context("WEIR_BENCH_L_SHARES"))
         .collect::<Result<_>>()?;
-    let max = max_rate(max_events)?;
+    let cluster = Cluster::from_env()?;
+    let max = max_rate(&cluster, max_events)?;
     let mut table = String::new();
     writeln!(
         table,
-        "Tick {} ms. Maximum rate: {:.1} k events/s (a bounded run over {max_events} records). \
+        "Broker: {}. Tick {} ms. Maximum rate: {:.1} k events/s (a bounded run over {max_events} records). \
          Live runs of {seconds:.0} s each; latencies in ms, of live scores (HDR histograms).\n",
+        cluster.describe(),
         tick_ms(),
         max / 1e3
     )?;
@@ -308,10 +387,10 @@ fn main() -> Result<()> {
     writeln!(table, "|---|---|---|---|---|---|")?;
     for share in shares {
         let rate = max * share;
-        let (summary, produced, size) = live(rate, seconds)?;
+        let (summary, produced, size) = live(&cluster, rate, seconds)?;
         // As many records as the job scored, at the rate it scored them.
         let scored = summary.scores_delivered.max(1000);
-        let raw = raw_produce(scored as f64 / seconds, scored, size)?;
+        let raw = raw_produce(&cluster, scored as f64 / seconds, scored, size)?;
         eprintln!("{share}: {produced} records, {summary:?}");
         let load = format!(
             "{:.0} % ({:.1} k events/s, {produced} records)",
