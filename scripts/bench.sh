@@ -4,7 +4,7 @@
 # with the machine, the date, the commit and the load average before and after the run beside
 # the figures. Every figure in a section is next to its same-run baseline and the ratio.
 #
-# Usage: scripts/bench.sh [NAME...]   (default: all of F, S, K, L, M)
+# Usage: scripts/bench.sh [NAME...]   (default: all of F, S, K, L, LF, M)
 #   F   benches/features_file.rs: features only, file -> file, against parse-only serde_json
 #   S   benches/score_job.rs: file -> features -> ONNX -> file per model (WEIR_ORT_LIB set),
 #       against raw ort over the same rows
@@ -12,6 +12,8 @@
 #       WEIR_ORT_LIB set), against raw rdkafka consume + produce
 #   L   benches/live_latency.rs: live latency at 50 % / 80 % of the job's maximum rate on the
 #       dev broker, against a raw producer's send -> acknowledged at the same rate
+#   LF  the same at 50 % on librdkafka's mock cluster (a fast broker), with the job's defaults
+#       and with the settings of JOB_FILE.md's "Tuning for latency"
 #   M   benches/window_memory.rs: bytes per open (key, window) against a plain HashMap
 #
 # A benchmark is a `run_NAME` function with an entry in BENCHES. A run on a machine that is
@@ -19,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BENCHES=(F S K L M)
+BENCHES=(F S K L LF M)
 RESULTS=target/bench-results
 
 machine() {
@@ -150,6 +152,49 @@ send → acknowledged: the broker's share of close → acknowledged.
 
 Target (issue #18): p99 ≤ 5 ms at 50 % load; p99.9 reported.
 TEXT
+}
+
+# L on librdkafka's mock cluster, twice: the job's defaults, then tuned for latency. More
+# users than L's 20 000, so that sessions fall silent for their gap at this broker's rates.
+run_LF() {
+    local table=$RESULTS/LF.md body=$RESULTS/LF.section.md part=$RESULTS/LF.part.md
+    local started before after settings
+    started=$(date -u '+%Y-%m-%d %H:%M UTC')
+    before=$(load)
+    : >"$table"
+    for settings in "" \
+        "WEIR_BENCH_L_SOURCE=fetch.wait.max.ms=5 WEIR_BENCH_L_TICK_MS=10 WEIR_BENCH_L_SINK=linger.ms=1"; do
+        # shellcheck disable=SC2086 # the settings are words on purpose
+        env WEIR_BENCH_L_BROKER=mock WEIR_BENCH_L_USERS=400000 WEIR_BENCH_L_SHARES=0.5 \
+            WEIR_BENCH_L_SECONDS=20 "WEIR_BENCH_L_OUT=$part" $settings \
+            cargo bench --bench live_latency
+        {
+            if [ -n "$settings" ]; then
+                echo "Settings: $settings."
+            else
+                echo "Settings: none (the job file's defaults)."
+            fi
+            echo
+            cat "$part"
+            echo
+        } >>"$table"
+    done
+    after=$(load)
+    {
+        cat <<'TEXT'
+### LF: live latency on a fast broker — `benches/live_latency.rs`
+
+Command: `scripts/bench.sh LF`: L's benchmark with `WEIR_BENCH_L_BROKER=mock` (every topic
+on librdkafka's mock cluster, in the benchmark's process: a broker that is not the
+bottleneck), `WEIR_BENCH_L_USERS=400000`, 50 % of the maximum rate, 20 s; once with the
+job's defaults, once tuned for latency (JOB_FILE.md, "Tuning for latency").
+TEXT
+        echo
+        provenance "$started" "$before" "$after"
+        echo
+        cat "$table"
+    } >"$body"
+    write_section LF "$body"
 }
 
 run_M() {
