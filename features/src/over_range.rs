@@ -89,7 +89,7 @@ impl OverRange {
         features: &FeatureSet,
         watermark: Watermark,
         lateness: i64,
-        emit: &mut dyn FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) -> bool {
         let mut changed = false;
         if self.pending > 0 {
@@ -105,7 +105,7 @@ impl OverRange {
             }
             changed = !due.is_empty();
             for (key, ts, seq) in due {
-                self.emit_row(features, &key, ts, seq, false, emit);
+                self.emit_row(features, &key, ts, seq, false, rows);
             }
         }
         let horizon = watermark
@@ -130,7 +130,7 @@ impl OverRange {
         &mut self,
         features: &FeatureSet,
         keys: &HashSet<Key, FastHash>,
-        emit: &mut dyn FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) {
         let mut sorted: Vec<&Key> = keys.iter().filter(|k| self.keys.contains_key(*k)).collect();
         sorted.sort_unstable();
@@ -145,7 +145,7 @@ impl OverRange {
             );
         }
         for (key, ts, seq) in due {
-            self.emit_row(features, &key, ts, seq, true, emit);
+            self.emit_row(features, &key, ts, seq, true, rows);
         }
         self.keys.retain(|k, _| !keys.contains(k));
     }
@@ -157,7 +157,7 @@ impl OverRange {
         ts: EventTime,
         seq: u64,
         timeout: bool,
-        emit: &mut dyn FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) {
         let Some(buffer) = self.keys.get_mut(key) else {
             return;
@@ -176,7 +176,7 @@ impl OverRange {
         self.pending = self.pending.saturating_sub(1);
         let mut values = RowValues::new();
         features.values(&accs, &mut values);
-        emit(FeatureRow {
+        rows.push(FeatureRow {
             key: key.clone(),
             key_group: event.key_group,
             window_start: from,

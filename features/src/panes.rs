@@ -291,7 +291,7 @@ impl PaneWindows {
         features: &FeatureSet,
         watermark: Watermark,
         allowed_lateness: i64,
-        emit: &mut dyn FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) -> bool {
         let mut changed = self.dirty_from.is_some();
         // Re-emissions: windows already fired whose panes changed (allowed-late records only).
@@ -369,7 +369,7 @@ impl PaneWindows {
                     revisions.insert(key.clone(), revision);
                     revision
                 };
-                emit(slot.row(features, key, bounds, revision, false));
+                rows.push(slot.row(features, key, bounds, revision, false));
             }
         }
         let dropped = self.drop_through(horizon);
@@ -406,7 +406,7 @@ impl PaneWindows {
         &mut self,
         features: &FeatureSet,
         keys: &HashSet<Key, FastHash>,
-        emit: &mut dyn FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) {
         let mut due: Vec<(EventTime, Key)> = Vec::new();
         let fired = self.fired_end.unwrap_or(EventTime::MIN);
@@ -432,7 +432,7 @@ impl PaneWindows {
                     .get(&end)
                     .and_then(|r| r.get(&key))
                     .map_or(0, |r| r + 1);
-                emit(slot.row(features, &key, bounds, revision, true));
+                rows.push(slot.row(features, &key, bounds, revision, true));
                 revisions.push((end, key, revision));
             }
         }

@@ -92,9 +92,9 @@ impl Schedule {
         self.through = self.through.max(watermark);
     }
 
-    /// Emits the rows of every schedule point in `(through, watermark]`, given every window
-    /// closed by `watermark` in `closed` (one per window group of `job`), then drops the
-    /// closed windows no later schedule point can use. Returns whether a row was emitted or a
+    /// Appends to `rows` the rows of every schedule point in `(through, watermark]`, given
+    /// every window closed by `watermark` in `closed` (one per window group of `job`), then
+    /// drops the closed windows no later schedule point can use. Returns whether a row was emitted or a
     /// window dropped; moving `through` alone is not a change worth a snapshot (a restored
     /// older `through` re-evaluates points that emitted nothing from the same windows).
     pub fn emit_through(
@@ -103,7 +103,7 @@ impl Schedule {
         closed: &mut [ClosedWindows],
         empty: &[Vec<f64>],
         watermark: EventTime,
-        mut emit: impl FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) -> bool {
         if watermark <= self.through {
             return false;
@@ -134,7 +134,7 @@ impl Schedule {
         let mut changed = false;
         for (at, key) in due {
             if let Some(row) = self.row(job, closed, empty, &key, at) {
-                emit(row);
+                rows.push(row);
                 changed = true;
             }
         }

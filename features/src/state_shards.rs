@@ -145,14 +145,9 @@ impl StateShards {
     }
 
     /// Fires every shard (see [`KeyedFeatures::fire`]).
-    pub fn fire(
-        &mut self,
-        job: &JobFeatures,
-        watermark: Watermark,
-        mut emit: impl FnMut(FeatureRow),
-    ) {
+    pub fn fire(&mut self, job: &JobFeatures, watermark: Watermark, rows: &mut Vec<FeatureRow>) {
         for index in 0..self.shards.len() {
-            self.fire_shard(index, job, watermark, &mut emit);
+            self.fire_shard(index, job, watermark, rows);
         }
     }
 
@@ -164,10 +159,10 @@ impl StateShards {
         index: usize,
         job: &JobFeatures,
         watermark: Watermark,
-        emit: impl FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) {
         if let Some(shard) = self.shards.get_mut(index) {
-            shard.state.fire(job, watermark, emit);
+            shard.state.fire(job, watermark, rows);
         }
     }
 
@@ -178,11 +173,11 @@ impl StateShards {
         job: &JobFeatures,
         now_ms: i64,
         ttl_ms: i64,
-        mut emit: impl FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) -> usize {
         self.shards
             .iter_mut()
-            .map(|s| s.state.expire(job, now_ms, ttl_ms, &mut emit))
+            .map(|s| s.state.expire(job, now_ms, ttl_ms, rows))
             .sum()
     }
 

@@ -137,20 +137,21 @@ impl KeyedWindows {
         Applied::Updated
     }
 
-    /// Emits every window with `end <= watermark` that has unemitted changes (earliest end
-    /// first; within an end, aligned windows by key hash, sessions by key), then drops the state no record can reach any more. Returns whether
-    /// the state changed (see [`crate::keyed_features::KeyedFeatures::take_changed`]).
+    /// Appends to `rows` every window with `end <= watermark` that has unemitted changes
+    /// (earliest end first; within an end, aligned windows by key hash, sessions by key), then
+    /// drops the state no record can reach any more. Returns whether the state changed (see
+    /// [`crate::keyed_features::KeyedFeatures::take_changed`]).
     pub fn fire(
         &mut self,
         features: &FeatureSet,
         watermark: Watermark,
-        mut emit: impl FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) -> bool {
         let lateness = self.allowed_lateness;
         match &mut self.kind {
-            Kind::Panes(p) => p.fire(features, watermark, lateness, &mut emit),
-            Kind::Sessions(s) => s.fire(features, watermark, lateness, &mut emit),
-            Kind::Range(r) => r.fire(features, watermark, lateness, &mut emit),
+            Kind::Panes(p) => p.fire(features, watermark, lateness, rows),
+            Kind::Sessions(s) => s.fire(features, watermark, lateness, rows),
+            Kind::Range(r) => r.fire(features, watermark, lateness, rows),
         }
     }
 
@@ -167,13 +168,13 @@ impl KeyedWindows {
         features: &FeatureSet,
         now_ms: i64,
         ttl_ms: i64,
-        emit: impl FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) -> usize {
         let quiet = self.activity.take_quiet(now_ms, ttl_ms);
         if quiet.is_empty() {
             return 0;
         }
-        self.expire_keys(features, &quiet, emit);
+        self.expire_keys(features, &quiet, rows);
         quiet.len()
     }
 
@@ -183,12 +184,12 @@ impl KeyedWindows {
         &mut self,
         features: &FeatureSet,
         quiet: &QuietKeys,
-        mut emit: impl FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) {
         match &mut self.kind {
-            Kind::Panes(p) => p.expire(features, quiet, &mut emit),
-            Kind::Sessions(s) => s.expire(features, quiet, &mut emit),
-            Kind::Range(r) => r.expire(features, quiet, &mut emit),
+            Kind::Panes(p) => p.expire(features, quiet, rows),
+            Kind::Sessions(s) => s.expire(features, quiet, rows),
+            Kind::Range(r) => r.expire(features, quiet, rows),
         }
     }
 }

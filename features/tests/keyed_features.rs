@@ -26,9 +26,9 @@ fn run(job: &JobFeatures, events: &[Event]) -> Vec<FeatureRow> {
     for e in events {
         state.apply(job, e, Watermark(max_ts));
         max_ts = max_ts.max(e.ts);
-        state.fire(job, Watermark(max_ts), |r| rows.push(r));
+        state.fire(job, Watermark(max_ts), &mut rows);
     }
-    state.fire(job, Watermark::MAX, |r| rows.push(r));
+    state.fire(job, Watermark::MAX, &mut rows);
     rows
 }
 
@@ -217,7 +217,7 @@ fn a_late_primary_revision_still_finds_its_secondary_window() -> Result<()> {
         let e = event(&schema, "k", m * minute, 1.0, i as i64);
         state.apply(&job, &e, watermark);
         watermark = Watermark(watermark.0.max(e.ts));
-        state.fire(&job, watermark, |r| rows.push(r));
+        state.fire(&job, watermark, &mut rows);
     }
     let late = rows
         .iter()
@@ -238,8 +238,8 @@ fn rows_after_a_late_record(job: &JobFeatures, mut state: KeyedFeatures) -> Resu
     let mut rows = Vec::new();
     let e = event(&schema, "k", 599_700, 1.0, 0);
     state.apply(job, &e, Watermark(600_500));
-    state.fire(job, Watermark(600_600), |r| rows.push(r.window_end));
-    Ok(rows)
+    state.fire(job, Watermark(600_600), &mut rows);
+    Ok(rows.iter().map(|r| r.window_end).collect())
 }
 
 #[test]
@@ -254,14 +254,14 @@ fn a_restored_schedule_does_not_re_evaluate_points_passed_before_the_checkpoint(
     )?
     .with_trigger(Trigger::Schedule { every: minute })?;
     let mut state = KeyedFeatures::new(&job, 5 * minute);
-    state.fire(&job, Watermark(65_000), |_| {});
+    let mut rows = Vec::new();
+    state.fire(&job, Watermark(65_000), &mut rows);
     // The shard's last snapshot: schedule points up to 65 s evaluated.
     let snapshot = state.encode()?;
     // Points up to 10:00.5 pass with nothing to emit, which does not rewrite the snapshot;
     // the checkpoint is taken at that watermark.
-    state.fire(&job, Watermark(600_500), |r| {
-        panic!("no row expected: {r:?}")
-    });
+    state.fire(&job, Watermark(600_500), &mut rows);
+    assert!(rows.is_empty(), "no row expected: {rows:?}");
     let uninterrupted = rows_after_a_late_record(&job, state)?;
     let mut restored = KeyedFeatures::decode(&job, &snapshot)?;
     restored.resume(0, Some(600_500));

@@ -217,8 +217,9 @@ fn assert_apply_does_not_allocate(
 
     // The records were all counted, warm-up included; a hopping record is in size / slide
     // windows.
-    let mut records = 0;
-    state.fire(&features, Watermark::MAX, |row| records += row.records);
+    let mut rows = Vec::new();
+    state.fire(&features, Watermark::MAX, &mut rows);
+    let records: u64 = rows.iter().map(|row| row.records).sum();
     let warm_up = keys.len() * WINDOWS as usize;
     assert_eq!(
         records as usize,

@@ -62,9 +62,9 @@ fn check(raw: &[(u8, i64, i64)], range: i64, disorder: i64) -> Result<()> {
             "unexpected late"
         );
         max_ts = max_ts.max(e.ts);
-        state.fire(&features, Watermark(max_ts - disorder), |r| rows.push(r));
+        state.fire(&features, Watermark(max_ts - disorder), &mut rows);
     }
-    state.fire(&features, Watermark::MAX, |r| rows.push(r));
+    state.fire(&features, Watermark::MAX, &mut rows);
     ensure!(
         rows.len() == events.len(),
         "{} rows for {} events",

@@ -28,7 +28,7 @@ fn feed(
     for e in events {
         state.apply(job, e, Watermark(*wm));
         *wm = (*wm).max(e.ts - 5_000);
-        state.fire(job, Watermark(*wm), |r| out.push(r));
+        state.fire(job, Watermark(*wm), out);
     }
 }
 
@@ -45,7 +45,7 @@ fn check(job: &JobFeatures, seed: u64, split_into: u32) -> Result<()> {
     let (mut straight, mut wm) = (KeyedFeatures::new(job, 2_000), i64::MIN);
     let mut expected = Vec::new();
     feed(&mut straight, job, &events, &mut wm, &mut expected);
-    straight.fire(job, Watermark::MAX, |r| expected.push(r));
+    straight.fire(job, Watermark::MAX, &mut expected);
 
     let (mut before, mut wm) = (KeyedFeatures::new(job, 2_000), i64::MIN);
     let mut got = Vec::new();
@@ -63,7 +63,7 @@ fn check(job: &JobFeatures, seed: u64, split_into: u32) -> Result<()> {
     }
     let mut after = merged.ok_or_else(|| anyhow::anyhow!("no parts"))?;
     feed(&mut after, job, tail, &mut wm, &mut got);
-    after.fire(job, Watermark::MAX, |r| got.push(r));
+    after.fire(job, Watermark::MAX, &mut got);
     assert!(expected.len() > 100, "only {} rows", expected.len());
     assert_eq!(
         sorted(expected),
@@ -139,7 +139,7 @@ fn ingest_times_stay_out_of_snapshots() -> Result<()> {
         assert_eq!(states[0], states[1], "{primary:?} {trigger:?}");
         let mut restored = KeyedFeatures::decode(&job, &states[0])?;
         rows.clear();
-        restored.fire(&job, Watermark::MAX, |r| rows.push(r));
+        restored.fire(&job, Watermark::MAX, &mut rows);
         assert!(!rows.is_empty(), "{primary:?} {trigger:?}");
         assert!(rows.iter().all(|r| r.ingested_at_ms == 0));
     }
@@ -161,9 +161,9 @@ fn feed_expiring(
         state.set_processing_time(now);
         state.apply(job, e, Watermark(*wm));
         *wm = (*wm).max(e.ts - 5_000);
-        state.fire(job, Watermark(*wm), |r| out.push(r));
+        state.fire(job, Watermark(*wm), out);
         if (from + i) % 50 == 49 {
-            state.expire(job, now, 300, |r| out.push(r));
+            state.expire(job, now, 300, out);
         }
     }
 }
@@ -184,7 +184,7 @@ fn sessions_forgotten_by_expiry_keep_their_revisions_across_a_restore() -> Resul
     let (mut straight, mut wm) = (KeyedFeatures::new(&job, 2_000), i64::MIN);
     let mut expected = Vec::new();
     feed_expiring(&mut straight, &job, &events, 0, &mut wm, &mut expected);
-    straight.fire(&job, Watermark::MAX, |r| expected.push(r));
+    straight.fire(&job, Watermark::MAX, &mut expected);
     let mut ids = std::collections::HashSet::new();
     for r in &expected {
         assert!(
@@ -217,7 +217,7 @@ fn sessions_forgotten_by_expiry_keep_their_revisions_across_a_restore() -> Resul
     assert_eq!(after.forgotten_windows(), before.forgotten_windows());
     after.resume((half as i64 - 1) * 10, None);
     feed_expiring(&mut after, &job, &events[half..], half, &mut wm, &mut got);
-    after.fire(&job, Watermark::MAX, |r| got.push(r));
+    after.fire(&job, Watermark::MAX, &mut got);
     assert_eq!(sorted(expected), sorted(got));
     Ok(())
 }
@@ -234,8 +234,8 @@ fn version_1_snapshots_restore() -> Result<()> {
     v1.extend(bincode::serialize(&state)?);
     let mut restored = KeyedFeatures::decode(&job, &v1)?;
     let (mut want, mut got) = (Vec::new(), Vec::new());
-    state.fire(&job, Watermark::MAX, |r| want.push(r));
-    restored.fire(&job, Watermark::MAX, |r| got.push(r));
+    state.fire(&job, Watermark::MAX, &mut want);
+    restored.fire(&job, Watermark::MAX, &mut got);
     assert!(!want.is_empty());
     assert_eq!(sorted(want), sorted(got));
     let mut trailing = v1.clone();

@@ -88,7 +88,7 @@ impl Job {
             instance.state.apply(job, event, Watermark(before));
         }
         for instance in &mut self.instances {
-            instance.state.fire(job, Watermark(after), |r| out.push(r));
+            instance.state.fire(job, Watermark(after), out);
         }
         Ok(())
     }
@@ -116,7 +116,7 @@ impl Job {
 
     fn finish(&mut self, job: &JobFeatures, out: &mut Vec<FeatureRow>) {
         for instance in &mut self.instances {
-            instance.state.fire(job, Watermark::MAX, |r| out.push(r));
+            instance.state.fire(job, Watermark::MAX, out);
         }
     }
 }
@@ -341,11 +341,11 @@ fn unchanged_shards_are_not_encoded_again() -> Result<()> {
     let kg = event.key_group.0;
     assert!(changed.iter().all(|s| s.lo <= kg && kg < s.hi));
     // Firing with nothing due changes nothing; firing the window does.
-    state.fire(&job, Watermark(event.ts), |_| {});
+    let mut rows = Vec::new();
+    state.fire(&job, Watermark(event.ts), &mut rows);
     assert!(state.changed_snapshots()?.is_empty());
-    let mut rows = 0;
-    state.fire(&job, Watermark(event.ts + 120_000), |_| rows += 1);
-    assert_eq!(rows, 1);
+    state.fire(&job, Watermark(event.ts + 120_000), &mut rows);
+    assert_eq!(rows.len(), 1);
     assert_eq!(state.changed_snapshots()?.len(), 1);
     state.mark_all_changed();
     assert_eq!(state.changed_snapshots()?.len(), G as usize);

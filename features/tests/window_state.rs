@@ -100,7 +100,7 @@ fn same(a: &[f64], b: &[f64]) -> bool {
 
 fn collect(state: &mut KeyedWindows, features: &FeatureSet, wm: Watermark) -> Vec<FeatureRow> {
     let mut rows = Vec::new();
-    state.fire(features, wm, |row| rows.push(row));
+    state.fire(features, wm, &mut rows);
     rows
 }
 
@@ -152,11 +152,11 @@ proptest! {
             let max = max_ts.map_or(e.ts, |m| m.max(e.ts));
             max_ts = Some(max);
             let wm = Watermark::bounded_out_of_orderness(max, DISORDER);
-            state.fire(&features, wm, |row| rows.push(row));
+            state.fire(&features, wm, &mut rows);
             // Every emitted window is closed: its end is at or before the watermark.
             prop_assert!(rows.iter().all(|r| r.window_end <= wm.0));
         }
-        state.fire(&features, Watermark::MAX, |row| rows.push(row));
+        state.fire(&features, Watermark::MAX, &mut rows);
         prop_assert_eq!(state.open_slots(), 0);
 
         // The oracle: group by (key, window start) in arrival order.
@@ -453,11 +453,12 @@ fn quiet_keys_are_closed_by_timeout_and_forgotten() {
         assert_eq!(state.tracked_keys(), 2);
         // Not yet quiet for the TTL.
         assert_eq!(
-            state.expire(&features, 5_999, 5_000, |_| panic!("{spec:?}")),
-            0
+            state.expire(&features, 5_999, 5_000, &mut Vec::new()),
+            0,
+            "{spec:?}"
         );
         let mut rows = Vec::new();
-        assert_eq!(state.expire(&features, 6_000, 5_000, |r| rows.push(r)), 1);
+        assert_eq!(state.expire(&features, 6_000, 5_000, &mut rows), 1);
         assert!(!rows.is_empty(), "{spec:?}");
         assert!(rows
             .iter()
@@ -483,16 +484,18 @@ fn a_restore_does_not_count_the_downtime_as_quiet_time() {
     let mut restored = state.clone();
     restored.resume_processing_time(100_000);
     assert_eq!(
-        restored.expire(&features, 100_000, 5_000, |_| panic!("expired at restore")),
-        0
+        restored.expire(&features, 100_000, 5_000, &mut Vec::new()),
+        0,
+        "expired at restore"
     );
     assert_eq!(
-        restored.expire(&features, 103_999, 5_000, |_| panic!("expired early")),
-        0
+        restored.expire(&features, 103_999, 5_000, &mut Vec::new()),
+        0,
+        "expired early"
     );
     let mut rows = Vec::new();
     assert_eq!(
-        restored.expire(&features, 104_000, 5_000, |r| rows.push(r)),
+        restored.expire(&features, 104_000, 5_000, &mut rows),
         1,
         "quiet for the TTL after the restore, counting the 1 000 before the checkpoint"
     );
@@ -507,10 +510,7 @@ fn a_window_re_opened_after_its_key_expired_is_a_new_revision() {
     let e = event("k", 3, "a", Some(1.0), 0);
     assert_eq!(state.apply(&features, &e, Watermark::MIN), Applied::Updated);
     let mut expired = Vec::new();
-    assert_eq!(
-        state.expire(&features, 7_000, 5_000, |r| expired.push(r)),
-        1
-    );
+    assert_eq!(state.expire(&features, 7_000, 5_000, &mut expired), 1);
     assert_eq!(expired.len(), 1);
     assert_eq!((expired[0].window_end, expired[0].revision), (10, 0));
     // A record in the same window after the expiry: the window's next row is revision 1 of
@@ -545,10 +545,9 @@ fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
     let rows = collect(&mut state, &features, Watermark(13));
     assert_eq!((rows[0].window_end, rows[0].revision), (13, 0));
     // Quiet for the TTL: the fired, unchanged session is forgotten without a row.
-    assert_eq!(
-        state.expire(&features, 7_000, 5_000, |r| panic!("{r:?}")),
-        1
-    );
+    let mut expired = Vec::new();
+    assert_eq!(state.expire(&features, 7_000, 5_000, &mut expired), 1);
+    assert!(expired.is_empty(), "{expired:?}");
     assert_eq!((state.open_slots(), state.forgotten_windows()), (0, 1));
 
     // An allowed-late record at the same time: the same session again (key, end 13), so its
@@ -566,10 +565,7 @@ fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
     let e = event("k", 8, "a", Some(3.0), 2);
     assert_eq!(state.apply(&features, &e, Watermark(13)), Applied::Updated);
     let mut expired = Vec::new();
-    assert_eq!(
-        state.expire(&features, 14_000, 5_000, |r| expired.push(r)),
-        1
-    );
+    assert_eq!(state.expire(&features, 14_000, 5_000, &mut expired), 1);
     assert_eq!(expired.len(), 1);
     assert_eq!(
         (
@@ -586,7 +582,7 @@ fn a_session_re_opened_after_its_key_expired_is_a_new_revision() {
 
     // Once no allowed record can touch a forgotten session, it is dropped: at watermark 122
     // (horizon 22) a record at 22 would still touch the one ending at 22.
-    state.expire(&features, 30_000, 5_000, |_| {});
+    state.expire(&features, 30_000, 5_000, &mut Vec::new());
     assert_eq!(state.forgotten_windows(), 3);
     collect(&mut state, &features, Watermark(122));
     assert_eq!(state.forgotten_windows(), 1);
@@ -611,7 +607,7 @@ fn two_sessions_each_covering_part_of_a_forgotten_one_both_continue_its_revision
         (rows[0].window_start, rows[0].window_end, rows[0].revision),
         (100, 118, 0)
     );
-    assert_eq!(state.expire(&features, 7_000, 5_000, |_| {}), 1);
+    assert_eq!(state.expire(&features, 7_000, 5_000, &mut Vec::new()), 1);
 
     // [97, 107) touches the forgotten [100, 118); so does [108, 118), which does not touch
     // [97, 107) and ends where the forgotten session ended: it must not be (k, 118, 0) again.

@@ -106,10 +106,10 @@ fn run(
             Watermark::bounded_out_of_orderness(m, OUT_OF_ORDERNESS)
         });
         let before = rows.len();
-        state.fire(&features, wm, |r| rows.push(r));
+        state.fire(&features, wm, &mut rows);
         prop_assert!(rows[before..].iter().all(|r| r.window_end <= wm.0));
     }
-    state.fire(&features, Watermark::MAX, |r| rows.push(r));
+    state.fire(&features, Watermark::MAX, &mut rows);
     prop_assert_eq!(state.open_slots(), 0);
     Ok((accepted, rows))
 }
@@ -273,7 +273,7 @@ proptest! {
                 // Everything within the allowed lateness: the watermark has not moved.
                 state.apply(&features, &event(KEYS[k], ts, x, i as i64), Watermark::MIN);
             }
-            state.fire(&features, Watermark::MAX, |r| rows.push(r));
+            state.fire(&features, Watermark::MAX, &mut rows);
             rows.into_iter().map(|r| (r.key, r.window_start, r.window_end, r.records, r.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>())).collect::<Vec<_>>()
         };
         let in_order: Vec<usize> = (0..times.len()).collect();

@@ -180,8 +180,8 @@ mod tests {
         assert_eq!(v3[..4], STATE_VERSION.to_le_bytes());
         assert_eq!(KeyedFeatures::decode(&job, &v3)?.activity.len(), 2);
         let mut rows = Vec::new();
-        assert_eq!(restored.expire(&job, 1_999, 1_000, |r| rows.push(r)), 0);
-        assert_eq!(restored.expire(&job, 2_000, 1_000, |r| rows.push(r)), 2);
+        assert_eq!(restored.expire(&job, 1_999, 1_000, &mut rows), 0);
+        assert_eq!(restored.expire(&job, 2_000, 1_000, &mut rows), 2);
         assert_eq!(rows.len(), 2);
         Ok(())
     }

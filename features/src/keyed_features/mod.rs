@@ -149,89 +149,89 @@ impl KeyedFeatures {
         Applied::Updated
     }
 
-    /// Fires every window the watermark passed and emits the rows of the job's trigger: one
-    /// assembled row per primary firing, or the rows of every schedule point passed.
-    pub fn fire(
-        &mut self,
-        job: &JobFeatures,
-        watermark: Watermark,
-        mut emit: impl FnMut(FeatureRow),
-    ) {
+    /// Fires every window the watermark passed and appends to `rows` the rows of the job's
+    /// trigger: one assembled row per primary firing, or the rows of every schedule point
+    /// passed.
+    pub fn fire(&mut self, job: &JobFeatures, watermark: Watermark, rows: &mut Vec<FeatureRow>) {
         let mut changed = false;
-        let primary_rows = self.close_windows(job, &mut emit, |state, features, closed| {
-            changed |= state.fire(features, watermark, |row| closed.take(row));
+        let primary_rows = self.close_windows(job, rows, |state, features, closed| {
+            changed |= state.fire(features, watermark, closed);
         });
         if let Some(schedule) = &mut self.schedule {
-            changed |= schedule.emit_through(job, &mut self.closed, &self.empty, watermark.0, emit);
+            changed |= schedule.emit_through(job, &mut self.closed, &self.empty, watermark.0, rows);
         } else {
-            self.assemble(job, primary_rows, &mut emit);
+            self.assemble(job, primary_rows, rows);
             changed |= self.prune(job, watermark);
         }
         self.changed |= changed;
     }
 
     /// Closes windows of keys quiet for `ttl_ms` (see [`KeyedWindows::expire`]). Under the
-    /// close trigger the primary window's force-closed windows are emitted at once; under the
-    /// schedule trigger every force-closed window waits for the next schedule points.
+    /// close trigger the primary window's force-closed windows are appended to `rows` at once;
+    /// under the schedule trigger every force-closed window waits for the next schedule points.
     pub fn expire(
         &mut self,
         job: &JobFeatures,
         now_ms: i64,
         ttl_ms: i64,
-        mut emit: impl FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) -> usize {
         let quiet = self.activity.take_quiet(now_ms, ttl_ms);
         if quiet.is_empty() {
             return 0;
         }
-        let primary_rows = self.close_windows(job, &mut emit, |state, features, closed| {
-            state.expire_keys(features, &quiet, |row| closed.take(row));
+        let primary_rows = self.close_windows(job, rows, |state, features, closed| {
+            state.expire_keys(features, &quiet, closed);
         });
         for row in &primary_rows {
             self.closed.iter_mut().for_each(|c| c.remove_key(&row.key));
         }
         self.changed = true;
-        self.assemble(job, primary_rows, emit);
+        self.assemble(job, primary_rows, rows);
         quiet.len()
     }
 
     /// The trigger driver of [`KeyedFeatures::fire`] and [`KeyedFeatures::expire`]: runs
-    /// `close` (a firing or a forced close) on every window group and routes the windows it
-    /// closes by the job's trigger. Under the schedule trigger every group's go to its closed
-    /// windows; under the close trigger the secondaries' do (for the as-of lookups) and the
-    /// primary's are returned, to be assembled once every group has closed — or, when the job
-    /// has only the primary window (nothing to assemble), go to `emit` as they close, without
-    /// being collected first.
+    /// `close` (a firing or a forced close, appending the rows of the windows it closes) on
+    /// every window group and routes those rows by the job's trigger. Under the schedule
+    /// trigger every group's go to its closed windows; under the close trigger the
+    /// secondaries' do (for the as-of lookups) and the primary's are returned, to be assembled
+    /// once every group has closed — or, when the job has only the primary window (nothing to
+    /// assemble), they are the output rows, appended to `rows` as they close.
     fn close_windows(
         &mut self,
         job: &JobFeatures,
-        emit: &mut dyn FnMut(FeatureRow),
-        mut close: impl FnMut(&mut KeyedWindows, &FeatureSet, &mut ClosedTo),
+        rows: &mut Vec<FeatureRow>,
+        mut close: impl FnMut(&mut KeyedWindows, &FeatureSet, &mut Vec<FeatureRow>),
     ) -> Vec<FeatureRow> {
         let scheduled = self.schedule.is_some();
         let direct = job.groups().len() == 1;
-        let mut primary_rows = Vec::new();
+        let (mut primary_rows, mut closed_rows) = (Vec::new(), Vec::new());
         let groups = job
             .groups()
             .iter()
             .zip(&mut self.states)
             .zip(&mut self.closed);
         for (g, ((group, state), closed)) in groups.enumerate() {
-            let mut to = if g == 0 && !scheduled && direct {
-                ClosedTo::Emit(&mut *emit)
-            } else if g == 0 && !scheduled {
-                ClosedTo::Primary(&mut primary_rows)
+            if g == 0 && !scheduled {
+                let to = if direct {
+                    &mut *rows
+                } else {
+                    &mut primary_rows
+                };
+                close(state, &group.features, to);
             } else {
-                ClosedTo::Lookup(closed)
-            };
-            close(state, &group.features, &mut to);
+                close(state, &group.features, &mut closed_rows);
+                closed_rows.drain(..).for_each(|row| closed.record(row));
+            }
         }
         primary_rows
     }
 
-    /// Fills each primary row with the secondary windows' values as of its end (a job with
-    /// only the primary window emitted its rows as they closed: `rows` is empty).
-    fn assemble(&self, job: &JobFeatures, rows: Vec<FeatureRow>, mut emit: impl FnMut(FeatureRow)) {
+    /// Fills each primary row with the secondary windows' values as of its end and appends it
+    /// to `out` (a job with only the primary window appended its rows as they closed: `rows`
+    /// is empty).
+    fn assemble(&self, job: &JobFeatures, rows: Vec<FeatureRow>, out: &mut Vec<FeatureRow>) {
         for mut row in rows {
             let mut values: RowValues = smallvec::smallvec![f64::NAN; job.names().len()];
             if let Some(primary) = job.groups().first() {
@@ -246,7 +246,7 @@ impl KeyedFeatures {
                 place(&mut values, group, found.map_or(empty, |r| &r.values));
             }
             row.values = values;
-            emit(row);
+            out.push(row);
         }
     }
 
@@ -305,26 +305,5 @@ impl KeyedFeatures {
         }
         self.activity.absorb(other.activity);
         Ok(())
-    }
-}
-
-/// Where a window group's closed windows go in one pass of the trigger driver.
-enum ClosedTo<'a> {
-    /// The primary window's, under the close trigger: assembled into rows after the pass.
-    Primary(&'a mut Vec<FeatureRow>),
-    /// The primary window's, under the close trigger, when it is the job's only window: its
-    /// rows are the output rows.
-    Emit(&'a mut dyn FnMut(FeatureRow)),
-    /// Kept for as-of lookups (secondaries, or every group under the schedule trigger).
-    Lookup(&'a mut ClosedWindows),
-}
-
-impl ClosedTo<'_> {
-    fn take(&mut self, row: FeatureRow) {
-        match self {
-            ClosedTo::Primary(rows) => rows.push(row),
-            ClosedTo::Emit(emit) => emit(row),
-            ClosedTo::Lookup(closed) => closed.record(row),
-        }
     }
 }

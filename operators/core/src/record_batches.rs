@@ -1,8 +1,8 @@
-//! How the window operator's input and output travel: in batches of up to [`BATCH_RECORDS`]
-//! records instead of Timely's default container of 8 KiB (31 events of ~260 bytes, ~40
-//! feature rows). Used by the exchange that routes events to their window instance
-//! ([`crate::window_features`]) and by the window operator's rows output, which the sinks
-//! encode batch by batch ([`crate::file_sink`] hands each encoded batch to its writer worker).
+//! How the window operator's input travels: in batches of up to [`BATCH_RECORDS`]
+//! records instead of Timely's default container of 8 KiB (31 events of ~260 bytes). Used by
+//! the exchange that routes events to their window instance ([`crate::window_features`]).
+//! (The window operator's rows need no builder: the window state appends them to one vector
+//! per firing call, which the operator hands on whole.)
 //! Every container is an allocation, a push onto the next operator's queue (for another
 //! worker a lock and, when it sleeps, a wake-up) and a free where it is consumed, so larger
 //! batches cut those per-container costs ~30-fold. A batch that is not full is still sent

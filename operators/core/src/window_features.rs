@@ -40,7 +40,7 @@ use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::Result;
 use crate::metrics::{JobMetrics, Operator};
 use crate::placement::Placement;
-use crate::record_batches::RecordBatches;
+use crate::record_batches::{RecordBatches, BATCH_RECORDS};
 use crate::snapshot_restore::restore_key_groups;
 use crate::snapshot_writer::SnapshotWriter;
 use crate::window_instance::{WindowInstance, WindowLogic};
@@ -64,9 +64,10 @@ pub struct WindowConfig {
     pub checkpoints: OperatorCheckpoints,
 }
 
-/// Rows a tick's firing emits per activation, about (whole shards are fired): a bounded input
-/// read at full speed closes tens of thousands of windows per 100 ms tick, and the operators after this one
-/// (the sink's encoder and writer) take them in parts of this size instead of all at once.
+/// Rows a tick's firing emits per activation, about (whole shards are fired), in containers of
+/// about [`BATCH_RECORDS`] rows: a bounded input read at full speed closes tens of thousands of
+/// windows per 100 ms tick, and the operators after this one (the sink's encoder and writer)
+/// take them in parts of this size instead of all at once.
 pub const FIRE_BUDGET_ROWS: usize = 8_192;
 
 /// Operator name of the window state in checkpoints.
@@ -152,7 +153,10 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let (rows_out, rows) = builder.new_output::<Vec<FeatureRow>>();
         let (late_out, late) = builder.new_output::<Vec<DeadLetter>>();
         let (parts_out, checkpoint) = builder.new_output::<Vec<CheckpointPart>>();
-        let mut rows_out = OutputBuilder::<_, RecordBatches<FeatureRow>>::from(rows_out);
+        let mut rows_out = OutputBuilder::<
+            _,
+            timely::container::CapacityContainerBuilder<Vec<FeatureRow>>,
+        >::from(rows_out);
         let mut late_out = OutputBuilder::<
             _,
             timely::container::CapacityContainerBuilder<Vec<DeadLetter>>,
@@ -183,6 +187,11 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             // The complete tick whose windows are firing, when they did not all fit into one
             // activation's row budget.
             let mut firing: Option<(Tick, TickCapabilities)> = None;
+            // The rows of one firing call (about BATCH_RECORDS at most: whole shards are
+            // fired), built in place by the window state and handed on as one container,
+            // which starts with room for as many rows as the last one held: a live stream's
+            // few rows a tick do not each hold a full batch's memory downstream.
+            let (mut fired_rows, mut last_part) = (Vec::<FeatureRow>::new(), 0);
             move |frontiers| {
                 let mut rows_handle = rows_out.activate();
                 let mut late_handle = late_out.activate();
@@ -226,17 +235,25 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                         break;
                     }
                     let now_ms = (unix_nanos() / 1_000_000) as i64;
-                    let mut rows = rows_handle.session_with_builder(&caps.rows);
-                    let fired = window.fire(now_ms, unix_nanos(), budget, |row| rows.give(row));
-                    drop(rows);
+                    fired_rows.reserve(last_part);
+                    let part = budget.min(BATCH_RECORDS);
+                    let fired = window.fire(now_ms, unix_nanos(), part, &mut fired_rows);
+                    if !fired_rows.is_empty() {
+                        last_part = fired_rows.len().min(BATCH_RECORDS);
+                        // Handed on whole: no row is copied again on its way to the sink.
+                        rows_handle
+                            .session(&caps.rows)
+                            .give_container(&mut fired_rows);
+                        fired_rows.clear();
+                    }
                     if let Some((_, rows)) = &flow {
                         rows.inc_by(fired.rows as u64);
                     }
                     budget = budget.saturating_sub(fired.rows);
                     if !fired.complete {
+                        // The next part, in this activation while the budget lasts.
                         firing = Some((tick, caps));
-                        rerun.activate();
-                        break;
+                        continue;
                     }
                     if let Some(writer) = writer.as_mut().filter(|_| clock.is_epoch(tick)) {
                         if let Some(watermark) = window.checkpoint_watermark() {

@@ -184,13 +184,13 @@ impl WindowInstance {
     }
 
     /// Fires the windows the combined watermark passed, shard after shard from where the
-    /// last call stopped, and stops after the first shard at which this call has emitted
-    /// `budget` rows; once every shard has fired (at most every [`EXPIRY_INTERVAL_MS`] of
-    /// `now_ms`) it force-closes the windows of keys quiet past the state TTL. Every row
-    /// carries `fired_at_ns` and goes to `emit` as it closes. The operator calls this again,
-    /// in later activations, until the tick's firing is complete, and applies nothing in
-    /// between (every shard fires at the same watermark), so that the operators after it take
-    /// a tick's rows in parts instead of all at once: at a bounded input's speed one tick
+    /// last call stopped, and stops after the first shard at which this call has appended
+    /// `budget` rows to `rows`; once every shard has fired (at most every
+    /// [`EXPIRY_INTERVAL_MS`] of `now_ms`) it force-closes the windows of keys quiet past the
+    /// state TTL. Every row appended carries `fired_at_ns`. The operator calls this again, in
+    /// later activations, until the tick's firing is complete, and applies nothing in between
+    /// (every shard fires at the same watermark), so that the operators after it take a
+    /// tick's rows in parts instead of all at once: at a bounded input's speed one tick
     /// closes tens of thousands of windows, whose rows and encoded lines would otherwise all be
     /// held at once.
     pub fn fire(
@@ -198,37 +198,36 @@ impl WindowInstance {
         now_ms: i64,
         fired_at_ns: u64,
         budget: usize,
-        mut emit: impl FnMut(FeatureRow),
+        rows: &mut Vec<FeatureRow>,
     ) -> Fired {
-        let rows = std::cell::Cell::new(0);
-        let mut stamp = |mut row: FeatureRow| {
-            row.fired_at_ns = fired_at_ns;
-            rows.set(rows.get() + 1);
-            emit(row);
-        };
+        let from = rows.len();
         let watermark = self.combiner.watermark();
         let features = &self.logic.features;
+        let mut complete = true;
         while self.next_shard < self.state.len() {
             self.state
-                .fire_shard(self.next_shard, features, watermark, &mut stamp);
+                .fire_shard(self.next_shard, features, watermark, rows);
             self.next_shard += 1;
-            if rows.get() >= budget && self.next_shard < self.state.len() {
-                return Fired {
-                    rows: rows.get(),
-                    complete: false,
-                };
+            if rows.len() - from >= budget && self.next_shard < self.state.len() {
+                complete = false;
+                break;
             }
         }
-        self.next_shard = 0;
-        if let Some(ttl) = self.logic.state_ttl_ms {
-            if now_ms - self.last_expiry_ms >= EXPIRY_INTERVAL_MS {
-                self.last_expiry_ms = now_ms;
-                self.state.expire(features, now_ms, ttl, &mut stamp);
+        if complete {
+            self.next_shard = 0;
+            if let Some(ttl) = self.logic.state_ttl_ms {
+                if now_ms - self.last_expiry_ms >= EXPIRY_INTERVAL_MS {
+                    self.last_expiry_ms = now_ms;
+                    self.state.expire(features, now_ms, ttl, rows);
+                }
             }
         }
+        rows[from..]
+            .iter_mut()
+            .for_each(|row| row.fired_at_ns = fired_at_ns);
         Fired {
-            rows: rows.get(),
-            complete: true,
+            rows: rows.len() - from,
+            complete,
         }
     }
 

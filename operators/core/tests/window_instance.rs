@@ -84,7 +84,7 @@ fn report(source: u32, watermark: i64) -> WatermarkReport {
 /// count it returns.
 fn fire(window: &mut WindowInstance, now_ms: i64, fired_at_ns: u64) -> Vec<FeatureRow> {
     let mut rows = Vec::new();
-    let fired = window.fire(now_ms, fired_at_ns, usize::MAX, |row| rows.push(row));
+    let fired = window.fire(now_ms, fired_at_ns, usize::MAX, &mut rows);
     assert!(
         fired.complete,
         "without a budget one call fires every shard"
@@ -151,7 +151,7 @@ fn a_tick_fired_in_parts_of_a_row_budget_emits_the_rows_of_one_firing() -> TestR
     loop {
         calls += 1;
         let before = rows.len();
-        let fired = parts.fire(0, 7, budget, |row| rows.push(row));
+        let fired = parts.fire(0, 7, budget, &mut rows);
         assert_eq!(fired.rows, rows.len() - before);
         if fired.complete {
             break;
