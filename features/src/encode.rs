@@ -252,12 +252,12 @@ fn write_f64(
     (floats, integers): (&mut zmij::Buffer, &mut itoa::Buffer),
     out: &mut Vec<u8>,
 ) {
+    // Integral below the bound: its conversion to i64 is exact and converts back to it (a
+    // cast, where `fract` is a libm call per value).
+    let integral = x.abs() < INTEGRAL_AS_INTEGER && (x as i64) as f64 == x;
     if !x.is_finite() {
         out.extend_from_slice(b"null");
-    } else if x.fract() == 0.0
-        && x.abs() < INTEGRAL_AS_INTEGER
-        && (x != 0.0 || x.is_sign_positive())
-    {
+    } else if integral && (x != 0.0 || x.is_sign_positive()) {
         out.extend_from_slice(integers.format(x as i64).as_bytes());
         out.extend_from_slice(b".0");
     } else {

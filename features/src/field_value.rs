@@ -42,7 +42,10 @@ pub(crate) fn number_value(ty: FieldType, n: JsonNumber) -> Result<Value, Refusa
     };
     match ty {
         FieldType::F64 => Ok(Value::Num(x)),
-        FieldType::I64 if x.fract() != 0.0 => Err(Refusal::Wrong("a fractional number")),
+        // (An integer literal has no fraction: `fract` is a libm call per value.)
+        FieldType::I64 if matches!(n, JsonNumber::F64(_)) && x.fract() != 0.0 => {
+            Err(Refusal::Wrong("a fractional number"))
+        }
         FieldType::I64 if exceeds_exact(n) => Err(Refusal::OutOfRange(x)),
         FieldType::I64 => Ok(Value::Num(x)),
         FieldType::TimestampMs => timestamp(timestamp::from_epoch_millis(n)),
