@@ -7,9 +7,12 @@
 //! worker a lock and, when it sleeps, a wake-up) and a free where it is consumed, so larger
 //! batches cut those per-container costs ~30-fold. A batch that is not full is still sent
 //! when the operator's activation ends (Timely flushes its outputs then): batching adds no
-//! delay. A batch is sized like the last one handed out (at least [`FIRST_BATCH`]) and
-//! doubles while it fills, so a live stream's few records an activation do not each hold a
-//! full batch's memory while they wait downstream.
+//! delay. A batch starts with room for the last one handed out and a quarter more (at least
+//! [`FIRST_BATCH`]) and doubles while it fills, so a live stream's few records an activation
+//! do not each hold a full batch's memory while they wait downstream, and an activation that
+//! sends a few more than the last one does not copy its batch into one twice as large (a
+//! source's poll of 1024 events splits into two targets' batches of about 512 each, give or
+//! take a few: without the headroom half of them grew).
 
 use std::collections::VecDeque;
 
@@ -31,7 +34,8 @@ pub struct RecordBatches<T> {
     spare: Option<Vec<T>>,
     /// Full batches not yet handed out.
     full: VecDeque<Vec<T>>,
-    /// Length of the last batch handed out: the room a new batch starts with.
+    /// Length of the last batch handed out: a new batch starts with room for it and a
+    /// quarter more ([`room_after`]).
     last_len: usize,
 }
 
@@ -52,8 +56,7 @@ impl<T> PushInto<T> for RecordBatches<T> {
         if self.current.capacity() == 0 {
             self.current = self.spare.take().unwrap_or_default();
             self.current.clear();
-            self.current
-                .reserve_exact(self.last_len.clamp(FIRST_BATCH, BATCH_RECORDS));
+            self.current.reserve_exact(room_after(self.last_len));
         } else if self.current.len() == self.current.capacity() {
             // Longer than the last batch: double, up to the bound.
             let len = self.current.len();
@@ -64,6 +67,12 @@ impl<T> PushInto<T> for RecordBatches<T> {
             self.full.push_back(std::mem::take(&mut self.current));
         }
     }
+}
+
+/// The room a batch starts with after one of `last_len` records: that and a quarter more,
+/// within [`FIRST_BATCH`] and [`BATCH_RECORDS`] (also the window operator's row parts).
+pub fn room_after(last_len: usize) -> usize {
+    (last_len + last_len / 4).clamp(FIRST_BATCH, BATCH_RECORDS)
 }
 
 impl<T: 'static> ContainerBuilder for RecordBatches<T> {
@@ -153,7 +162,7 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_starts_as_long_as_the_last_and_doubles_up_to_the_bound() {
+    fn a_batch_starts_with_room_for_the_last_and_a_quarter_and_doubles_up_to_the_bound() {
         let mut builder = RecordBatches::default();
         builder.push_into(0);
         let first = drain(&mut builder, true);
@@ -169,7 +178,11 @@ mod tests {
         );
         builder.push_into(1);
         let next = drain(&mut builder, true);
-        assert_eq!(next[0].capacity(), 600, "as long as the last batch");
+        assert_eq!(
+            next[0].capacity(),
+            750,
+            "the last batch's length and a quarter"
+        );
         builder.push_into(2);
         let after_short = drain(&mut builder, true);
         assert_eq!(

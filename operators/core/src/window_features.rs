@@ -40,7 +40,7 @@ use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::Result;
 use crate::metrics::{JobMetrics, Operator};
 use crate::placement::Placement;
-use crate::record_batches::{RecordBatches, BATCH_RECORDS};
+use crate::record_batches::{room_after, RecordBatches, BATCH_RECORDS};
 use crate::snapshot_restore::restore_key_groups;
 use crate::snapshot_writer::SnapshotWriter;
 use crate::window_instance::{WindowInstance, WindowLogic};
@@ -189,8 +189,10 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             let mut firing: Option<(Tick, TickCapabilities)> = None;
             // The rows of one firing call (about BATCH_RECORDS at most: whole shards are
             // fired), built in place by the window state and handed on as one container,
-            // which starts with room for as many rows as the last one held: a live stream's
-            // few rows a tick do not each hold a full batch's memory downstream.
+            // which starts with room for as many rows as the last one held and a quarter more
+            // (`room_after`): a live stream's few rows a tick do not each hold a full batch's
+            // memory downstream, and a part a little longer than the last is not copied into
+            // a vector twice its size.
             let (mut fired_rows, mut last_part) = (Vec::<FeatureRow>::new(), 0);
             move |frontiers| {
                 let mut rows_handle = rows_out.activate();
@@ -235,7 +237,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                         break;
                     }
                     let now_ms = (unix_nanos() / 1_000_000) as i64;
-                    fired_rows.reserve(last_part);
+                    fired_rows.reserve(room_after(last_part));
                     let part = budget.min(BATCH_RECORDS);
                     let fired = window.fire(now_ms, unix_nanos(), part, &mut fired_rows);
                     if !fired_rows.is_empty() {
