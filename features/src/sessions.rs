@@ -320,17 +320,22 @@ impl SessionWindows {
         let horizon = watermark.0.saturating_sub(allowed_lateness);
         let first_row = rows.len();
         let mut changed = self.forgotten.drop_before(horizon);
-        while let Some((time, key)) = self.timers.first().cloned() {
-            if time > watermark.0 {
+        while self
+            .timers
+            .first()
+            .is_some_and(|(time, _)| *time <= watermark.0)
+        {
+            let Some((time, key)) = self.timers.pop_first() else {
                 break;
-            }
-            self.timers.pop_first();
+            };
             changed = true;
             let Some(state) = self.keys.get_mut(&key).filter(|s| s.timer == time) else {
                 continue;
             };
+            // Only the sessions ending by this timer's time: a key's later ones are due at
+            // their own ends, so the rows leave in (end, key) order as the timers do.
             for s in state.sessions.iter_mut() {
-                if s.end <= watermark.0 && s.slot.dirty {
+                if s.end <= time && s.slot.dirty {
                     let revision = s.emitted.map_or(0, |r| r + 1);
                     (s.emitted, s.slot.dirty) = (Some(revision), false);
                     let bounds = WindowBounds {
@@ -340,7 +345,12 @@ impl SessionWindows {
                     rows.push(s.slot.row(features, &key, bounds, revision, false));
                 }
             }
-            state.sessions.retain(|s| s.end >= horizon);
+            // Dirty sessions stay: those also due fire when their own timer comes, in this call.
+            state.sessions.retain(|s| s.end >= horizon || s.slot.dirty);
+            let due_later = state
+                .sessions
+                .iter()
+                .any(|s| s.slot.dirty && s.end <= watermark.0);
             // Next look: when a session closes, or when a fired one can be dropped (once the
             // horizon is past its end).
             let next = state.sessions.iter().map(|s| {
@@ -351,8 +361,9 @@ impl SessionWindows {
                 }
             });
             match next.min() {
-                // (`next <= watermark` only when times saturate at the end of time.)
-                Some(next) if next > watermark.0 => {
+                // (`next <= watermark` with nothing due later only when times saturate at the
+                // end of time.)
+                Some(next) if next > watermark.0 || due_later => {
                     state.timer = next;
                     self.timers.insert((next, key));
                 }
@@ -434,10 +445,10 @@ impl SessionWindows {
 }
 
 /// Puts a firing's rows in emission order, earliest end first, then by key. They are taken
-/// from the timers in `(time, key)` order, which is that order unless a key had more than one
-/// session due at once (a watermark jump, the end of a bounded input): the rows are checked
-/// before they are sorted, as a row is ~180 bytes to move. No two rows share an end and a key
-/// (a key's sessions are disjoint), so the order is total.
+/// from the timers in `(time, key)` order, each timer firing only the sessions ending by its
+/// time, which is that order: the rows are checked, and sorted only if a session's end were
+/// ever below its key's timer (a row is ~180 bytes to move). No two rows share an end and a
+/// key (a key's sessions are disjoint), so the order is total.
 fn sort_by_end_and_key(rows: &mut [FeatureRow]) {
     fn order(row: &FeatureRow) -> (EventTime, &str) {
         (row.window_end, row.key.as_str())
@@ -508,6 +519,40 @@ mod tests {
         assert!(!windows.merge_touching(&features), "nothing left to merge");
         // The merged session emits as revision 1 of what it joins; the untouched one not at all.
         assert_eq!(rows(&mut windows, &features), [(0, 20, 1, 2)]);
+        Ok(())
+    }
+
+    /// A watermark past several sessions of a key fires each at its own timer: the rows leave
+    /// in (end, key) order, and the later sessions are emitted, not dropped as past the
+    /// horizon after the key's first one fired.
+    #[test]
+    fn a_watermark_jump_fires_every_due_session_in_end_then_key_order() -> Result<()> {
+        let features = count_feature()?;
+        let mut windows = SessionWindows::new(10, 100);
+        for (seq, (key, ts)) in [("a", 0), ("a", 100), ("a", 200), ("b", 50), ("b", 100)]
+            .into_iter()
+            .enumerate()
+        {
+            windows.apply(&features, &event(key, ts), seq as u64);
+        }
+        let mut out = Vec::new();
+        windows.fire(&features, Watermark(1_000), 0, &mut out);
+        let fired: Vec<_> = out
+            .iter()
+            .map(|r| (r.window_end, r.key.as_str(), r.records))
+            .collect();
+        assert_eq!(
+            fired,
+            [
+                (10, "a", 1),
+                (60, "b", 1),
+                (110, "a", 1),
+                (110, "b", 1),
+                (210, "a", 1)
+            ]
+        );
+        assert_eq!(windows.open_slots(), 0, "every session is past the horizon");
+        assert!(windows.timers.is_empty());
         Ok(())
     }
 }
