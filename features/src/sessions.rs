@@ -185,7 +185,8 @@ struct KeySessions {
 pub(crate) struct SessionWindows {
     gap: i64,
     max_length: i64,
-    keys: HashMap<Key, KeySessions, FastHash>,
+    /// hashbrown's map for its raw entry: a new key is hashed and probed once.
+    keys: hashbrown::HashMap<Key, KeySessions, FastHash>,
     /// (time, key): look at the key when the watermark reaches the time. Entries whose time
     /// is not the key's `timer` are stale and skipped.
     timers: BTreeSet<(EventTime, Key)>,
@@ -200,7 +201,7 @@ impl SessionWindows {
         SessionWindows {
             gap,
             max_length,
-            keys: HashMap::default(),
+            keys: hashbrown::HashMap::default(),
             timers: BTreeSet::new(),
             forgotten: ForgottenSessions::default(),
         }
@@ -243,13 +244,18 @@ impl SessionWindows {
     #[inline]
     pub fn apply(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
         let (lo, hi) = (event.ts, event.ts.saturating_add(self.gap));
-        let state = match self.keys.get_mut(&event.key) {
-            Some(state) => state,
-            None => self.keys.entry(event.key.clone()).or_insert(KeySessions {
-                sessions: KeySessionList::new(),
-                timer: EventTime::MAX,
-            }),
-        };
+        let (_, state) = self
+            .keys
+            .raw_entry_mut()
+            .from_key(&event.key)
+            .or_insert_with(|| {
+                let sessions = KeySessionList::new();
+                let state = KeySessions {
+                    sessions,
+                    timer: EventTime::MAX,
+                };
+                (event.key.clone(), state)
+            });
         let sessions = &mut state.sessions;
         let touched: SmallVec<[usize; 4]> = (0..sessions.len())
             .filter(|&i| sessions[i].start <= hi && lo <= sessions[i].end)
