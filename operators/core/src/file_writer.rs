@@ -11,6 +11,12 @@
 //! fails counts its lines as delivery failures and makes every later mark fail, so no
 //! checkpoint epoch after lost output passes. The queue is bounded: a worker that produces
 //! faster than the disk takes blocks on it, as it blocked on its own writes before.
+//!
+//! Every [`WRITEBACK_BYTES`] written, the thread asks the kernel to start writing the file's
+//! dirty pages to disk (`sync_file_range`, as RocksDB's `bytes_per_sync` does), so the disk
+//! works while the job runs and an fsync waits only for the last few megabytes. Without it
+//! nothing reached the disk before the end of a features run (the kernel's own writeback
+//! starts at 10 % of memory dirty), and the final fsync was 30-100 ms of run F's wall time.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -27,6 +33,9 @@ use crate::metrics::{JobMetrics, SinkFlow};
 
 /// Batches queued for the thread at most (each up to ~1024 lines).
 const QUEUED_BATCHES: usize = 16;
+
+/// Bytes written between two requests to start the file's writeback.
+const WRITEBACK_BYTES: usize = 8 << 20;
 
 /// One batch's lines, encoded on the worker that produced the batch, on its way to the writer.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -220,6 +229,8 @@ fn write_loop(
     // Output lost: every later batch counts as lost too, unwritten (a gap in the file
     // would not be noticed by its reader).
     let mut failed = false;
+    // Bytes written since the file's writeback was last started.
+    let mut unstarted = 0;
     for command in commands {
         match command {
             Command::Write(batch) if failed => {
@@ -229,6 +240,11 @@ fn write_loop(
                 Ok(()) => {
                     JobMetrics::add((counters.lines)(metrics), batch.count);
                     counters.flow.acknowledged(batch.count, batch.bytes.len());
+                    unstarted += batch.bytes.len();
+                    if unstarted >= WRITEBACK_BYTES && out.flush().is_ok() {
+                        start_writeback(out.get_ref());
+                        unstarted = 0;
+                    }
                 }
                 Err(error) => {
                     JobMetrics::add(&metrics.delivery_failures, batch.count);
@@ -254,6 +270,23 @@ fn write_loop(
     shared.lock().ended = true;
     shared.changed.notify_all();
 }
+
+/// Asks the kernel to start writing `file`'s dirty pages to disk, without waiting for them.
+/// Only a head start for the next fsync, which makes the bytes durable and reports any error;
+/// so a refusal here (a file system without it) is ignored.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn start_writeback(file: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `sync_file_range` reads no memory of ours; the descriptor is open for as long
+    // as `file` is borrowed. Offset 0 and length 0 mean the whole file.
+    let _refused =
+        unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+}
+
+/// Elsewhere the fsyncs alone write the file.
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_file: &File) {}
 
 #[cfg(test)]
 mod tests {
