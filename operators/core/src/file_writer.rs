@@ -348,6 +348,36 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Past [`super::WRITEBACK_BYTES`] the thread flushes and starts the file's writeback
+    /// between batches: the file still holds every batch in order, and the marks pass.
+    #[test]
+    fn writes_past_the_writeback_interval_keep_every_byte_in_order() {
+        let dir = std::env::temp_dir().join(format!("weir-writeback-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let path = dir.join("out.jsonl");
+        let metrics = Arc::new(JobMetrics::default());
+        let mut file = writer(File::create(&path).expect("the output"), &metrics);
+        // Batches of 1 MiB plus a bit, so that the interval falls inside a batch.
+        let batches: Vec<String> = (0..20)
+            .map(|i| {
+                format!(
+                    "{}\n",
+                    char::from(b'a' + i as u8).to_string().repeat(1 << 20)
+                )
+            })
+            .collect();
+        for batch in &batches {
+            file.write(&mut lines(batch));
+        }
+        let mark = file.mark();
+        assert!(wait_durable(&mut file, mark));
+        drop(file);
+        assert!(std::fs::read(&path).expect("read back") == batches.concat().into_bytes());
+        assert_eq!(metrics.rows_written.get(), 20);
+        assert_eq!(metrics.delivery_failures.get(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// `/dev/full` takes the open and refuses every write (ENOSPC): small batches fail at
     /// the sync (they were buffered), large ones at once; every later line is lost too.
     #[test]
