@@ -249,9 +249,8 @@ impl SessionWindows {
             .raw_entry_mut()
             .from_key(&event.key)
             .or_insert_with(|| {
-                let sessions = KeySessionList::new();
                 let state = KeySessions {
-                    sessions,
+                    sessions: KeySessionList::new(),
                     timer: EventTime::MAX,
                 };
                 (event.key.clone(), state)
