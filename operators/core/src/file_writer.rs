@@ -323,13 +323,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn marks_become_durable_in_order_and_the_file_holds_every_batch() {
-        let dir = std::env::temp_dir().join(format!("weir-file-writer-{}", std::process::id()));
+    /// A writer of `out.jsonl` in a scratch directory of its own (`name`): the directory, the
+    /// file's path, its counters and the writer.
+    fn scratch_writer(name: &str) -> (PathBuf, PathBuf, Arc<JobMetrics>, FileWriter) {
+        let dir = std::env::temp_dir().join(format!("weir-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a scratch directory");
         let path = dir.join("out.jsonl");
         let metrics = Arc::new(JobMetrics::default());
-        let mut file = writer(File::create(&path).expect("the output"), &metrics);
+        let file = writer(File::create(&path).expect("the output"), &metrics);
+        (dir, path, metrics, file)
+    }
+
+    #[test]
+    fn marks_become_durable_in_order_and_the_file_holds_every_batch() {
+        let (dir, path, metrics, mut file) = scratch_writer("file-writer");
         assert_eq!(file.durable_through(0), Some(true), "nothing written yet");
         file.write(&mut lines("a\nb\n"));
         let first = file.mark();
@@ -352,11 +359,7 @@ mod tests {
     /// between batches: the file still holds every batch in order, and the marks pass.
     #[test]
     fn writes_past_the_writeback_interval_keep_every_byte_in_order() {
-        let dir = std::env::temp_dir().join(format!("weir-writeback-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let path = dir.join("out.jsonl");
-        let metrics = Arc::new(JobMetrics::default());
-        let mut file = writer(File::create(&path).expect("the output"), &metrics);
+        let (dir, path, metrics, mut file) = scratch_writer("writeback");
         // Batches of 1 MiB plus a bit, so that the interval falls inside a batch.
         let batches: Vec<String> = (0..20)
             .map(|i| {
