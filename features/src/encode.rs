@@ -1,14 +1,11 @@
-//! JSON encodings of what leaves the pipeline: score records (the sink's payload) and the
-//! re-encoding of a decoded event (the payload of a `late` dead letter, whose original bytes
+//! JSON encodings of what leaves the pipeline: feature rows (`weir features`), dead letters,
+//! the payload of an `inference_failed` letter, and the re-encoding of a decoded event (the payload of a `late` dead letter, whose original bytes
 //! the window operator no longer holds; its source position points at the original).
 
-use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
 use crate::record::{Event, Value};
-use crate::row::{score_id, ModelTag};
 use crate::schema::{FieldType, RecordSchema};
-use crate::scored::ScoreView;
 use crate::timestamp;
 
 fn number(x: f64) -> Json {
@@ -71,127 +68,6 @@ fn plain_json(value: &Value) -> Json {
     }
 }
 
-/// The score record written to the output topic (see docs/ARCHITECTURE.md, "Score records").
-pub fn score_json(scored: &ScoreView<'_>, feature_names: &[String], source_topic: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(512);
-    write_score_json(scored, feature_names, source_topic, &mut out);
-    out
-}
-
-/// [`score_json`], appended to `out`. Serialized straight from the view (no
-/// `serde_json::Value` per record), with every object's keys in the order a `Value` object
-/// has them (sorted), so the bytes are those the `Value` encoding gave.
-pub fn write_score_json(
-    scored: &ScoreView<'_>,
-    feature_names: &[String],
-    source_topic: &str,
-    out: &mut Vec<u8>,
-) {
-    #[derive(Serialize)]
-    struct Model<'a> {
-        name: &'a str,
-        version: &'a str,
-    }
-    #[derive(Serialize)]
-    struct Position {
-        offset: i64,
-        partition: i32,
-    }
-    #[derive(Serialize)]
-    struct Source<'a> {
-        first: Position,
-        last: Position,
-        records: u64,
-        topic: &'a str,
-    }
-    #[derive(Serialize)]
-    struct Shadow<'a> {
-        error: Option<&'a str>,
-        model: Model<'a>,
-        score: Option<f64>,
-    }
-    #[derive(Serialize)]
-    struct Record<'a> {
-        error: Option<&'a str>,
-        features: FeaturesObject<'a>,
-        inference_ts: i64,
-        key: &'a str,
-        model: Model<'a>,
-        revision: u32,
-        score: Option<f64>,
-        score_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        shadow: Option<Shadow<'a>>,
-        source: Source<'a>,
-        window_end: i64,
-        window_start: i64,
-    }
-    fn model(tag: &ModelTag) -> Model<'_> {
-        Model {
-            name: tag.name.as_str(),
-            version: tag.version.as_str(),
-        }
-    }
-    let row = scored.row;
-    let position = |p: crate::vocab::SourcePosition| Position {
-        offset: p.offset,
-        partition: p.partition,
-    };
-    let record = Record {
-        error: scored.error,
-        features: FeaturesObject {
-            names: feature_names,
-            values: &row.values,
-        },
-        inference_ts: scored.inference_ts_ms,
-        key: row.key.as_str(),
-        model: model(scored.model),
-        revision: row.revision,
-        score: finite(scored.score),
-        score_id: score_id(&row.key, row.window_end, &scored.model.version),
-        shadow: scored.shadow.map(|shadow| Shadow {
-            error: shadow.error,
-            model: model(shadow.model),
-            score: finite(shadow.score),
-        }),
-        source: Source {
-            first: position(row.first),
-            last: position(row.last),
-            records: row.records,
-            topic: source_topic,
-        },
-        window_end: row.window_end,
-        window_start: row.window_start,
-    };
-    // Writing to a Vec cannot fail, and every field serializes.
-    let _ = serde_json::to_writer(out, &record);
-}
-
-/// A score as [`number`] writes it: a non-finite one is null.
-fn finite(x: Option<f64>) -> Option<f64> {
-    x.filter(|x| x.is_finite())
-}
-
-/// `{name: value}` for a feature row's values, names in sorted order as in a `Value` object
-/// ([`features_object`]'s bytes), missing values null.
-struct FeaturesObject<'a> {
-    names: &'a [String],
-    values: &'a [f64],
-}
-
-impl Serialize for FeaturesObject<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let n = self.names.len().min(self.values.len());
-        let mut order: smallvec::SmallVec<[usize; 16]> = (0..n).collect();
-        order.sort_by(|&a, &b| self.names[a].cmp(&self.names[b]));
-        serializer.collect_map(
-            order
-                .into_iter()
-                .map(|i| (&self.names[i], finite(Some(self.values[i])))),
-        )
-    }
-}
-
 /// A dead letter as one JSON object (file sinks): reason, error, source position, timestamp,
 /// and the key and raw bytes in standard base64 (raw bytes need not be UTF-8).
 pub fn dead_letter_json(letter: &crate::dead_letter::DeadLetter) -> Vec<u8> {
@@ -247,7 +123,7 @@ const INTEGRAL_AS_INTEGER: f64 = 1e15;
 
 /// A number as serde_json writes an f64 (`null` when it is not finite). Counts are most of a
 /// feature row's values: those are written by `itoa`, faster than the float formatter.
-fn write_f64(
+pub(crate) fn write_f64(
     x: f64,
     (floats, integers): (&mut zmij::Buffer, &mut itoa::Buffer),
     out: &mut Vec<u8>,
@@ -267,7 +143,7 @@ fn write_f64(
 
 /// `text` as a JSON string: copied between quotes when nothing in it needs an escape (a
 /// quote, a backslash or a control character), else escaped by serde_json.
-fn write_json_string(text: &str, out: &mut Vec<u8>) {
+pub(crate) fn write_json_string(text: &str, out: &mut Vec<u8>) {
     if text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
         // Writing to a Vec cannot fail.
         let _ = serde_json::to_writer(out, text);
@@ -296,103 +172,6 @@ mod tests {
             "features": values,
         });
         serde_json::to_vec(&record).unwrap_or_default()
-    }
-
-    /// The score record as the `Value` encoding wrote it before `write_score_json`.
-    fn score_through_value(scored: &ScoreView<'_>, names: &[String], topic: &str) -> Vec<u8> {
-        let row = scored.row;
-        let mut record = json!({
-            "score_id": score_id(&row.key, row.window_end, &scored.model.version),
-            "key": row.key.as_str(),
-            "window_start": row.window_start,
-            "window_end": row.window_end,
-            "revision": row.revision,
-            "features": features_object(names, &row.values),
-            "score": scored.score.map(number),
-            "error": scored.error,
-            "model": { "name": scored.model.name, "version": scored.model.version },
-            "inference_ts": scored.inference_ts_ms,
-            "source": {
-                "topic": topic,
-                "first": { "partition": row.first.partition, "offset": row.first.offset },
-                "last": { "partition": row.last.partition, "offset": row.last.offset },
-                "records": row.records,
-            },
-        });
-        if let (Some(shadow), Some(object)) = (&scored.shadow, record.as_object_mut()) {
-            object.insert(
-                "shadow".to_owned(),
-                json!({
-                    "model": { "name": shadow.model.name, "version": shadow.model.version },
-                    "score": shadow.score.map(number),
-                    "error": shadow.error,
-                }),
-            );
-        }
-        serde_json::to_vec(&record).unwrap_or_default()
-    }
-
-    #[test]
-    fn score_records_are_written_byte_for_byte_as_their_value_encoding() {
-        let at = |offset| SourcePosition {
-            partition: 2,
-            offset,
-        };
-        let row = FeatureRow {
-            key: Key::from("u\"7"),
-            key_group: KeyGroup(1),
-            window_start: 60_000,
-            window_end: 120_000,
-            revision: 1,
-            values: [4.0, f64::NAN, 0.25, -3.5].into_iter().collect(),
-            records: 9,
-            first: at(10),
-            last: at(99),
-            fired_at_ns: 1,
-            closed_by_timeout: false,
-            ingested_at_ms: 2,
-        };
-        let names: Vec<String> = ["views", "amount_max", "dwell \"ms\"", "clicks"]
-            .map(String::from)
-            .into();
-        let tag = |version: &str| ModelTag {
-            name: "purchase".into(),
-            version: version.into(),
-        };
-        let (primary, second) = (tag("v3"), tag("v4"));
-        let shadows = [
-            None,
-            Some(crate::scored::ShadowView {
-                model: &second,
-                score: Some(0.5),
-                error: None,
-            }),
-            Some(crate::scored::ShadowView {
-                model: &second,
-                score: None,
-                error: Some("shadow failed"),
-            }),
-        ];
-        for (score, error) in [
-            (Some(0.125), None),
-            (Some(f64::NAN), None),
-            (None, Some("bad")),
-        ] {
-            for shadow in shadows {
-                let view = ScoreView {
-                    row: &row,
-                    model: &primary,
-                    score,
-                    error,
-                    inference_ts_ms: 1_767_225_600_123,
-                    shadow,
-                };
-                assert_eq!(
-                    String::from_utf8_lossy(&score_json(&view, &names, "clicks")),
-                    String::from_utf8_lossy(&score_through_value(&view, &names, "clicks"))
-                );
-            }
-        }
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub mod record;
 pub mod row;
 pub mod schedule;
 pub mod schema;
+pub mod score_json;
 pub mod scored;
 mod sessions;
 mod slot;

@@ -89,12 +89,17 @@ pub struct ShadowScore {
 /// The deterministic id of a score: `xxh3_64(key, window_end, model_version)` in hex. Replays
 /// and restores produce the same id, so consumers can deduplicate at-least-once output.
 pub fn score_id(key: &str, window_end: EventTime, model_version: &str) -> String {
+    format!("{:016x}", score_id_digest(key, window_end, model_version))
+}
+
+/// The number [`score_id`] writes in hex.
+pub(crate) fn score_id_digest(key: &str, window_end: EventTime, model_version: &str) -> u64 {
     let mut hasher = xxhash_rust::xxh3::Xxh3::with_seed(SCORE_ID_SEED);
     hasher.update(&(key.len() as u64).to_le_bytes());
     hasher.update(key.as_bytes());
     hasher.update(&window_end.to_le_bytes());
     hasher.update(model_version.as_bytes());
-    format!("{:016x}", hasher.digest())
+    hasher.digest()
 }
 
 /// Fixed seed of score ids. Changing it changes every id: never do.

@@ -26,7 +26,8 @@ use timely::dataflow::{Scope, Stream};
 use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::decode::JsonDecoder;
-use weir_features::encode::{dead_letter_json, write_feature_row_json, write_score_json};
+use weir_features::encode::{dead_letter_json, write_feature_row_json};
+use weir_features::score_json::ScoreJson;
 use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
 use weir_kafka::{
@@ -144,10 +145,10 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
             plan.job.source.name.clone(),
         )?,
         SinkPlan::File { scores, .. } => {
-            let (names, source) = (plan.feature_names(), plan.job.source.name.clone());
+            let json = ScoreJson::new(&plan.feature_names(), &plan.job.source.name);
             let encode = move |batch: &ScoredBatch, lines: &mut Lines<'_>| {
                 for score in batch.views() {
-                    lines.line(|out| write_score_json(&score, &names, &source, out));
+                    lines.line(|out| json.write(&score, out));
                 }
             };
             scored_rows.jsonl_sink(

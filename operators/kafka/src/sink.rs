@@ -37,8 +37,8 @@ use timely::dataflow::operators::vec::Map;
 use timely::dataflow::Stream;
 
 use weir_features::dead_letter::DeadLetter;
-use weir_features::encode::score_json;
 use weir_features::row::{score_id, FeatureRow};
+use weir_features::score_json::ScoreJson;
 use weir_features::scored::{ScoreView, ScoredBatch};
 use weir_features::vocab::Tick;
 use weir_operators::epoch_sink::{epoch_sink, SinkWriter};
@@ -155,8 +155,7 @@ impl<T: 'static, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<T, 
 
 /// Score records: one per scored row.
 struct ScoreRecords {
-    feature_names: Arc<[String]>,
-    source_topic: String,
+    json: ScoreJson,
 }
 
 impl KafkaRecords<ScoredBatch> for ScoreRecords {
@@ -170,7 +169,7 @@ impl KafkaRecords<ScoredBatch> for ScoreRecords {
 impl ScoreRecords {
     /// Sends one row's score record.
     fn send_one(&self, scored: &ScoreView<'_>, out: &Delivery) {
-        let payload = score_json(scored, &self.feature_names, &self.source_topic);
+        let payload = self.json.to_vec(scored);
         let id = score_id(
             &scored.row.key,
             scored.row.window_end,
@@ -247,8 +246,7 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredBatch>> {
         };
         let epochs = config.epochs;
         let records = ScoreRecords {
-            feature_names,
-            source_topic,
+            json: ScoreJson::new(&feature_names, &source_topic),
         };
         let writer = out.map(|out| KafkaWriter::new(out, records, epochs));
         Ok(epoch_sink(
