@@ -163,7 +163,7 @@ run_LF() {
     before=$(load)
     : >"$table"
     for settings in "" \
-        "WEIR_BENCH_L_SOURCE=fetch.wait.max.ms=5 WEIR_BENCH_L_TICK_MS=5 WEIR_BENCH_L_SINK=linger.ms=1"; do
+        "WEIR_BENCH_L_SOURCE=fetch.wait.max.ms=5 WEIR_BENCH_L_TICK_MS=2 WEIR_BENCH_L_SINK=linger.ms=1"; do
         # shellcheck disable=SC2086 # the settings are words on purpose
         env WEIR_BENCH_L_BROKER=mock WEIR_BENCH_L_USERS=400000 WEIR_BENCH_L_SHARES=0.5 \
             WEIR_BENCH_L_SECONDS=20 "WEIR_BENCH_L_OUT=$part" $settings \
