@@ -123,7 +123,7 @@ fn defaults_apply_when_sections_are_absent() -> Result<()> {
     assert_eq!(job.watermark.max_out_of_orderness, 5_000);
     assert_eq!(job.watermark.idle_timeout, 30_000);
     assert_eq!(job.watermark.allowed_lateness, 0);
-    assert_eq!(job.source.max_batch, 1024);
+    assert_eq!(job.source.max_batch, 512);
     assert!(!job.source.bounded);
     assert_eq!(model(&job).max_batch_rows, 256);
     assert_eq!(model(&job).intra_threads, 1);

@@ -11,7 +11,7 @@
 //! [`FIRST_BATCH`]) and doubles while it fills, so a live stream's few records an activation
 //! do not each hold a full batch's memory while they wait downstream, and an activation that
 //! sends a few more than the last one does not copy its batch into one twice as large (a
-//! source's poll of 1024 events splits into two targets' batches of about 512 each, give or
+//! source's poll of 512 events splits into two targets' batches of about 256 each, give or
 //! take a few: without the headroom half of them grew).
 
 use std::collections::VecDeque;
