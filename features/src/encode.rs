@@ -8,12 +8,13 @@ use crate::record::{Event, Value};
 use crate::schema::{FieldType, RecordSchema};
 use crate::timestamp;
 
-fn number(x: f64) -> Json {
+/// `x` as a JSON number, `null` when it is not finite.
+pub(crate) fn number(x: f64) -> Json {
     serde_json::Number::from_f64(x).map_or(Json::Null, Json::Number)
 }
 
 /// `{name: value}` for a feature row's values (null = missing).
-fn features_object(feature_names: &[String], values: &[f64]) -> Map<String, Json> {
+pub(crate) fn features_object(feature_names: &[String], values: &[f64]) -> Map<String, Json> {
     feature_names
         .iter()
         .cloned()

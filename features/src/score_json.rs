@@ -164,23 +164,12 @@ fn write_hex16(id: u64, out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{json, Map, Value as Json};
+    use serde_json::json;
 
     use super::*;
+    use crate::encode::{features_object, number};
     use crate::row::{score_id, FeatureRow};
     use crate::vocab::{Key, KeyGroup};
-
-    fn number(x: f64) -> Json {
-        serde_json::Number::from_f64(x).map_or(Json::Null, Json::Number)
-    }
-
-    fn features_object(names: &[String], values: &[f64]) -> Map<String, Json> {
-        names
-            .iter()
-            .cloned()
-            .zip(values.iter().map(|x| number(*x)))
-            .collect()
-    }
 
     /// The score record as the `Value` encoding wrote it before the direct writer.
     fn score_through_value(scored: &ScoreView<'_>, names: &[String], topic: &str) -> Vec<u8> {
