@@ -1,6 +1,8 @@
 //! JSON encodings of what leaves the pipeline: feature rows (`weir features`), dead letters,
-//! the payload of an `inference_failed` letter, and the re-encoding of a decoded event (the payload of a `late` dead letter, whose original bytes
-//! the window operator no longer holds; its source position points at the original).
+//! the payload of an `inference_failed` letter, and the re-encoding of a decoded event (the
+//! payload of a `late` dead letter, whose original bytes the window operator no longer holds;
+//! its source position points at the original). The number writer here also writes the score
+//! records (`crate::score_json`).
 
 use serde_json::{json, Map, Value as Json};
 
@@ -100,45 +102,56 @@ pub fn write_feature_row_json(row: &crate::row::FeatureRow, out: &mut Vec<u8>) {
     } else {
         br#"{"closed_by_timeout":false,"features":["#
     });
-    let (mut floats, mut integers) = (zmij::Buffer::new(), itoa::Buffer::new());
+    let mut numbers = Numbers::default();
     for (i, &x) in row.values.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        write_f64(x, (&mut floats, &mut integers), out);
+        numbers.f64(x, out);
     }
     out.extend_from_slice(br#"],"key":"#);
     write_json_string(row.key.as_str(), out);
     out.extend_from_slice(br#","revision":"#);
-    out.extend_from_slice(integers.format(row.revision).as_bytes());
+    numbers.integer(row.revision, out);
     out.extend_from_slice(br#","window_end":"#);
-    out.extend_from_slice(integers.format(row.window_end).as_bytes());
+    numbers.integer(row.window_end, out);
     out.extend_from_slice(br#","window_start":"#);
-    out.extend_from_slice(integers.format(row.window_start).as_bytes());
+    numbers.integer(row.window_start, out);
     out.push(b'}');
+}
+
+/// Numbers as serde_json writes them, by the crates it formats them with (`zmij` for floats,
+/// `itoa` for integers): the formatters' buffers, made once per record.
+#[derive(Default)]
+pub(crate) struct Numbers {
+    floats: zmij::Buffer,
+    integers: itoa::Buffer,
 }
 
 /// Below this magnitude an integral f64 is written as its integer and `.0`, which is what
 /// zmij writes for it (from 1e16 on it writes an exponent; `-0.0` keeps its sign there).
 const INTEGRAL_AS_INTEGER: f64 = 1e15;
 
-/// A number as serde_json writes an f64 (`null` when it is not finite). Counts are most of a
-/// feature row's values: those are written by `itoa`, faster than the float formatter.
-pub(crate) fn write_f64(
-    x: f64,
-    (floats, integers): (&mut zmij::Buffer, &mut itoa::Buffer),
-    out: &mut Vec<u8>,
-) {
-    // Integral below the bound: its conversion to i64 is exact and converts back to it (a
-    // cast, where `fract` is a libm call per value).
-    let integral = x.abs() < INTEGRAL_AS_INTEGER && (x as i64) as f64 == x;
-    if !x.is_finite() {
-        out.extend_from_slice(b"null");
-    } else if integral && (x != 0.0 || x.is_sign_positive()) {
-        out.extend_from_slice(integers.format(x as i64).as_bytes());
-        out.extend_from_slice(b".0");
-    } else {
-        out.extend_from_slice(floats.format_finite(x).as_bytes());
+impl Numbers {
+    /// An integer.
+    pub(crate) fn integer(&mut self, n: impl itoa::Integer, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.integers.format(n).as_bytes());
+    }
+
+    /// A number as serde_json writes an f64 (`null` when it is not finite). Counts are most of
+    /// a feature row's values: those are written by `itoa`, faster than the float formatter.
+    pub(crate) fn f64(&mut self, x: f64, out: &mut Vec<u8>) {
+        // Integral below the bound: its conversion to i64 is exact and converts back to it (a
+        // cast, where `fract` is a libm call per value).
+        let integral = x.abs() < INTEGRAL_AS_INTEGER && (x as i64) as f64 == x;
+        if !x.is_finite() {
+            out.extend_from_slice(b"null");
+        } else if integral && (x != 0.0 || x.is_sign_positive()) {
+            self.integer(x as i64, out);
+            out.extend_from_slice(b".0");
+        } else {
+            out.extend_from_slice(self.floats.format_finite(x).as_bytes());
+        }
     }
 }
 
@@ -223,10 +236,10 @@ mod tests {
 
     #[test]
     fn numbers_are_written_as_serde_json_writes_f64s() {
-        let (mut floats, mut integers) = (zmij::Buffer::new(), itoa::Buffer::new());
+        let mut numbers = Numbers::default();
         let mut check = |x: f64| {
             let mut ours = Vec::new();
-            write_f64(x, (&mut floats, &mut integers), &mut ours);
+            numbers.f64(x, &mut ours);
             let theirs = serde_json::to_vec(&Some(x).filter(|x| x.is_finite())).unwrap_or_default();
             assert_eq!(
                 String::from_utf8_lossy(&ours),

@@ -9,7 +9,7 @@
 //! serde_json formats them with and strings escaped by serde_json where they need it, so the
 //! bytes are those the `Value` encoding gave (a test compares them).
 
-use crate::encode::{write_f64, write_json_string};
+use crate::encode::{write_json_string, Numbers};
 use crate::row::{score_id_digest, ModelTag};
 use crate::scored::ScoreView;
 use crate::vocab::SourcePosition;
@@ -25,33 +25,21 @@ pub struct ScoreJson {
     topic: Vec<u8>,
 }
 
-/// The number formatters' buffers of one record.
-#[derive(Default)]
-struct Numbers {
-    floats: zmij::Buffer,
-    integers: itoa::Buffer,
+/// A score: `null` when absent or not finite.
+fn write_score(numbers: &mut Numbers, score: Option<f64>, out: &mut Vec<u8>) {
+    match score {
+        Some(x) => numbers.f64(x, out),
+        None => out.extend_from_slice(b"null"),
+    }
 }
 
-impl Numbers {
-    fn integer(&mut self, n: impl itoa::Integer, out: &mut Vec<u8>) {
-        out.extend_from_slice(self.integers.format(n).as_bytes());
-    }
-
-    /// A score or feature value: `null` when absent or not finite.
-    fn number(&mut self, x: Option<f64>, out: &mut Vec<u8>) {
-        match x {
-            Some(x) => write_f64(x, (&mut self.floats, &mut self.integers), out),
-            None => out.extend_from_slice(b"null"),
-        }
-    }
-
-    fn position(&mut self, at: SourcePosition, out: &mut Vec<u8>) {
-        out.extend_from_slice(br#"{"offset":"#);
-        self.integer(at.offset, out);
-        out.extend_from_slice(br#","partition":"#);
-        self.integer(at.partition, out);
-        out.push(b'}');
-    }
+/// `{"offset":…,"partition":…}`.
+fn write_position(numbers: &mut Numbers, at: SourcePosition, out: &mut Vec<u8>) {
+    out.extend_from_slice(br#"{"offset":"#);
+    numbers.integer(at.offset, out);
+    out.extend_from_slice(br#","partition":"#);
+    numbers.integer(at.partition, out);
+    out.push(b'}');
 }
 
 impl ScoreJson {
@@ -94,7 +82,7 @@ impl ScoreJson {
                 out.push(b',');
             }
             out.extend_from_slice(key);
-            numbers.number(Some(row.values[*i]), out);
+            numbers.f64(row.values[*i], out);
         }
         out.extend_from_slice(br#"},"inference_ts":"#);
         numbers.integer(scored.inference_ts_ms, out);
@@ -105,7 +93,7 @@ impl ScoreJson {
         out.extend_from_slice(br#","revision":"#);
         numbers.integer(row.revision, out);
         out.extend_from_slice(br#","score":"#);
-        numbers.number(scored.score, out);
+        write_score(&mut numbers, scored.score, out);
         out.extend_from_slice(br#","score_id":""#);
         let id = score_id_digest(row.key.as_str(), row.window_end, &scored.model.version);
         write_hex16(id, out);
@@ -116,13 +104,13 @@ impl ScoreJson {
             out.extend_from_slice(br#","model":"#);
             write_model(shadow.model, out);
             out.extend_from_slice(br#","score":"#);
-            numbers.number(shadow.score, out);
+            write_score(&mut numbers, shadow.score, out);
             out.push(b'}');
         }
         out.extend_from_slice(br#","source":{"first":"#);
-        numbers.position(row.first, out);
+        write_position(&mut numbers, row.first, out);
         out.extend_from_slice(br#","last":"#);
-        numbers.position(row.last, out);
+        write_position(&mut numbers, row.last, out);
         out.extend_from_slice(br#","records":"#);
         numbers.integer(row.records, out);
         out.push(b',');
