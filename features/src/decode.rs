@@ -73,8 +73,12 @@ impl JsonDecoder {
         payload: &[u8],
         values: &mut Values,
     ) -> Result<(Key, EventTime), DecodeError> {
+        // Every slot Missing until the payload fills it. Pushed one by one: `resize` (a
+        // generic `extend` over a repeated clone, not inlined) was ~5 % of a features run.
         values.clear();
-        values.resize(self.schema.fields().len(), Value::Missing);
+        for _ in self.schema.fields() {
+            values.push(Value::Missing);
+        }
         // JSON text is UTF-8 (RFC 8259 §8.1). Checked up front so that invalid bytes are
         // malformed wherever they are, not only inside declared fields (serde_json skips
         // unknown fields' strings without validating them).
