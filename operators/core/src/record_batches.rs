@@ -1,6 +1,7 @@
 //! How the window operator's input travels: in batches of up to [`BATCH_RECORDS`]
 //! records instead of Timely's default container of 8 KiB (31 events of ~260 bytes). Used by
-//! the exchange that routes events to their window instance ([`crate::window_features`]).
+//! the exchange that routes events to their window instance ([`crate::window_features`]),
+//! through [`RouteRecords`], which moves each event into its batch once.
 //! (The window operator's rows need no builder: the window state appends them to one vector
 //! per firing call, which the operator hands on whole.)
 //! Every container is an allocation, a push onto the next operator's queue (for another
@@ -16,7 +17,11 @@
 
 use std::collections::VecDeque;
 
+use timely::communication::Push;
 use timely::container::{ContainerBuilder, LengthPreservingContainerBuilder, PushInto};
+use timely::dataflow::channels::pushers::exchange::Distributor;
+use timely::dataflow::channels::Message;
+use timely::progress::Stamp;
 
 /// Records per batch at most (~260 KiB of ~260-byte events).
 pub const BATCH_RECORDS: usize = 1024;
@@ -53,19 +58,32 @@ impl<T> Default for RecordBatches<T> {
 impl<T> PushInto<T> for RecordBatches<T> {
     #[inline]
     fn push_into(&mut self, item: T) {
+        self.room_for_one();
+        self.current.push(item);
+        if self.current.len() >= BATCH_RECORDS {
+            self.seal();
+        }
+    }
+}
+
+impl<T> RecordBatches<T> {
+    /// Makes room for one more item in the current batch: a new batch has room for the last
+    /// one's length and a quarter more; one longer than that doubles, up to the bound.
+    #[inline]
+    fn room_for_one(&mut self) {
         if self.current.capacity() == 0 {
             self.current = self.spare.take().unwrap_or_default();
             self.current.clear();
             self.current.reserve_exact(room_after(self.last_len));
         } else if self.current.len() == self.current.capacity() {
-            // Longer than the last batch: double, up to the bound.
             let len = self.current.len();
             self.current.reserve_exact(len.min(BATCH_RECORDS - len));
         }
-        self.current.push(item);
-        if self.current.len() >= BATCH_RECORDS {
-            self.full.push_back(std::mem::take(&mut self.current));
-        }
+    }
+
+    /// The current batch is full: it waits for `extract`.
+    fn seal(&mut self) {
+        self.full.push_back(std::mem::take(&mut self.current));
     }
 }
 
@@ -107,10 +125,110 @@ impl<T: 'static> ContainerBuilder for RecordBatches<T> {
 // Every pushed item is in exactly one batch handed out by `extract` or `finish`.
 impl<T: 'static> LengthPreservingContainerBuilder for RecordBatches<T> {}
 
+/// The exchange's distributor for records ([`RecordBatches`] per target worker): each record
+/// is moved once, from the container it came in straight into its target's batch. Timely's
+/// own (`DrainContainerDistributor`) moves it twice, out of the container onto the stack and
+/// from there into the batch: with ~260-byte events those copies were 2 of the 3 event copies
+/// (a third of all bytes copied) of a features run.
+pub struct RouteRecords<T, F> {
+    batches: Vec<RecordBatches<T>>,
+    route: F,
+}
+
+impl<T, F: FnMut(&T) -> u64> RouteRecords<T, F> {
+    /// A distributor over `peers` targets, `route` giving each record's target.
+    pub fn new(route: F, peers: usize) -> Self {
+        Self {
+            batches: std::iter::repeat_with(RecordBatches::default)
+                .take(peers)
+                .collect(),
+            route,
+        }
+    }
+}
+
+impl<T: 'static, F: FnMut(&T) -> u64> Distributor<Vec<T>> for RouteRecords<T, F> {
+    fn partition<S: Clone, P: Push<Message<S, Vec<T>>>>(
+        &mut self,
+        container: &mut Vec<T>,
+        stamp: &Stamp<S>,
+        pushers: &mut [P],
+    ) {
+        let peers = pushers.len() as u64;
+        let len = container.len();
+        // SAFETY: from here on the container owns none of its `len` records (its length is 0):
+        // each is read exactly once below and its bytes copied into a batch, which owns it
+        // from then on. A panic part way leaks the records not yet moved, never drops one
+        // twice.
+        #[allow(unsafe_code)]
+        unsafe {
+            container.set_len(0);
+        }
+        let records = container.as_ptr();
+        for i in 0..len {
+            // SAFETY: `i < len`, within the container's allocation, and not yet moved.
+            #[allow(unsafe_code)]
+            let record = unsafe { &*records.add(i) };
+            let target = ((self.route)(record) % peers) as usize;
+            let batch = &mut self.batches[target];
+            batch.room_for_one();
+            // SAFETY: `room_for_one` left room for one more record in `batch.current`; the
+            // record's bytes move there (the container no longer owns it) and the length
+            // then counts it.
+            #[allow(unsafe_code)]
+            unsafe {
+                let end = batch.current.len();
+                std::ptr::copy_nonoverlapping(record, batch.current.as_mut_ptr().add(end), 1);
+                batch.current.set_len(end + 1);
+            }
+            if batch.current.len() >= BATCH_RECORDS {
+                batch.seal();
+                while let Some(full) = batch.extract() {
+                    Message::push_at(full, stamp.clone(), &mut pushers[target]);
+                }
+            }
+        }
+    }
+
+    fn flush<S: Clone, P: Push<Message<S, Vec<T>>>>(
+        &mut self,
+        stamp: &Stamp<S>,
+        pushers: &mut [P],
+    ) {
+        for (batch, pusher) in self.batches.iter_mut().zip(pushers.iter_mut()) {
+            while let Some(container) = batch.finish() {
+                Message::push_at(container, stamp.clone(), pusher);
+            }
+        }
+    }
+
+    fn relax(&mut self) {
+        self.batches.iter_mut().for_each(ContainerBuilder::relax);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{RecordBatches, BATCH_RECORDS, FIRST_BATCH};
+    use std::rc::Rc;
+
+    use super::{RecordBatches, RouteRecords, BATCH_RECORDS, FIRST_BATCH};
+    use timely::communication::Push;
     use timely::container::{ContainerBuilder, PushInto};
+    use timely::dataflow::channels::pushers::exchange::Distributor;
+    use timely::dataflow::channels::Message;
+    use timely::progress::Stamp;
+
+    /// One target of an exchange: the containers pushed to it.
+    #[derive(Default)]
+    struct Target(Vec<Vec<(usize, Rc<()>)>>);
+
+    impl Push<Message<u64, Vec<(usize, Rc<()>)>>> for Target {
+        fn push(&mut self, message: &mut Option<Message<u64, Vec<(usize, Rc<()>)>>>) {
+            if let Some(message) = message.take() {
+                self.0.push(message.data);
+            }
+        }
+    }
 
     fn drain(builder: &mut RecordBatches<usize>, finish: bool) -> Vec<Vec<usize>> {
         let mut out = Vec::new();
@@ -190,5 +308,35 @@ mod tests {
             FIRST_BATCH,
             "a short batch keeps them small"
         );
+    }
+
+    #[test]
+    fn routed_records_reach_their_target_once_each_in_order() {
+        // Each record holds a clone of one `Rc`: a record dropped twice (or leaked) would
+        // change its count.
+        let alive = Rc::new(());
+        let mut router = RouteRecords::new(|r: &(usize, Rc<()>)| (r.0 % 3) as u64, 3);
+        let mut targets: Vec<Target> = (0..3).map(|_| Target::default()).collect();
+        let stamp = Stamp::from_elem(7u64);
+        let n = BATCH_RECORDS * 4 + 11;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+            let mut container: Vec<_> = chunk.iter().map(|&i| (i, alive.clone())).collect();
+            router.partition(&mut container, &stamp, &mut targets);
+            assert!(container.is_empty(), "every record moved out");
+        }
+        router.flush(&stamp, &mut targets);
+        assert_eq!(
+            Rc::strong_count(&alive),
+            n + 1,
+            "no record dropped or copied"
+        );
+        for (t, target) in targets.iter().enumerate() {
+            assert!(target.0.iter().all(|b| b.len() <= BATCH_RECORDS));
+            let got: Vec<usize> = target.0.iter().flatten().map(|r| r.0).collect();
+            let want: Vec<usize> = (0..n).filter(|i| i % 3 == t).collect();
+            assert_eq!(got, want, "target {t}: its records, in push order");
+        }
+        drop(targets);
+        assert_eq!(Rc::strong_count(&alive), 1, "every record dropped once");
     }
 }

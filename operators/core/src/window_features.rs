@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use timely::dataflow::channels::pact::{ExchangeCore, Pipeline};
+use timely::dataflow::channels::pact::{DistributorPact, Pipeline};
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::vec::Broadcast;
@@ -40,7 +40,7 @@ use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::Result;
 use crate::metrics::{JobMetrics, Operator};
 use crate::placement::Placement;
-use crate::record_batches::{room_after, RecordBatches, BATCH_RECORDS};
+use crate::record_batches::{room_after, RouteRecords, BATCH_RECORDS};
 use crate::snapshot_restore::restore_key_groups;
 use crate::snapshot_writer::SnapshotWriter;
 use crate::window_instance::{WindowInstance, WindowLogic};
@@ -147,7 +147,7 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         let route = move |event: &Event| {
             placement.key_group_route(event.key_group, key_groups, parallelism)
         };
-        let exchange = ExchangeCore::<RecordBatches<Event>, _>::new_core(route);
+        let exchange = DistributorPact(move |peers| RouteRecords::new(route, peers));
         let mut events_in = builder.new_input(self, exchange);
         let mut reports_in = builder.new_input(reports.broadcast(), Pipeline);
         let (rows_out, rows) = builder.new_output::<Vec<FeatureRow>>();
