@@ -15,6 +15,13 @@
 //! sent by the instance that took it. A restored run assigns its ranges the fixed way (their
 //! positions are the checkpoint's, whoever read them), as it always did.
 //!
+//! Each instance's first range of a file is set aside for it when the queues are filled (the
+//! process's first ranges of the file, one per instance in instance order), so every instance
+//! reads even when it starts after the others have taken the rest: a worker thread that the
+//! OS started a millisecond late found the queue of a small file empty. Until an instance
+//! reads its first range its watermark holds every window open, so a range set aside behind
+//! ranges being read is never late.
+//!
 //! Ranges are shared only among the instances of one process (each process has its share by
 //! the fixed rule, `r % p` on one of its instances): the queue is memory, not a protocol.
 
@@ -32,9 +39,19 @@ use crate::file_ranges::{InputRange, RangeLayout};
 /// each read every range.
 #[derive(Clone, Debug, Default)]
 pub struct RangeClaims {
-    /// Per input file, its ranges not taken yet, in file order; `None` until the first
-    /// instance of the process opens.
-    queues: Arc<Mutex<Option<Vec<VecDeque<InputRange>>>>>,
+    /// Per input file, its ranges not taken yet; `None` until the first instance of the
+    /// process opens.
+    queues: Arc<Mutex<Option<Vec<FileQueue>>>>,
+}
+
+/// One file's ranges not taken yet.
+#[derive(Debug, Default)]
+struct FileQueue {
+    /// The first range of each instance of the process (by its rank there, `instance /
+    /// processes`), until it takes it.
+    first: Vec<Option<InputRange>>,
+    /// The others, in file order.
+    rest: VecDeque<InputRange>,
 }
 
 impl RangeClaims {
@@ -52,11 +69,18 @@ impl RangeClaims {
         }
         let processes = processes.max(1);
         let process = instance % processes;
-        let mut per_file = vec![VecDeque::new(); layout.files().len()];
+        let local_instances = (parallelism.max(1) + processes - 1 - process) / processes;
+        let mut per_file: Vec<FileQueue> = std::iter::repeat_with(FileQueue::default)
+            .take(layout.files().len())
+            .collect();
         for range in layout.ranges_of(0, 1)? {
             if instance_for_partition(range.id, parallelism) % processes == process {
                 if let Some(queue) = per_file.get_mut(range.file) {
-                    queue.push_back(range);
+                    if queue.first.len() < local_instances {
+                        queue.first.push(Some(range));
+                    } else {
+                        queue.rest.push_back(range);
+                    }
                 }
             }
         }
@@ -64,12 +88,21 @@ impl RangeClaims {
         Ok(())
     }
 
-    /// Takes the next range of file `file` (the earliest not taken), if any is left.
-    pub fn take(&self, file: usize) -> Option<InputRange> {
-        self.lock().as_mut()?.get_mut(file)?.pop_front()
+    /// Takes the first range of file `file` of the instance of rank `rank` in its process
+    /// (`instance / processes`): the one set aside for it, or if it has none the next one.
+    pub fn take_first(&self, file: usize, rank: usize) -> Option<InputRange> {
+        let mut queues = self.lock();
+        let queue = queues.as_mut()?.get_mut(file)?;
+        let set_aside = queue.first.get_mut(rank).and_then(Option::take);
+        set_aside.or_else(|| queue.rest.pop_front())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<VecDeque<InputRange>>>> {
+    /// Takes the next range of file `file` (the earliest not set aside or taken), if any.
+    pub fn take(&self, file: usize) -> Option<InputRange> {
+        self.lock().as_mut()?.get_mut(file)?.rest.pop_front()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<FileQueue>>> {
         self.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -102,8 +135,12 @@ mod tests {
         claims.fill_once(&layout, (1, 2, 1)).expect("filled");
         let again = claims.clone();
         again.fill_once(&layout, (0, 2, 1)).expect("kept");
-        let mut taken = Vec::new();
-        while let Some(range) = if taken.len() % 2 == 0 {
+        let mut taken: Vec<i32> = [claims.take_first(0, 0), again.take_first(0, 1)]
+            .into_iter()
+            .flatten()
+            .map(|r| r.id)
+            .collect();
+        while let Some(range) = if taken.len().is_multiple_of(2) {
             claims.take(0)
         } else {
             again.take(0)
@@ -128,11 +165,37 @@ mod tests {
         let process_one = RangeClaims::default();
         process_one.fill_once(&layout, (1, 4, 2)).expect("filled");
         let drain = |claims: &RangeClaims| {
-            std::iter::from_fn(|| claims.take(0).map(|r| r.id)).collect::<Vec<_>>()
+            let firsts = (0..2).filter_map(|rank| claims.take_first(0, rank));
+            let firsts: Vec<i32> = firsts.map(|r| r.id).collect();
+            let rest = std::iter::from_fn(|| claims.take(0).map(|r| r.id));
+            firsts.into_iter().chain(rest).collect::<Vec<_>>()
         };
         let (zero, one) = (drain(&process_zero), drain(&process_one));
         assert!(zero.iter().all(|id| id % 4 % 2 == 0), "{zero:?}");
         assert!(one.iter().all(|id| id % 4 % 2 == 1), "{one:?}");
         assert_eq!(zero.len() + one.len(), layout.len() as usize);
+    }
+
+    #[test]
+    fn an_instance_that_starts_last_still_reads_its_first_range() {
+        let layout = layout(100, 100);
+        let claims = RangeClaims::default();
+        claims.fill_once(&layout, (0, 3, 1)).expect("filled");
+        // Instances 0 and 1 take their first ranges and then every range left.
+        let mut early = vec![claims.take_first(0, 0), claims.take_first(0, 1)];
+        early.extend(std::iter::from_fn(|| claims.take(0).map(Some)));
+        let late = claims
+            .take_first(0, 2)
+            .expect("instance 2's range was set aside");
+        assert_eq!(late.id, 2, "the third range of the file");
+        let mut ids: Vec<i32> = early.into_iter().flatten().map(|r| r.id).collect();
+        ids.push(late.id);
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            (0..layout.len()).collect::<Vec<_>>(),
+            "every range once"
+        );
+        assert_eq!(claims.take_first(0, 2), None, "taken once");
     }
 }

@@ -129,13 +129,15 @@ impl Lane {
     }
 
     /// Opens `file`'s lane in a run from the start: it takes its first range from `claims`
-    /// now and the next ones as it finishes them; `None` when no range of the file is left.
+    /// now (the one set aside for the instance of rank `rank` in its process) and the next
+    /// ones as it finishes them; `None` when no range of the file is left for it.
     pub fn claiming(
         file: &InputFile,
         file_index: usize,
         claims: &RangeClaims,
+        rank: usize,
     ) -> Result<Option<Lane>> {
-        let Some(first) = claims.take(file_index) else {
+        let Some(first) = claims.take_first(file_index, rank) else {
             return Ok(None);
         };
         let mut lane = Lane::open(file, file_index, vec![first], &BTreeMap::new())?;

@@ -122,7 +122,8 @@ impl FileReader {
             let placed = (instance as usize, parallelism, processes);
             config.claims.fill_once(&layout, placed)?;
             for (index, file) in files.iter().enumerate() {
-                lanes.extend(Lane::claiming(file, index, &config.claims)?);
+                let rank = instance as usize / processes.max(1);
+                lanes.extend(Lane::claiming(file, index, &config.claims, rank)?);
             }
         } else {
             let ranges = layout.ranges_of(instance as usize, config.stage.parallelism)?;
