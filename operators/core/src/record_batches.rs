@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 
 use timely::communication::Push;
-use timely::container::{ContainerBuilder, LengthPreservingContainerBuilder, PushInto};
+use timely::container::{ContainerBuilder, PushInto};
 use timely::dataflow::channels::pushers::exchange::Distributor;
 use timely::dataflow::channels::Message;
 use timely::progress::Stamp;
@@ -121,9 +121,6 @@ impl<T: 'static> ContainerBuilder for RecordBatches<T> {
         self.spare = None;
     }
 }
-
-// Every pushed item is in exactly one batch handed out by `extract` or `finish`.
-impl<T: 'static> LengthPreservingContainerBuilder for RecordBatches<T> {}
 
 /// The exchange's distributor for records ([`RecordBatches`] per target worker): each record
 /// is moved once, from the container it came in straight into its target's batch. Timely's
