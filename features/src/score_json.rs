@@ -61,15 +61,10 @@ impl ScoreJson {
         ScoreJson { features, topic }
     }
 
-    /// The score record of `scored`.
-    pub fn to_vec(&self, scored: &ScoreView<'_>) -> Vec<u8> {
-        let mut out = Vec::with_capacity(512);
-        self.write(scored, &mut out);
-        out
-    }
-
-    /// [`ScoreJson::to_vec`], appended to `out`.
-    pub fn write(&self, scored: &ScoreView<'_>, out: &mut Vec<u8>) {
+    /// Appends the score record of `scored` to `out`; returns its score id's text
+    /// ([`crate::row::score_id`]), which the Kafka sink also sends as a header: the id is
+    /// hashed once per record.
+    pub fn write(&self, scored: &ScoreView<'_>, out: &mut Vec<u8>) -> [u8; 16] {
         let row = scored.row;
         let mut numbers = Numbers::default();
         out.extend_from_slice(br#"{"error":"#);
@@ -95,8 +90,12 @@ impl ScoreJson {
         out.extend_from_slice(br#","score":"#);
         write_score(&mut numbers, scored.score, out);
         out.extend_from_slice(br#","score_id":""#);
-        let id = score_id_digest(row.key.as_str(), row.window_end, &scored.model.version);
-        write_hex16(id, out);
+        let id = hex16(score_id_digest(
+            row.key.as_str(),
+            row.window_end,
+            &scored.model.version,
+        ));
+        out.extend_from_slice(&id);
         out.push(b'"');
         if let Some(shadow) = &scored.shadow {
             out.extend_from_slice(br#","shadow":{"error":"#);
@@ -120,6 +119,7 @@ impl ScoreJson {
         out.extend_from_slice(br#","window_start":"#);
         numbers.integer(row.window_start, out);
         out.push(b'}');
+        id
     }
 }
 
@@ -141,13 +141,9 @@ fn write_model(model: &ModelTag, out: &mut Vec<u8>) {
 }
 
 /// `id` as 16 lower-case hex digits ([`crate::row::score_id`]'s text).
-fn write_hex16(id: u64, out: &mut Vec<u8>) {
+fn hex16(id: u64) -> [u8; 16] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    out.extend(
-        (0..16)
-            .rev()
-            .map(|i| DIGITS[((id >> (4 * i)) & 0xf) as usize]),
-    );
+    std::array::from_fn(|i| DIGITS[((id >> (4 * (15 - i))) & 0xf) as usize])
 }
 
 #[cfg(test)]
@@ -158,6 +154,18 @@ mod tests {
     use crate::encode::{features_object, number};
     use crate::row::{score_id, FeatureRow};
     use crate::vocab::{Key, KeyGroup};
+
+    /// The record [`ScoreJson::write`] writes for `scored`, checked to return its score id.
+    fn record(json: &ScoreJson, scored: &ScoreView<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        let id = json.write(scored, &mut out);
+        let row = scored.row;
+        assert_eq!(
+            String::from_utf8_lossy(&id),
+            score_id(&row.key, row.window_end, &scored.model.version)
+        );
+        out
+    }
 
     /// The score record as the `Value` encoding wrote it before the direct writer.
     fn score_through_value(scored: &ScoreView<'_>, names: &[String], topic: &str) -> Vec<u8> {
@@ -250,7 +258,7 @@ mod tests {
                 };
                 let json = ScoreJson::new(&names, "clicks \"a\"");
                 assert_eq!(
-                    String::from_utf8_lossy(&json.to_vec(&view)),
+                    String::from_utf8_lossy(&record(&json, &view)),
                     String::from_utf8_lossy(&score_through_value(&view, &names, "clicks \"a\""))
                 );
             }
@@ -267,7 +275,7 @@ mod tests {
             shadow: None,
         };
         assert_eq!(
-            String::from_utf8_lossy(&ScoreJson::new(&names, "t").to_vec(&view)),
+            String::from_utf8_lossy(&record(&ScoreJson::new(&names, "t"), &view)),
             String::from_utf8_lossy(&score_through_value(&view, &names, "t"))
         );
     }

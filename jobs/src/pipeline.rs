@@ -148,7 +148,10 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
             let json = ScoreJson::new(&plan.feature_names(), &plan.job.source.name);
             let encode = move |batch: &ScoredBatch, lines: &mut Lines<'_>| {
                 for score in batch.views() {
-                    lines.line(|out| json.write(&score, out));
+                    // The score id it returns is in the record already: a file has no headers.
+                    lines.line(|out| {
+                        json.write(&score, out);
+                    });
                 }
             };
             scored_rows.jsonl_sink(

@@ -37,7 +37,7 @@ use timely::dataflow::operators::vec::Map;
 use timely::dataflow::Stream;
 
 use weir_features::dead_letter::DeadLetter;
-use weir_features::row::{score_id, FeatureRow};
+use weir_features::row::FeatureRow;
 use weir_features::score_json::ScoreJson;
 use weir_features::scored::{ScoreView, ScoredBatch};
 use weir_features::vocab::Tick;
@@ -169,17 +169,14 @@ impl KafkaRecords<ScoredBatch> for ScoreRecords {
 impl ScoreRecords {
     /// Sends one row's score record.
     fn send_one(&self, scored: &ScoreView<'_>, out: &Delivery) {
-        let payload = self.json.to_vec(scored);
-        let id = score_id(
-            &scored.row.key,
-            scored.row.window_end,
-            &scored.model.version,
-        );
+        // Room for most of a record (the clickstream's are ~530 bytes).
+        let mut payload = Vec::with_capacity(512);
+        let id = self.json.write(scored, &mut payload);
         let inference_ts = scored.inference_ts_ms.to_string();
         let headers = OwnedHeaders::new()
             .insert(Header {
                 key: "weir.score_id",
-                value: Some(id.as_str()),
+                value: Some(&id[..]),
             })
             .insert(Header {
                 key: "weir.model.name",
