@@ -199,12 +199,19 @@ impl<'a> Due<'a> {
     }
 }
 
-/// Puts a firing's entries in emission order and passes each window's entries, in pane
-/// order, to `window`. The sort compares integers only: windows of one end by key hash, a
-/// window's entries by pane start. Keys of one hash (a 64-bit collision) are then put in key
-/// order (a stable sort: each key's entries stay in pane order).
-fn for_each_window<'a>(due: &mut [Due<'a>], mut window: impl FnMut(&[Due<'a>])) {
+/// Puts a firing's entries in emission order and returns how many windows they hold (keys of
+/// one hash, a 64-bit collision, count as one: a hint for the rows' room). The sort compares
+/// integers only: windows of one end by key hash, a window's entries by pane start.
+fn sort_windows(due: &mut [Due<'_>]) -> usize {
     due.sort_unstable_by_key(|d| (d.end, d.key_hash, d.start));
+    due.chunk_by(|a, b| (a.end, a.key_hash) == (b.end, b.key_hash))
+        .count()
+}
+
+/// Passes each window's entries of `due` (in [`sort_windows`]' order), in pane order, to
+/// `window`. Keys of one hash are put in key order first (a stable sort: each key's entries
+/// stay in pane order).
+fn for_each_window<'a>(due: &mut [Due<'a>], mut window: impl FnMut(&[Due<'a>])) {
     for run in due.chunk_by_mut(|a, b| (a.end, a.key_hash) == (b.end, b.key_hash)) {
         let collision = run.iter().any(|d| d.key != run[0].key);
         if collision {
@@ -327,13 +334,55 @@ impl PaneWindows {
         let (panes, emitted, merged, geom) =
             (&self.panes, &mut self.emitted, &mut self.merged, self.geom);
         let key_order = FastHash::default();
+        // A window ending at or before the horizon cannot re-fire: its revision is not kept
+        // (`drop_through` would drop it below).
+        let horizon = watermark.0.saturating_sub(allowed_lateness);
+        let mut emit = |due: &mut Vec<Due<'_>>| {
+            rows.reserve(sort_windows(due));
+            for_each_window(due, |window| {
+                let Some(&Due {
+                    end, key, key_hash, ..
+                }) = window.first()
+                else {
+                    return;
+                };
+                let bounds = window_bounds(geom, end);
+                // A revision (no slot) merges whatever its panes hold now; windows the
+                // watermark closed carry their panes' slots (a revision and a closed window
+                // never share an end: revisions end at or before the last firing, closed
+                // windows after it).
+                let slot = if window.iter().any(|d| d.slot.is_none()) {
+                    merged_slot(panes, features, (key, key_hash), bounds, merged)
+                } else {
+                    merge_slots(features, window.iter().filter_map(|d| d.slot), merged)
+                };
+                if let Some(slot) = slot {
+                    let revision = if end <= horizon {
+                        emitted
+                            .get(&end)
+                            .and_then(|r| r.get(key))
+                            .map_or(0, |r| r + 1)
+                    } else {
+                        let revisions = emitted.entry(end).or_default();
+                        let revision = revisions.get(key).map_or(0, |r| r + 1);
+                        revisions.insert(key.clone(), revision);
+                        revision
+                    };
+                    rows.push(slot.row(features, key, bounds, revision, false));
+                }
+            });
+        };
         let mut due: Vec<Due<'_>> = redo
             .iter()
             .map(|(end, key)| Due::new(&key_order, *end, key, None))
             .collect();
-        // Every pane of every closed window, with its slot: a window's row merges its
-        // entries' slots instead of looking its key up in each of its panes.
+        emit(&mut due);
+        // Then each closed window end in turn (rows come end by end, so this is their order
+        // too), with every pane of its windows and the pane's slot: a window's row merges its
+        // entries' slots instead of looking its key up in each of its panes. One end at a
+        // time, the entries of a watermark jump over many ends are not all held at once.
         for &end in &closed {
+            due.clear();
             for (&start, keys) in panes.range(end - geom.size..end) {
                 due.extend(
                     keys.iter().map(|(key, pane)| {
@@ -341,41 +390,8 @@ impl PaneWindows {
                     }),
                 );
             }
+            emit(&mut due);
         }
-        // A window ending at or before the horizon cannot re-fire: its revision is not kept
-        // (`drop_through` would drop it below).
-        let horizon = watermark.0.saturating_sub(allowed_lateness);
-        for_each_window(&mut due, |window| {
-            let Some(&Due {
-                end, key, key_hash, ..
-            }) = window.first()
-            else {
-                return;
-            };
-            let bounds = window_bounds(geom, end);
-            // A revision (no slot) merges whatever its panes hold now; windows the watermark
-            // closed carry their panes' slots (a revision and a closed window never share an
-            // end: revisions end at or before the last firing, closed windows after it).
-            let slot = if window.iter().any(|d| d.slot.is_none()) {
-                merged_slot(panes, features, (key, key_hash), bounds, merged)
-            } else {
-                merge_slots(features, window.iter().filter_map(|d| d.slot), merged)
-            };
-            if let Some(slot) = slot {
-                let revision = if end <= horizon {
-                    emitted
-                        .get(&end)
-                        .and_then(|r| r.get(key))
-                        .map_or(0, |r| r + 1)
-                } else {
-                    let revisions = emitted.entry(end).or_default();
-                    let revision = revisions.get(key).map_or(0, |r| r + 1);
-                    revisions.insert(key.clone(), revision);
-                    revision
-                };
-                rows.push(slot.row(features, key, bounds, revision, false));
-            }
-        });
         let dropped = self.drop_through(horizon);
         changed || dropped
     }
@@ -514,6 +530,8 @@ mod tests {
             entry(10, 9, &c, 0, &slots[4]),
         ];
         let mut windows = Vec::new();
+        // Three windows; a and b share a hash, so the hint counts two.
+        assert_eq!(sort_windows(&mut due), 2);
         for_each_window(&mut due, |window| {
             let panes: Vec<*const Slot> = window
                 .iter()
