@@ -164,15 +164,15 @@ impl FileReader {
         self.stop.store(true, Ordering::SeqCst);
     }
 
-    /// Reads up to `budget` lines of lane `l`; returns the records handled, or `None` after
-    /// a read error (the job is stopping).
+    /// Reads up to `budget` lines of lane `l`, adding their bytes to `bytes`; returns the
+    /// records handled, or `None` after a read error (the job is stopping).
     fn poll_lane(
         &mut self,
         l: usize,
         budget: usize,
         now_ms: u64,
-        events: &mut Vec<Event>,
-        dead: &mut Vec<DeadLetter>,
+        (events, dead): (&mut Vec<Event>, &mut Vec<DeadLetter>),
+        bytes: &mut usize,
     ) -> Option<usize> {
         let mut handled = 0;
         for _ in 0..budget {
@@ -220,6 +220,7 @@ impl FileReader {
                 timestamp: None,
                 key: None,
             };
+            *bytes += record.stored_bytes();
             match self.decoder.push(record, now_ms, events, dead) {
                 Some(ts) => self.watermarks.observe(id, ts, now_ms),
                 None => self.watermarks.touch(id, now_ms),
@@ -239,15 +240,22 @@ impl SourceReader for FileReader {
     fn poll(&mut self, now_ms: u64, events: &mut Vec<Event>, dead: &mut Vec<DeadLetter>) -> usize {
         let active = self.lanes.iter().filter(|l| !l.done()).count().max(1);
         let per_lane = (self.max_batch / active).max(1);
-        let mut handled = 0;
+        let (mut handled, mut bytes, mut failed) = (0, 0, false);
         for l in 0..self.lanes.len() {
             if self.lanes[l].done() {
                 continue;
             }
-            match self.poll_lane(l, per_lane, now_ms, events, dead) {
+            match self.poll_lane(l, per_lane, now_ms, (events, dead), &mut bytes) {
                 Some(n) => handled += n,
-                None => return handled,
+                None => {
+                    failed = true;
+                    break;
+                }
             }
+        }
+        self.decoder.count_bytes(bytes);
+        if failed {
+            return handled;
         }
         // Finished ranges still count as progress: report them on the next poll.
         handled.max(usize::from(!self.finished()))

@@ -81,16 +81,16 @@ impl RecordLimits {
     /// Refuses a record whose key plus payload is over `max_record_bytes`.
     #[inline]
     fn check_record(&self, record: &RawRecord<'_>) -> Result<(), DecodeError> {
-        let key = record.key.map_or(0, <[u8]>::len);
-        let payload = record.payload.map_or(0, <[u8]>::len);
-        if key + payload <= self.max_record_bytes {
+        if record.stored_bytes() <= self.max_record_bytes {
             return Ok(());
         }
+        let key = record.key.map_or(0, <[u8]>::len);
+        let payload = record.payload.map_or(0, <[u8]>::len);
         Err(DecodeError {
             reason: DeadLetterReason::Oversize,
             message: format!(
                 "record of {} bytes (key {key}, payload {payload}) is over [source] max_record_bytes ({})",
-                key + payload,
+                record.stored_bytes(),
                 self.max_record_bytes
             ),
         })
@@ -135,9 +135,26 @@ pub struct RawRecord<'a> {
     pub key: Option<&'a [u8]>,
 }
 
+impl<'a> RawRecord<'a> {
+    /// Bytes of the record as stored: its key plus its payload.
+    #[inline]
+    pub fn stored_bytes(&self) -> usize {
+        self.key.map_or(0, <[u8]>::len) + self.payload.map_or(0, <[u8]>::len)
+    }
+}
+
 impl RecordDecoder {
+    /// Counts `bytes` read (`weir_source_read_bytes_total`): the [`RawRecord::stored_bytes`] of the
+    /// records a poll pushed, once per poll. The counter is one for every source instance of
+    /// the process: an atomic add per record, its cache line bouncing between the workers'
+    /// cores, was ~3 % of a 2-worker features run (BENCHMARKS.md, fix 41).
+    pub fn count_bytes(&self, bytes: usize) {
+        JobMetrics::add(&self.metrics.source_bytes, bytes as u64);
+    }
+
     /// Decodes `record`, read at wall-clock time `now_ms`, into `events` or `dead`; returns the
-    /// event time when it decoded into an event.
+    /// event time when it decoded into an event. The caller counts its bytes
+    /// ([`RecordDecoder::count_bytes`]).
     #[inline]
     pub fn push(
         &self,
@@ -146,8 +163,6 @@ impl RecordDecoder {
         events: &mut Vec<Event>,
         dead: &mut Vec<DeadLetter>,
     ) -> Option<EventTime> {
-        let bytes = record.payload.map_or(0, <[u8]>::len) + record.key.map_or(0, <[u8]>::len);
-        JobMetrics::add(&self.metrics.source_bytes, bytes as u64);
         // The event is built where it will stay, at the end of `events`, and decoded in place:
         // an event is ~260 bytes, and returning one through `Result`s copied it several times.
         let event = push_blank(events, record.position, now_ms);

@@ -137,6 +137,13 @@ fn every_instance_reads_and_every_line_is_read_once_at_its_byte_offset() -> Resu
             JobMetrics::get(&metrics.source_read_failures) == 0,
             "read failures"
         );
+        // Every line's bytes counted once (each poll adds what it read), newlines not.
+        let line_bytes: usize = text.lines().map(str::len).sum();
+        let counted = JobMetrics::get(&metrics.source_bytes);
+        ensure!(
+            counted == 3 * line_bytes as u64,
+            "{instances} instances counted {counted} bytes read, not 3 x {line_bytes}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

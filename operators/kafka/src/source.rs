@@ -137,7 +137,7 @@ impl SourceReader for Reader {
         self.assign_discovered(now_ms);
         // Records emitted (returned), and messages taken from the consumer (bounded by
         // `max_batch` per activation, records past a bounded end included).
-        let (mut handled, mut polled) = (0, 0);
+        let (mut handled, mut polled, mut bytes) = (0, 0, 0);
         while polled < self.config.max_batch {
             polled += 1;
             match self.consumer.poll(Duration::ZERO) {
@@ -169,10 +169,11 @@ impl SourceReader for Reader {
                             .insert(message.partition(), message.offset() + 1);
                     }
                     let partitions = (&mut self.watermarks, &self.end_offsets);
-                    handle(message, now_ms, partitions, &self.decoder, events, dead);
+                    bytes += handle(message, now_ms, partitions, &self.decoder, events, dead);
                 }
             }
         }
+        self.decoder.count_bytes(bytes);
         handled
     }
 
@@ -435,6 +436,7 @@ impl Reader {
 }
 
 /// Handles one message: skips records past a bounded end, decodes, tracks the watermark.
+/// Returns the bytes it read (0 past a bounded end).
 fn handle(
     message: BorrowedMessage<'_>,
     now_ms: u64,
@@ -442,13 +444,13 @@ fn handle(
     decoder: &RecordDecoder,
     events: &mut Vec<Event>,
     dead: &mut Vec<DeadLetter>,
-) {
+) -> usize {
     let partition = message.partition();
     let offset = message.offset();
     let end = end_offsets.get(&partition).copied();
     if end.is_some_and(|end| offset >= end) {
         watermarks.finish(partition);
-        return;
+        return 0;
     }
     watermarks.set_caught_up(partition, false);
     let record = RawRecord {
@@ -457,6 +459,7 @@ fn handle(
         timestamp: message.timestamp().to_millis(),
         key: message.key(),
     };
+    let bytes = record.stored_bytes();
     match decoder.push(record, now_ms, events, dead) {
         Some(ts) => watermarks.observe(partition, ts, now_ms),
         None => watermarks.touch(partition, now_ms),
@@ -464,6 +467,7 @@ fn handle(
     if end.is_some_and(|end| offset + 1 >= end) {
         watermarks.finish(partition);
     }
+    bytes
 }
 
 /// For a position that is a time ([`StartFrom::Time`]), the broker's checked offsets-for-times
