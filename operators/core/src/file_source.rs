@@ -171,7 +171,8 @@ impl FileReader {
         l: usize,
         budget: usize,
         now_ms: u64,
-        (events, dead): (&mut Vec<Event>, &mut Vec<DeadLetter>),
+        events: &mut Vec<Event>,
+        dead: &mut Vec<DeadLetter>,
         bytes: &mut usize,
     ) -> Option<usize> {
         let mut handled = 0;
@@ -245,7 +246,7 @@ impl SourceReader for FileReader {
             if self.lanes[l].done() {
                 continue;
             }
-            match self.poll_lane(l, per_lane, now_ms, (events, dead), &mut bytes) {
+            match self.poll_lane(l, per_lane, now_ms, events, dead, &mut bytes) {
                 Some(n) => handled += n,
                 None => {
                     failed = true;

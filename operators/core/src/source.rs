@@ -135,7 +135,7 @@ pub struct RawRecord<'a> {
     pub key: Option<&'a [u8]>,
 }
 
-impl<'a> RawRecord<'a> {
+impl RawRecord<'_> {
     /// Bytes of the record as stored: its key plus its payload.
     #[inline]
     pub fn stored_bytes(&self) -> usize {
@@ -144,10 +144,11 @@ impl<'a> RawRecord<'a> {
 }
 
 impl RecordDecoder {
-    /// Counts `bytes` read (`weir_source_read_bytes_total`): the [`RawRecord::stored_bytes`] of the
-    /// records a poll pushed, once per poll. The counter is one for every source instance of
-    /// the process: an atomic add per record, its cache line bouncing between the workers'
-    /// cores, was ~3 % of a 2-worker features run (BENCHMARKS.md, fix 41).
+    /// Counts `bytes` read (`weir_source_read_bytes_total`): the
+    /// [`RawRecord::stored_bytes`] of the records a poll pushed, once per poll. The counter is
+    /// one for every source instance of the process: an atomic add per record, its cache line
+    /// bouncing between the workers' cores, was ~3 % of a 2-worker features run
+    /// (BENCHMARKS.md, fix 41).
     pub fn count_bytes(&self, bytes: usize) {
         JobMetrics::add(&self.metrics.source_bytes, bytes as u64);
     }
