@@ -36,6 +36,7 @@ pub mod schedule;
 pub mod schema;
 pub mod score_json;
 pub mod scored;
+mod session_timers;
 mod sessions;
 mod slot;
 mod snapshot_row;

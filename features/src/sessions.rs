@@ -39,6 +39,7 @@ use crate::feature::FeatureSet;
 use crate::panes::FastHash;
 use crate::record::Event;
 use crate::row::FeatureRow;
+use crate::session_timers::SessionTimers;
 use crate::slot::Slot;
 use crate::vocab::{EventTime, Key, Watermark};
 use crate::window::WindowBounds;
@@ -189,7 +190,7 @@ pub(crate) struct SessionWindows {
     keys: hashbrown::HashMap<Key, KeySessions, FastHash>,
     /// (time, key): look at the key when the watermark reaches the time. Entries whose time
     /// is not the key's `timer` are stale and skipped.
-    timers: BTreeSet<(EventTime, Key)>,
+    timers: SessionTimers,
     /// Sessions expiry forgot; not in this struct's serialized form (version-1 snapshots do
     /// not have them): `KeyedFeatures::encode` writes them after it.
     #[serde(skip)]
@@ -202,7 +203,7 @@ impl SessionWindows {
             gap,
             max_length,
             keys: hashbrown::HashMap::default(),
-            timers: BTreeSet::new(),
+            timers: SessionTimers::default(),
             forgotten: ForgottenSessions::default(),
         }
     }
@@ -310,7 +311,7 @@ impl SessionWindows {
         }
         if session.end < state.timer {
             state.timer = session.end;
-            self.timers.insert((session.end, event.key.clone()));
+            self.timers.insert(session.end, event.key.clone());
         }
     }
 
@@ -327,8 +328,8 @@ impl SessionWindows {
         let mut changed = self.forgotten.drop_before(horizon);
         while self
             .timers
-            .first()
-            .is_some_and(|(time, _)| *time <= watermark.0)
+            .first_time()
+            .is_some_and(|time| time <= watermark.0)
         {
             let Some((time, key)) = self.timers.pop_first() else {
                 break;
@@ -370,7 +371,7 @@ impl SessionWindows {
                 // end of time.)
                 Some(next) if next > watermark.0 || due_later => {
                     state.timer = next;
-                    self.timers.insert((next, key));
+                    self.timers.insert(next, key);
                 }
                 _ => {
                     self.keys.remove(&key);
@@ -417,7 +418,7 @@ impl SessionWindows {
                 self.forgotten.remember(key, forgotten);
             }
         }
-        self.timers.retain(|(_, k)| !keys.contains(k));
+        self.timers.retain(|k| !keys.contains(k));
     }
 }
 
@@ -425,7 +426,7 @@ impl SessionWindows {
     /// Keeps only the keys `keep` accepts (restore at a new parallelism).
     pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
         self.keys.retain(|k, _| keep(k));
-        self.timers.retain(|(_, k)| keep(k));
+        self.timers.retain(keep);
         self.forgotten.keys.retain(|k, _| keep(k));
         self.forgotten.ends.retain(|(_, k)| keep(k));
     }
@@ -433,7 +434,7 @@ impl SessionWindows {
     /// Adds the keys of `other` (disjoint from ours) to this state.
     pub fn absorb(&mut self, other: SessionWindows) {
         self.keys.extend(other.keys);
-        self.timers.extend(other.timers);
+        self.timers.absorb(other.timers);
         self.forgotten.keys.extend(other.forgotten.keys);
         self.forgotten.ends.extend(other.forgotten.ends);
     }
