@@ -177,7 +177,7 @@ struct KeySessions {
     /// Sorted by start. Most keys have one open session: it lives in the key's table entry
     /// (no allocation of its own; a `Vec` would allocate room for four on the first push).
     sessions: KeySessionList,
-    /// The time of this key's live entry in the timer set.
+    /// The time of this key's live entry among the timers (its entries at other times are stale).
     timer: EventTime,
 }
 
