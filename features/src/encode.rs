@@ -141,6 +141,13 @@ impl Numbers {
     /// A number as serde_json writes an f64 (`null` when it is not finite). Counts are most of
     /// a feature row's values: those are written by `itoa`, faster than the float formatter.
     pub(crate) fn f64(&mut self, x: f64, out: &mut Vec<u8>) {
+        // A count of 0-9, most of a feature row's values: its three bytes, no formatter and
+        // no copy of a formatted text (the cast saturates, and NaN casts to 0 but is not 0).
+        let digit = x as u8;
+        if digit < 10 && f64::from(digit) == x && x.is_sign_positive() {
+            out.extend_from_slice(&[b'0' + digit, b'.', b'0']);
+            return;
+        }
         // Integral below the bound: its conversion to i64 is exact and converts back to it (a
         // cast, where `fract` is a libm call per value).
         let integral = x.abs() < INTEGRAL_AS_INTEGER && (x as i64) as f64 == x;
@@ -261,6 +268,10 @@ mod tests {
         for x in [
             -0.0,
             0.0,
+            0.5,
+            9.5,
+            9.999_999_999,
+            10.0 - 1e-14,
             f64::MIN_POSITIVE,
             f64::MAX,
             f64::NAN,
