@@ -132,6 +132,25 @@ pub(crate) struct Numbers {
 /// zmij writes for it (from 1e16 on it writes an exponent; `-0.0` keeps its sign there).
 const INTEGRAL_AS_INTEGER: f64 = 1e15;
 
+/// Below this many tenths in magnitude a value is tried as a whole number of tenths.
+const TENTHS_BOUND: f64 = 1e15;
+
+/// `x` as a whole number of tenths that is not a whole number (measurements with one decimal,
+/// and their sums and extremes, are many of a row's other values), when `x` is the double
+/// nearest to that many tenths. Its shortest text that reads back as `x`, which is what zmij
+/// writes, is then those tenths with the point before the last digit: a text with fewer
+/// digits is a whole number, and `x` is not one. A check, not a formatter: any `x` it does
+/// not confirm is left to zmij.
+fn whole_tenths(x: f64) -> Option<i64> {
+    let scaled = x * 10.0;
+    if !(scaled.abs() < TENTHS_BOUND) {
+        return None;
+    }
+    // The nearest whole number (the cast truncates), confirmed below.
+    let tenths = (scaled + 0.5_f64.copysign(scaled)) as i64;
+    (tenths % 10 != 0 && tenths as f64 / 10.0 == x).then_some(tenths)
+}
+
 impl Numbers {
     /// An integer.
     pub(crate) fn integer(&mut self, n: impl itoa::Integer, out: &mut Vec<u8>) {
@@ -156,6 +175,13 @@ impl Numbers {
         } else if integral && (x != 0.0 || x.is_sign_positive()) {
             self.integer(x as i64, out);
             out.extend_from_slice(b".0");
+        } else if let Some(tenths) = whole_tenths(x) {
+            if tenths < 0 {
+                out.push(b'-');
+            }
+            let tenths = tenths.unsigned_abs();
+            self.integer(tenths / 10, out);
+            out.extend_from_slice(&[b'.', b'0' + (tenths % 10) as u8]);
         } else {
             out.extend_from_slice(self.floats.format_finite(x).as_bytes());
         }
@@ -256,6 +282,27 @@ mod tests {
         };
         for n in -100_000..100_000_i64 {
             check(n as f64);
+            check(n as f64 / 10.0);
+            check(n as f64 / 100.0);
+            check(n as f64 * 0.1);
+        }
+        // Doubles one step beside a tenth, and arbitrary bit patterns (seeded xorshift).
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..200_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let tenth = (state % 2_000_000) as f64 / 10.0 - 100_000.0;
+            check(f64::from_bits(tenth.to_bits() + 1));
+            check(f64::from_bits(tenth.to_bits().saturating_sub(1)));
+            check(f64::from_bits(state));
+        }
+        // Tenths where the check's bound and the doubles' spacing begin to matter.
+        for n in [1e13, 1e14 - 1.0, 1e14, 1e15, 2f64.powi(50), 2f64.powi(53)] {
+            for offset in [-0.9, -0.5, -0.1, 0.1, 0.2, 0.5, 0.7] {
+                check(n + offset);
+                check(-(n + offset));
+            }
         }
         let mut power = 1.0_f64;
         for _ in 0..20 {
