@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value as Json};
 use crate::record::{Event, Value};
 use crate::schema::{FieldType, RecordSchema};
 use crate::timestamp;
+use crate::vocab::EventTime;
 
 /// `x` as a JSON number, `null` when it is not finite.
 pub(crate) fn number(x: f64) -> Json {
@@ -89,39 +90,75 @@ pub fn dead_letter_json(letter: &crate::dead_letter::DeadLetter) -> Vec<u8> {
     serde_json::to_vec(&record).unwrap_or_default()
 }
 
-/// A feature row as one JSON object (`weir features` output), appended to `out`: key, window
-/// bounds, revision, whether it was closed by the state TTL, and the values in feature order
-/// (null = missing), with the keys in the order a `serde_json::Value` object has them (sorted).
-/// Written byte by byte rather than through serde (a features run writes a line per window,
-/// and serde's writer was ~12 % of run F): numbers by the crates serde_json formats them with
-/// (`zmij` for floats, `itoa` for integers) and the key through serde_json when it needs an
-/// escape, so the bytes are serde_json's.
-pub fn write_feature_row_json(row: &crate::row::FeatureRow, out: &mut Vec<u8>) {
-    out.extend_from_slice(if row.closed_by_timeout {
-        br#"{"closed_by_timeout":true,"features":["#
-    } else {
-        br#"{"closed_by_timeout":false,"features":["#
-    });
-    let mut numbers = Numbers::default();
-    for (i, &x) in row.values.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+/// Feature rows as JSON objects (`weir features` output), each appended to a buffer by
+/// [`FeatureRowsJson::write`]: key, window bounds, revision, whether it was closed by the
+/// state TTL, and the values in feature order (null = missing), with the keys in the order a
+/// `serde_json::Value` object has them (sorted). Written byte by byte rather than through
+/// serde (a features run writes a line per window, and serde's writer was ~12 % of run F):
+/// numbers by the crates serde_json formats them with (`zmij` for floats, `itoa` for
+/// integers) and the key through serde_json when it needs an escape, so the bytes are
+/// serde_json's. One writer serves a stream of rows. Tumbling and hopping windows fire end by
+/// end, so a row's last fields (revision and bounds) are most often the row before's: from
+/// the second row of such a run on, their text is kept and copied instead of formatting
+/// three integers again. Session rows, whose bounds are their own, are written directly.
+#[derive(Default)]
+pub struct FeatureRowsJson {
+    numbers: Numbers,
+    /// The text from `,"revision":` to the closing brace, for the fields `tail_of`.
+    tail: Vec<u8>,
+    tail_of: Option<TailFields>,
+    /// The last row's fields of the tail.
+    last: Option<TailFields>,
+}
+
+/// A row's revision, window end and window start: the fields its text ends with.
+type TailFields = (u32, EventTime, EventTime);
+
+impl FeatureRowsJson {
+    /// Appends `row`'s JSON object to `out`.
+    pub fn write(&mut self, row: &crate::row::FeatureRow, out: &mut Vec<u8>) {
+        out.extend_from_slice(if row.closed_by_timeout {
+            br#"{"closed_by_timeout":true,"features":["#
+        } else {
+            br#"{"closed_by_timeout":false,"features":["#
+        });
+        for (i, &x) in row.values.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            self.numbers.f64(x, out);
         }
-        numbers.f64(x, out);
+        out.extend_from_slice(br#"],"key":"#);
+        write_json_string(row.key.as_str(), out);
+        let fields = (row.revision, row.window_end, row.window_start);
+        let last = self.last.replace(fields);
+        if self.tail_of == Some(fields) {
+            out.extend_from_slice(&self.tail);
+        } else if last == Some(fields) {
+            // The second row of a run: its text is kept for the rest.
+            self.tail.clear();
+            write_tail(&mut self.numbers, fields, &mut self.tail);
+            self.tail_of = Some(fields);
+            out.extend_from_slice(&self.tail);
+        } else {
+            write_tail(&mut self.numbers, fields, out);
+        }
     }
-    out.extend_from_slice(br#"],"key":"#);
-    write_json_string(row.key.as_str(), out);
+}
+
+/// Appends `,"revision":…,"window_end":…,"window_start":…}` to `out`.
+fn write_tail(numbers: &mut Numbers, (revision, end, start): TailFields, out: &mut Vec<u8>) {
     out.extend_from_slice(br#","revision":"#);
-    numbers.integer(row.revision, out);
+    numbers.integer(revision, out);
     out.extend_from_slice(br#","window_end":"#);
-    numbers.integer(row.window_end, out);
+    numbers.integer(end, out);
     out.extend_from_slice(br#","window_start":"#);
-    numbers.integer(row.window_start, out);
+    numbers.integer(start, out);
     out.push(b'}');
 }
 
 /// Numbers as serde_json writes them, by the crates it formats them with (`zmij` for floats,
-/// `itoa` for integers): the formatters' buffers, made once per record.
+/// `itoa` for integers): the formatters' buffers.
 #[derive(Default)]
 pub(crate) struct Numbers {
     floats: zmij::Buffer,
@@ -237,18 +274,30 @@ mod tests {
             -0.0,
             5e-324,
         ];
-        for (key, values, closed) in [
-            ("u1", &values[..], false),
-            ("a \"quoted\" key\n\u{e9}", &values[..2], true),
-            ("back\\slash\t\u{1}\u{1f}\u{7f}", &values[4..], false),
-            ("", &[][..], false),
+        // One writer for every row, as a sink has: rows of one window and revision share
+        // their last fields' text, and a row of another window or revision writes its own.
+        let mut writer = FeatureRowsJson::default();
+        for (key, values, closed, (revision, window_end)) in [
+            ("u1", &values[..], false, (7, 0)),
+            ("a \"quoted\" key\n\u{e9}", &values[..2], true, (7, 0)),
+            (
+                "back\\slash\t\u{1}\u{1f}\u{7f}",
+                &values[4..],
+                false,
+                (8, 0),
+            ),
+            ("", &[][..], false, (8, 60_000)),
+            ("u2", &values[..3], false, (8, 60_000)),
+            ("u3", &values[1..], false, (8, 60_000)),
+            ("u4", &values[1..], false, (0, -60_000)),
+            ("u5", &values[1..], false, (8, 60_000)),
         ] {
             let row = FeatureRow {
                 key: Key::from(key),
                 key_group: KeyGroup(3),
-                window_start: -60_000,
-                window_end: 0,
-                revision: 7,
+                window_start: window_end - 60_000,
+                window_end,
+                revision,
                 values: values.iter().copied().collect(),
                 records: 4,
                 first: at,
@@ -258,7 +307,7 @@ mod tests {
                 ingested_at_ms: 6,
             };
             let mut direct = b"before".to_vec();
-            write_feature_row_json(&row, &mut direct);
+            writer.write(&row, &mut direct);
             let want = [&b"before"[..], &through_value(&row)].concat();
             assert_eq!(
                 String::from_utf8_lossy(&direct),

@@ -3,7 +3,7 @@
 //! (sorted), nested objects likewise. Pipeline position: the file and Kafka score sinks encode
 //! every scored row with a [`ScoreJson`] made once per sink.
 //!
-//! Written byte by byte, as the feature rows are ([`crate::encode::write_feature_row_json`]):
+//! Written byte by byte, as the feature rows are ([`crate::encode::FeatureRowsJson`]):
 //! through serde, string escaping, the per-record sort of the feature names and the score id's
 //! `String` were ~15 % of run S's CPU (BENCHMARKS.md, S). Numbers are written by the crates
 //! serde_json formats them with and strings escaped by serde_json where they need it, so the

@@ -26,7 +26,7 @@ use timely::dataflow::{Scope, Stream};
 use weir_checkpoint::SourceOffset;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::decode::JsonDecoder;
-use weir_features::encode::{dead_letter_json, write_feature_row_json};
+use weir_features::encode::{dead_letter_json, FeatureRowsJson};
 use weir_features::score_json::ScoreJson;
 use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
@@ -122,9 +122,10 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     let dead_letters = source.dead_letters.concat(windows.late);
     let checkpoint = source.checkpoint.concat(windows.checkpoint);
     if plan.mode == Mode::FeaturesOnly {
+        let mut rows_json = FeatureRowsJson::default();
         let rows = windows.rows.probe_with(&progress).jsonl_sink(
             plan.file_sink_config(plan.scores_file()?, Operator::ScoreSink),
-            |row, lines| lines.line(|out| write_feature_row_json(row, out)),
+            move |row, lines| lines.line(|out| rows_json.write(row, out)),
             |m| &m.rows_written,
         )?;
         let dead = plan.dead_letter_sink(dead_letters)?;

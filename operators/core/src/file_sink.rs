@@ -67,7 +67,7 @@ pub trait JsonlSink<'scope, T> {
     fn jsonl_sink(
         self,
         config: FileSinkConfig,
-        encode: impl Fn(&T, &mut Lines<'_>) + 'static,
+        encode: impl FnMut(&T, &mut Lines<'_>) + 'static,
         counter: fn(&JobMetrics) -> &Counter,
     ) -> Result<CheckpointStream<'scope>>;
 }
@@ -85,7 +85,7 @@ where
     fn jsonl_sink(
         self,
         config: FileSinkConfig,
-        encode: impl Fn(&T, &mut Lines<'_>) + 'static,
+        mut encode: impl FnMut(&T, &mut Lines<'_>) + 'static,
         counter: fn(&JobMetrics) -> &Counter,
     ) -> Result<CheckpointStream<'scope>> {
         let writer_worker = config.placement.worker_of(0);
