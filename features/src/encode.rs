@@ -180,7 +180,7 @@ const TENTHS_BOUND: f64 = 1e15;
 /// not confirm is left to zmij.
 fn whole_tenths(x: f64) -> Option<i64> {
     let scaled = x * 10.0;
-    if !(scaled.abs() < TENTHS_BOUND) {
+    if scaled.is_nan() || scaled.abs() >= TENTHS_BOUND {
         return None;
     }
     // The nearest whole number (the cast truncates), confirmed below.

@@ -164,17 +164,26 @@ fn merge_slots<'a>(
     Some(slot)
 }
 
+/// The low bits of a key hash that the sort of one window end's entries ([`sort_end`]) holds
+/// an entry's index in: windows are ordered by the hash's other 40 bits, and keys that share
+/// those are kept apart as keys of one hash are ([`for_each_window`]).
+const INDEX_BITS: u32 = 24;
+
+/// The hash bits that order windows.
+const ORDER_MASK: u64 = !((1 << INDEX_BITS) - 1);
+
 /// One pane of a window of a key that a firing emits (its end, the key, the pane's start and
 /// slot), or a window to emit again whose panes are looked up (`slot: None`: a revision). A
 /// firing's entries in the order of [`for_each_window`] hold each window's panes side by side,
 /// in pane order, so its row merges them without looking the key up in each pane again.
+#[derive(Clone, Copy)]
 struct Due<'a> {
     end: EventTime,
-    /// The key's in-memory hash: rows of one end are emitted in this order, so sorting a
-    /// firing's windows compares integers, not strings (keys of one hash, in key order). The
-    /// hash is unseeded, so the order is a function of the keys alone, the same in every run.
-    /// It is also the key's hash in the pane tables, so looking a revision's panes up hashes
-    /// the key no more.
+    /// The key's in-memory hash: rows of one end are emitted in the order of its
+    /// [`ORDER_MASK`] bits, so sorting a firing's windows compares integers, not strings (keys
+    /// that share those bits, in key order). The hash is unseeded, so the order is a function
+    /// of the keys alone, the same in every run. It is also the key's hash in the pane
+    /// tables, so looking a revision's panes up hashes the key no more.
     key_hash: u64,
     key: &'a Key,
     /// The pane's start (`MIN` for a revision's entry).
@@ -183,6 +192,12 @@ struct Due<'a> {
 }
 
 impl<'a> Due<'a> {
+    /// The entry's window: its end and the key hash's order bits (keys that share them are
+    /// told apart by [`for_each_window`]).
+    fn window(&self) -> (EventTime, u64) {
+        (self.end, self.key_hash & ORDER_MASK)
+    }
+
     fn new(
         order: &FastHash,
         end: EventTime,
@@ -204,15 +219,36 @@ impl<'a> Due<'a> {
 /// integers only: windows of one end by key hash, a window's entries by pane start.
 fn sort_windows(due: &mut [Due<'_>]) -> usize {
     due.sort_unstable_by_key(|d| (d.end, d.key_hash, d.start));
-    due.chunk_by(|a, b| (a.end, a.key_hash) == (b.end, b.key_hash))
-        .count()
+    due.chunk_by(|a, b| a.window() == b.window()).count()
+}
+
+/// [`sort_windows`] for the entries of one window end gathered pane after pane, in pane
+/// order. The sort moves 8-byte words, not 40-byte entries: each word is an entry's hash
+/// order bits and its index (so a window's entries stay in pane order), and the entries are
+/// then copied into `sorted` in that order. More entries than the index bits hold take the
+/// general sort. Returns the windows' count, as [`sort_windows`] does.
+fn sort_end<'a>(due: &mut Vec<Due<'a>>, words: &mut Vec<u64>, sorted: &mut Vec<Due<'a>>) -> usize {
+    if due.len() >= 1 << INDEX_BITS {
+        return sort_windows(due);
+    }
+    words.clear();
+    words.extend(
+        due.iter()
+            .enumerate()
+            .map(|(i, d)| d.key_hash & ORDER_MASK | i as u64),
+    );
+    words.sort_unstable();
+    sorted.clear();
+    sorted.extend(words.iter().map(|w| due[(w & !ORDER_MASK) as usize]));
+    std::mem::swap(due, sorted);
+    due.chunk_by(|a, b| a.window() == b.window()).count()
 }
 
 /// Passes each window's entries of `due` (in [`sort_windows`]' order), in pane order, to
 /// `window`. Keys of one hash are put in key order first (a stable sort: each key's entries
 /// stay in pane order).
 fn for_each_window<'a>(due: &mut [Due<'a>], mut window: impl FnMut(&[Due<'a>])) {
-    for run in due.chunk_by_mut(|a, b| (a.end, a.key_hash) == (b.end, b.key_hash)) {
+    for run in due.chunk_by_mut(|a, b| a.window() == b.window()) {
         let collision = run.iter().any(|d| d.key != run[0].key);
         if collision {
             run.sort_by(|a, b| a.key.cmp(b.key));
@@ -337,8 +373,9 @@ impl PaneWindows {
         // A window ending at or before the horizon cannot re-fire: its revision is not kept
         // (`drop_through` would drop it below).
         let horizon = watermark.0.saturating_sub(allowed_lateness);
-        let mut emit = |due: &mut Vec<Due<'_>>| {
-            rows.reserve(sort_windows(due));
+        // Emits the `windows` windows of entries in emission order.
+        let mut emit = |due: &mut Vec<Due<'_>>, windows: usize| {
+            rows.reserve(windows);
             for_each_window(due, |window| {
                 let Some(&Due {
                     end, key, key_hash, ..
@@ -376,11 +413,13 @@ impl PaneWindows {
             .iter()
             .map(|(end, key)| Due::new(&key_order, *end, key, None))
             .collect();
-        emit(&mut due);
+        let windows = sort_windows(&mut due);
+        emit(&mut due, windows);
         // Then each closed window end in turn (rows come end by end, so this is their order
         // too), with every pane of its windows and the pane's slot: a window's row merges its
         // entries' slots instead of looking its key up in each of its panes. One end at a
         // time, the entries of a watermark jump over many ends are not all held at once.
+        let (mut words, mut sorted) = (Vec::new(), Vec::new());
         for &end in &closed {
             due.clear();
             for (&start, keys) in panes.range(end - geom.size..end) {
@@ -390,7 +429,8 @@ impl PaneWindows {
                     }),
                 );
             }
-            emit(&mut due);
+            let windows = sort_end(&mut due, &mut words, &mut sorted);
+            emit(&mut due, windows);
         }
         let dropped = self.drop_through(horizon);
         changed || dropped
@@ -546,6 +586,55 @@ mod tests {
                 (10, c, vec![pane(4)]),
                 (20, a, vec![pane(1), pane(3)]),
                 (20, b, vec![pane(0), pane(2)]),
+            ]
+        );
+        Ok(())
+    }
+
+    /// One end's entries, gathered pane after pane: windows in the order of their hashes'
+    /// order bits, each window's panes in pane order, and two keys whose hashes differ only
+    /// in the bits that hold the index (entries interleaved: b, a, b, a) kept apart, in key
+    /// order.
+    #[test]
+    fn one_ends_windows_come_by_hash_order_bits_with_their_panes_in_order() -> Result<()> {
+        let features = count_feature()?;
+        let slots: Vec<Slot> = (0..6)
+            .map(|seq| Slot::new(&features, &event("k", 0), seq))
+            .collect();
+        let (a, b, c) = (Key::from("a"), Key::from("b"), Key::from("c"));
+        let shared = 5 << INDEX_BITS;
+        let entry = |key_hash, key, start, slot| Due {
+            end: 60,
+            key_hash,
+            key,
+            start,
+            slot: Some(slot),
+        };
+        // Panes 0, 1, 2 in turn, as the firing gathers them.
+        let mut due = vec![
+            entry(shared | 2, &b, 0, &slots[0]),
+            entry(9 << INDEX_BITS, &c, 0, &slots[1]),
+            entry(shared | 1, &a, 1, &slots[2]),
+            entry(shared | 2, &b, 1, &slots[3]),
+            entry(shared | 1, &a, 2, &slots[4]),
+            entry(1 << INDEX_BITS, &c, 2, &slots[5]),
+        ];
+        // Counted by order bits: a and b share theirs; the two c entries differ in theirs
+        // (a key has one hash; here they stand for two keys ordered apart).
+        let (mut words, mut sorted) = (Vec::new(), Vec::new());
+        assert_eq!(sort_end(&mut due, &mut words, &mut sorted), 3);
+        let mut windows = Vec::new();
+        for_each_window(&mut due, |window| {
+            let panes: Vec<EventTime> = window.iter().map(|d| d.start).collect();
+            windows.push((window[0].key.clone(), panes));
+        });
+        assert_eq!(
+            windows,
+            [
+                (c.clone(), vec![2]),
+                (a, vec![1, 2]),
+                (b, vec![0, 1]),
+                (c, vec![0]),
             ]
         );
         Ok(())
