@@ -41,7 +41,7 @@ pub(crate) fn decode_object(schema: &RecordSchema, text: &str, values: &mut [Val
             scan.skip_ws();
             scan.eat(b':')?;
             scan.skip_ws();
-            match schema.fields().iter().position(|f| f.name == name) {
+            match schema.slot_of(name) {
                 Some(slot) => {
                     let ty = schema.fields()[slot].ty;
                     let value = match scan.peek()? {

@@ -152,6 +152,21 @@ pub struct RecordSchema {
     fields: Vec<Field>,
     key: usize,
     event_time: usize,
+    /// Each field's name as [`short_name`] packs it, and its length (`None` for a longer one):
+    /// the JSON fast path's lookup compares these integers.
+    short_names: Vec<Option<(u64, usize)>>,
+}
+
+/// A name of up to 8 bytes as an integer (its bytes little-endian, zeros above them), built
+/// byte by byte; `None` for a longer one. Compared with the length beside it, equal integers
+/// are equal names.
+#[inline]
+fn short_name(name: &[u8]) -> Option<u64> {
+    (name.len() <= 8).then(|| {
+        name.iter()
+            .rev()
+            .fold(0_u64, |packed, &b| packed << 8 | u64::from(b))
+    })
 }
 
 impl RecordSchema {
@@ -188,10 +203,15 @@ impl RecordSchema {
                  (\"timestamp_ms\", \"timestamp_s\" or \"timestamp_rfc3339\")"
             )));
         }
+        let short_names = fields
+            .iter()
+            .map(|f| short_name(f.name.as_bytes()).map(|packed| (packed, f.name.len())))
+            .collect();
         Ok(RecordSchema {
             fields,
             key: key_idx,
             event_time: time_idx,
+            short_names,
         })
     }
 
@@ -205,6 +225,20 @@ impl RecordSchema {
         self.fields.iter().position(|f| f.name == name)
     }
 
+    /// [`RecordSchema::index_of`] for the JSON fast path, once per field of every record: a
+    /// name of up to 8 bytes is found by comparing integers, where comparing strings called
+    /// libc's `memcmp` for each candidate of the same length (~3 % of a features run).
+    #[inline]
+    pub(crate) fn slot_of(&self, name: &str) -> Option<usize> {
+        match short_name(name.as_bytes()) {
+            Some(packed) => {
+                let wanted = Some((packed, name.len()));
+                self.short_names.iter().position(|&short| short == wanted)
+            }
+            None => self.index_of(name),
+        }
+    }
+
     /// Slot index of the key field.
     pub fn key_index(&self) -> usize {
         self.key
@@ -213,5 +247,51 @@ impl RecordSchema {
     /// Slot index of the event-time field.
     pub fn event_time_index(&self) -> usize {
         self.event_time
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names of every length around the packed ones' bound are found at their slot, as
+    /// `index_of` finds them; their prefixes, extensions and a name differing in one byte are
+    /// not found, nor is a name that only pads with zero bytes.
+    #[test]
+    fn slot_of_finds_exactly_the_names_index_of_finds() -> Result<()> {
+        let names = [
+            "",
+            "a",
+            "ts",
+            "user",
+            "type",
+            "dwell_ms",
+            "dwell_mss",
+            "a_long_field_name",
+        ];
+        let mut fields: BTreeMap<String, FieldDecl> = names
+            .iter()
+            .map(|n| (n.to_string(), FieldDecl::Type(FieldType::F64)))
+            .collect();
+        fields.insert("k".into(), FieldDecl::Type(FieldType::String));
+        fields.insert("t".into(), FieldDecl::Type(FieldType::TimestampMs));
+        let schema = RecordSchema::new(&fields, "k", "t")?;
+        for name in names.iter().chain(&["k", "t"]) {
+            assert_eq!(schema.slot_of(name), schema.index_of(name), "{name}");
+            assert!(schema.slot_of(name).is_some(), "{name}");
+        }
+        for other in [
+            "b",
+            "t\0",
+            "tsx",
+            "use",
+            "uses",
+            "dwell_m",
+            "dwell_mt",
+            "dwell_msss",
+        ] {
+            assert_eq!(schema.slot_of(other), None, "{other:?}");
+        }
+        Ok(())
     }
 }
