@@ -214,9 +214,10 @@ impl<'a> Due<'a> {
     }
 }
 
-/// Puts a firing's entries in emission order and returns how many windows they hold (keys of
-/// one hash, a 64-bit collision, count as one: a hint for the rows' room). The sort compares
-/// integers only: windows of one end by key hash, a window's entries by pane start.
+/// Puts a firing's entries in emission order and returns how many windows they hold (keys
+/// that share their hash's [`ORDER_MASK`] bits count as one: a hint for the rows' room). The
+/// sort compares integers only: windows of one end by key hash (so those bits' order), a
+/// window's entries by pane start.
 fn sort_windows(due: &mut [Due<'_>]) -> usize {
     due.sort_unstable_by_key(|d| (d.end, d.key_hash, d.start));
     due.chunk_by(|a, b| a.window() == b.window()).count()
@@ -244,9 +245,9 @@ fn sort_end<'a>(due: &mut Vec<Due<'a>>, words: &mut Vec<u64>, sorted: &mut Vec<D
     due.chunk_by(|a, b| a.window() == b.window()).count()
 }
 
-/// Passes each window's entries of `due` (in [`sort_windows`]' order), in pane order, to
-/// `window`. Keys of one hash are put in key order first (a stable sort: each key's entries
-/// stay in pane order).
+/// Passes each window's entries of `due` (in [`sort_windows`]' or [`sort_end`]'s order), in
+/// pane order, to `window`. Keys that share their hash's order bits are put in key order first
+/// (a stable sort: each key's entries stay in pane order).
 fn for_each_window<'a>(due: &mut [Due<'a>], mut window: impl FnMut(&[Due<'a>])) {
     for run in due.chunk_by_mut(|a, b| a.window() == b.window()) {
         let collision = run.iter().any(|d| d.key != run[0].key);

@@ -138,9 +138,9 @@ impl KeyedWindows {
     }
 
     /// Appends to `rows` every window with `end <= watermark` that has unemitted changes
-    /// (earliest end first; within an end, aligned windows by key hash, sessions by key), then
-    /// drops the state no record can reach any more. Returns whether the state changed (see
-    /// [`crate::keyed_features::KeyedFeatures::take_changed`]).
+    /// (earliest end first; within an end, aligned windows by their key hash's top 40 bits,
+    /// sessions by key), then drops the state no record can reach any more. Returns whether
+    /// the state changed (see [`crate::keyed_features::KeyedFeatures::take_changed`]).
     pub fn fire(
         &mut self,
         features: &FeatureSet,
