@@ -546,23 +546,38 @@ mod tests {
     use crate::error::Result;
     use crate::test_fixtures::{count_feature, event};
 
-    /// Windows in `(end, key hash, key)` order, each window's panes in start order, with two
-    /// keys of one hash (forced here: a real 64-bit collision is not at hand) kept apart and
-    /// in key order.
-    #[test]
-    fn windows_come_by_end_then_hash_and_keys_of_one_hash_stay_apart() -> Result<()> {
-        let features = count_feature()?;
-        let slots: Vec<Slot> = (0..5)
-            .map(|seq| Slot::new(&features, &event("k", 0), seq))
-            .collect();
-        let (a, b, c) = (Key::from("a"), Key::from("b"), Key::from("c"));
-        let entry = |end, key_hash, key, start, slot| Due {
+    /// A firing's entry for the pane at `start` holding `slot`.
+    fn entry<'a>(
+        end: EventTime,
+        key_hash: u64,
+        key: &'a Key,
+        start: i64,
+        slot: &'a Slot,
+    ) -> Due<'a> {
+        Due {
             end,
             key_hash,
             key,
             start,
             slot: Some(slot),
-        };
+        }
+    }
+
+    /// `n` slots of one record each, for entries.
+    fn slots(n: u64) -> Result<Vec<Slot>> {
+        let features = count_feature()?;
+        Ok((0..n)
+            .map(|seq| Slot::new(&features, &event("k", 0), seq))
+            .collect())
+    }
+
+    /// Windows in `(end, key hash, key)` order, each window's panes in start order, with two
+    /// keys of one hash (forced here: a real 64-bit collision is not at hand) kept apart and
+    /// in key order.
+    #[test]
+    fn windows_come_by_end_then_hash_and_keys_of_one_hash_stay_apart() -> Result<()> {
+        let slots = slots(5)?;
+        let (a, b, c) = (Key::from("a"), Key::from("b"), Key::from("c"));
         let mut due = vec![
             entry(20, 7, &b, 2, &slots[2]),
             entry(20, 7, &a, 1, &slots[1]),
@@ -598,27 +613,17 @@ mod tests {
     /// order.
     #[test]
     fn one_ends_windows_come_by_hash_order_bits_with_their_panes_in_order() -> Result<()> {
-        let features = count_feature()?;
-        let slots: Vec<Slot> = (0..6)
-            .map(|seq| Slot::new(&features, &event("k", 0), seq))
-            .collect();
+        let slots = slots(6)?;
         let (a, b, c) = (Key::from("a"), Key::from("b"), Key::from("c"));
         let shared = 5 << INDEX_BITS;
-        let entry = |key_hash, key, start, slot| Due {
-            end: 60,
-            key_hash,
-            key,
-            start,
-            slot: Some(slot),
-        };
-        // Panes 0, 1, 2 in turn, as the firing gathers them.
+        // Panes 0, 1, 2 in turn, as the firing gathers them, all of the window ending at 60.
         let mut due = vec![
-            entry(shared | 2, &b, 0, &slots[0]),
-            entry(9 << INDEX_BITS, &c, 0, &slots[1]),
-            entry(shared | 1, &a, 1, &slots[2]),
-            entry(shared | 2, &b, 1, &slots[3]),
-            entry(shared | 1, &a, 2, &slots[4]),
-            entry(1 << INDEX_BITS, &c, 2, &slots[5]),
+            entry(60, shared | 2, &b, 0, &slots[0]),
+            entry(60, 9 << INDEX_BITS, &c, 0, &slots[1]),
+            entry(60, shared | 1, &a, 1, &slots[2]),
+            entry(60, shared | 2, &b, 1, &slots[3]),
+            entry(60, shared | 1, &a, 2, &slots[4]),
+            entry(60, 1 << INDEX_BITS, &c, 2, &slots[5]),
         ];
         // Counted by order bits: a and b share theirs; the two c entries differ in theirs
         // (a key has one hash; here they stand for two keys ordered apart).
