@@ -81,7 +81,8 @@ impl RecordLimits {
     /// Refuses a record whose key plus payload is over `max_record_bytes`.
     #[inline]
     fn check_record(&self, record: &RawRecord<'_>) -> Result<(), DecodeError> {
-        if record.stored_bytes() <= self.max_record_bytes {
+        let bytes = record.stored_bytes();
+        if bytes <= self.max_record_bytes {
             return Ok(());
         }
         let key = record.key.map_or(0, <[u8]>::len);
@@ -89,8 +90,7 @@ impl RecordLimits {
         Err(DecodeError {
             reason: DeadLetterReason::Oversize,
             message: format!(
-                "record of {} bytes (key {key}, payload {payload}) is over [source] max_record_bytes ({})",
-                record.stored_bytes(),
+                "record of {bytes} bytes (key {key}, payload {payload}) is over [source] max_record_bytes ({})",
                 self.max_record_bytes
             ),
         })
