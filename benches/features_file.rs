@@ -36,7 +36,9 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use case_process::{clickstream_job, env_or, input_from_env, median_rounds, run_case, scratch};
+use case_process::{
+    clickstream_job, env_or, input_from_env, median_rounds, run_case, scratch, Scratch,
+};
 use serde::Deserialize;
 
 /// The job binary's allocator (`weir::allocator`): each case's process holds its state as a
@@ -84,7 +86,7 @@ fn parse_only(input: &Path) -> anyhow::Result<u64> {
     }
 }
 
-fn features(input: &Path, window: &str, workers: usize) -> anyhow::Result<u64> {
+fn features(input: &Path, window: &str, workers: usize, out: &Scratch) -> anyhow::Result<u64> {
     let mut job = clickstream_job(window)?;
     job.runtime.workers = workers;
     job.parallelism = Default::default();
@@ -97,14 +99,12 @@ fn features(input: &Path, window: &str, workers: usize) -> anyhow::Result<u64> {
     if let Ok(ms) = std::env::var("WEIR_BENCH_F_TICK_MS") {
         job.runtime.tick = ms.parse()?;
     }
-    let out = scratch("f", &format!("features-{workers}"));
     let summary = weir::features_cmd::compute_features(
         job,
         vec![input.to_path_buf()],
         out.join("rows.jsonl"),
         Some(out.join("dead.jsonl")),
     )?;
-    let _ = fs::remove_dir_all(&out);
     anyhow::ensure!(
         summary.dead_letters_total() == 0,
         "dead letters: {summary:?}"
@@ -114,17 +114,16 @@ fn features(input: &Path, window: &str, workers: usize) -> anyhow::Result<u64> {
 
 /// Runs one case in this process (the child side).
 fn case(case: &str, input: &Path) -> anyhow::Result<()> {
-    run_case(|| match case.split_once(':') {
-        None => parse_only(input),
+    match case.split_once(':') {
+        None => run_case(|| parse_only(input)),
         Some((window, workers)) => {
             let window = WINDOWS.iter().find(|w| w.0 == window).map(|w| w.1);
-            features(
-                input,
-                window.ok_or_else(|| anyhow::anyhow!("no window {case}"))?,
-                workers.parse()?,
-            )
+            let window = window.ok_or_else(|| anyhow::anyhow!("no window {case}"))?;
+            let workers = workers.parse()?;
+            let out = scratch("f", &format!("features-{workers}"));
+            run_case(|| features(input, window, workers, &out))
         }
-    })
+    }
 }
 
 fn main() -> anyhow::Result<()> {

@@ -48,7 +48,7 @@ use std::sync::{Arc, Barrier};
 
 use anyhow::{ensure, Context, Result};
 use case_process::{
-    clickstream_job, env_or, input_from_env, median_rounds, run_case, scratch, CaseClock,
+    clickstream_job, env_or, input_from_env, median_rounds, run_case, scratch, CaseClock, Scratch,
 };
 use score_common::{models, RawOrt, BATCH_ROWS};
 use serde::Deserialize;
@@ -73,16 +73,14 @@ fn model_dir(label: &str) -> Result<PathBuf> {
 }
 
 /// The features-only run (the rows to `rows_path`); returns the rows written.
-fn features(input: &Path) -> Result<u64> {
+fn features(input: &Path, out: &Scratch) -> Result<u64> {
     let job = clickstream_job(WINDOW)?;
-    let out = scratch("s", "features");
     let summary = weir::features_cmd::compute_features(
         job,
         vec![input.to_path_buf()],
         rows_path(input),
         Some(out.join("dead.jsonl")),
     )?;
-    let _ = fs::remove_dir_all(&out);
     ensure!(
         summary.dead_letters_total() == 0,
         "dead letters: {summary:?}"
@@ -91,7 +89,7 @@ fn features(input: &Path) -> Result<u64> {
 }
 
 /// The whole job scoring with the model `label`; returns the rows scored.
-fn job(input: &Path, label: &str) -> Result<u64> {
+fn job(input: &Path, label: &str, out: &Scratch) -> Result<u64> {
     let mut job = clickstream_job(WINDOW)?;
     let model = job
         .model
@@ -103,11 +101,9 @@ fn job(input: &Path, label: &str) -> Result<u64> {
         // `features`' tick, so that the two runs differ only by the model.
         Err(_) => job.runtime.tick.min(weir::features_cmd::FEATURES_TICK_MS),
     };
-    let out = scratch("s", label);
     job.use_input_files(vec![input.to_path_buf()]);
     job.use_output_file(out.join("scores.jsonl"), Some(out.join("dead.jsonl")));
     let summary = weir::run_job(job.compile()?, Arc::new(AtomicBool::new(false)))?;
-    let _ = fs::remove_dir_all(&out);
     ensure!(
         summary.dead_letters_total() == 0 && summary.inference_errors == 0,
         "dead letters or inference errors: {summary:?}"
@@ -180,8 +176,14 @@ fn raw_ort(input: &Path, label: &str) -> Result<()> {
 /// Runs one case in this process (the child side).
 fn case(name: &str, input: &Path) -> Result<()> {
     match name.split_once(':') {
-        None if name == "features" => run_case(|| features(input)),
-        Some(("job", label)) => run_case(|| job(input, label)),
+        None if name == "features" => {
+            let out = scratch("s", "features");
+            run_case(|| features(input, &out))
+        }
+        Some(("job", label)) => {
+            let out = scratch("s", label);
+            run_case(|| job(input, label, &out))
+        }
         Some(("raw_ort", label)) => raw_ort(input, label),
         _ => anyhow::bail!("no case {name}"),
     }

@@ -150,12 +150,29 @@ pub fn clickstream_job(window: &str) -> anyhow::Result<weir::JobFile> {
     Ok(job)
 }
 
-/// A scratch directory for one case of this process.
-pub fn scratch(bench: &str, label: &str) -> PathBuf {
+/// A scratch directory for one case of this process, removed when dropped. Made before the
+/// case's [`run_case`] and dropped after it: removing a run's output (269 MB of rows for run
+/// F's hopping windows, the kernel dropping its pages) is not the run's work.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// [`Scratch`], created.
+pub fn scratch(bench: &str, label: &str) -> Scratch {
     let dir =
         std::env::temp_dir().join(format!("weir-bench-{bench}-{label}-{}", std::process::id()));
     let _ = fs::create_dir_all(&dir);
-    dir
+    Scratch(dir)
 }
 
 /// Wall and CPU time from a case's start (the child side).
