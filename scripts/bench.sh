@@ -87,7 +87,9 @@ run_F() {
 
 Command: `scripts/bench.sh F` (`cargo bench --bench features_file`). Each case runs in
 a process of its own: wall time of the run, CPU time of the whole process (all threads,
-user + system), peak resident memory (VmHWM). Per core = events / CPU seconds. The
+user + system), peak resident memory (VmHWM). The run ends when its output file is written
+and synced; removing the file after is not timed (it was before `ca57aab`: hopping's
+269 MB took ~8 % of its wall time). Per core = events / CPU seconds. The
 baseline `parse_only` reads the same file line by line into structs with serde_json
 on one thread, in the same run. Window kinds: `jobs/clickstream.toml`'s 8 features over
 tumbling 1 m, hopping 5 m / 1 m, session 30 s; the file is split into byte ranges
@@ -112,7 +114,8 @@ Command: `scripts/bench.sh S` (`cargo bench --bench score_job`). The whole job
 input file, scores to a file. Baseline, same run: `raw_ort`, the job's feature rows
 (written by `features`, the job without its model) scored by plain `ort` sessions on
 2 threads, one per score instance, from rows already in memory. Each case runs in a
-process of its own; wall time includes the job's start (model load, warm-up).
+process of its own; wall time includes the job's start (model load, warm-up), and not
+the removal of its output after (since `ca57aab`).
 
 Target (issue #18): ≥ 0.9 of the raw `ort` loop for each model.
 TEXT
