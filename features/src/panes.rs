@@ -406,7 +406,7 @@ impl PaneWindows {
                         revisions.insert(key.clone(), revision);
                         revision
                     };
-                    rows.push(slot.row(features, key, bounds, revision, false));
+                    slot.push_row(features, key, bounds, revision, false, rows);
                 }
             });
         };
@@ -493,7 +493,7 @@ impl PaneWindows {
                     .get(&end)
                     .and_then(|r| r.get(&key))
                     .map_or(0, |r| r + 1);
-                rows.push(slot.row(features, &key, bounds, revision, true));
+                slot.push_row(features, &key, bounds, revision, true, rows);
                 revisions.push((end, key, revision));
             }
         }

@@ -348,7 +348,8 @@ impl SessionWindows {
                         start: s.start,
                         end: s.end,
                     };
-                    rows.push(s.slot.row(features, &key, bounds, revision, false));
+                    s.slot
+                        .push_row(features, &key, bounds, revision, false, rows);
                 }
             }
             // Dirty sessions stay: those also due fire when their own timer comes, in this call.
@@ -404,7 +405,7 @@ impl SessionWindows {
                         start: s.start,
                         end: s.end,
                     };
-                    rows.push(s.slot.row(features, key, bounds, revision, true));
+                    s.slot.push_row(features, key, bounds, revision, true, rows);
                     revision
                 } else {
                     // Not dirty: it fired and has not changed since.
