@@ -15,9 +15,9 @@
 //! session) for sessions. It is also divided by the open (key, window)s: a slot for tumbling
 //! and session windows; for hopping windows, each key's one pane is in `size / slide` windows,
 //! all open (a key with a pane in every slide would have as many panes as windows, so there
-//! the two figures are the same). Baseline, same run: a `HashMap<Key, [f64; 3]>` holding the same
-//! keys with the three values and nothing else (the key's inline 24 bytes, 24 bytes of
-//! values, the hash table's slack).
+//! the two figures are the same). Baseline, same run: a `HashMap<Key, [f64; 3]>` holding
+//! the same keys with the three values and nothing else (the key's inline 24 bytes, 24 bytes
+//! of values, the hash table's slack).
 
 // A global allocator is an `unsafe` trait; the three methods only forward to the job's
 // allocator.
