@@ -75,7 +75,6 @@ struct FileReader {
     watermarks: PartitionWatermarks,
     decoder: RecordDecoder,
     max_batch: usize,
-    line: Vec<u8>,
     /// Set on a read error: every source stops without declaring the end of input.
     stop: Arc<AtomicBool>,
 }
@@ -150,7 +149,6 @@ impl FileReader {
             watermarks,
             decoder: config.decoder.clone(),
             max_batch: config.max_batch.max(1),
-            line: Vec::new(),
             stop: config.stage.pacing.stop.clone(),
         })
     }
@@ -181,8 +179,9 @@ impl FileReader {
             let Some(id) = lane.current_range().map(|r| r.range.id) else {
                 break;
             };
-            let offset = match lane.read_line(&mut self.line) {
-                Ok(LineRead::Line(offset)) => offset,
+            let partition = lane.file as i32;
+            let (offset, line) = match lane.read_line() {
+                Ok(LineRead::Line(offset, line)) => (offset, line),
                 Ok(LineRead::RangeDone) => {
                     // The next range of this file inherits this one's watermark.
                     let carried = self.watermarks.partition_watermark(id);
@@ -208,14 +207,14 @@ impl FileReader {
                     return None;
                 }
             };
-            if self.line.is_empty() {
+            if line.is_empty() {
                 continue;
             }
             handled += 1;
             let record = RawRecord {
-                payload: Some(&self.line),
+                payload: Some(line),
                 position: SourcePosition {
-                    partition: lane.file as i32,
+                    partition,
                     offset: i64::try_from(offset).unwrap_or(i64::MAX),
                 },
                 timestamp: None,

@@ -241,3 +241,73 @@ fn restored_positions_resume_exactly_on_another_number_of_instances() -> Result<
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// Lines are read out of the reader's buffer where they lie whole in it and gathered across
+/// refills where they do not: a file several buffers long, lines of every length up to one
+/// longer than the buffer, `\r\n` endings, blank lines and a last line without its newline,
+/// read plain (1 and 2 instances, ranges spanning several refills) and gzipped (one stream):
+/// every record once, at its offset, with its key and time.
+#[test]
+fn lines_across_the_read_buffer_are_read_whole_at_their_offsets() -> Result<()> {
+    use weir_operators::input_file::READ_BUFFER_BYTES;
+    let dir = scratch_dir("file-ranges-buffer");
+    let mut text = String::new();
+    let mut expected = Vec::new();
+    let mut i = 0_i64;
+    while text.len() < 4 * READ_BUFFER_BYTES {
+        // Padding of 0 to ~2 KB, every 500th line ~1.2 buffers long.
+        let pad = if i % 500 == 499 {
+            READ_BUFFER_BYTES + READ_BUFFER_BYTES / 5
+        } else {
+            (i as usize * 37) % 2_048
+        };
+        let line = format!(
+            "{{\"user\":\"u{}\",\"ts\":{},\"pad\":\"{}\"}}",
+            i % 89,
+            1_000 + i,
+            "x".repeat(pad)
+        );
+        expected.push((text.len() as i64, format!("u{}", i % 89), 1_000 + i));
+        text.push_str(&line);
+        text.push_str(match i % 7 {
+            0 => "\r\n",
+            1 => "\n\n",
+            _ => "\n",
+        });
+        i += 1;
+    }
+    // The last line ends the file without a newline.
+    expected.push((text.len() as i64, "u0".to_owned(), 0));
+    text.push_str(r#"{"user":"u0","ts":0}"#);
+    let plain = dir.join("events.jsonl");
+    std::fs::write(&plain, &text)?;
+    let (gz, _) = write_compressed(&dir, &text)?;
+    for (path, instances, file_ranges) in [(&plain, 1, true), (&plain, 2, true), (&gz, 1, false)] {
+        let metrics = Arc::new(JobMetrics::default());
+        let mut config = config(vec![path.clone()], instances, &metrics);
+        // Ranges of two buffers and a half: each is read over several refills.
+        config.range_bytes = (5 * READ_BUFFER_BYTES / 2) as u64;
+        let read = read_all(config)?;
+        let got: Vec<_> = read.iter().map(|r| (r.2, r.3.clone(), r.4)).collect();
+        ensure!(
+            got == expected,
+            "{} with {instances} instances: read {} of {} lines, or others",
+            path.display(),
+            got.len(),
+            expected.len()
+        );
+        if file_ranges {
+            let readers: std::collections::BTreeSet<usize> = read.iter().map(|r| r.0).collect();
+            ensure!(
+                readers.len() == instances,
+                "{instances} instances, but workers {readers:?} read"
+            );
+        }
+        ensure!(
+            JobMetrics::get(&metrics.source_read_failures) == 0,
+            "read failures"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
