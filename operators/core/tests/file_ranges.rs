@@ -92,6 +92,26 @@ fn lines_at(text: &str) -> Vec<(i64, String, i64)> {
         .collect()
 }
 
+/// Each of the `instances` read part of the first input (partition 0: the plain file the
+/// instances share, or the one stream one instance reads), and no read failed.
+fn ensure_shared_without_failures(
+    read: &Read,
+    instances: usize,
+    metrics: &JobMetrics,
+) -> Result<()> {
+    let readers: std::collections::BTreeSet<usize> =
+        read.iter().filter(|r| r.1 == 0).map(|r| r.0).collect();
+    ensure!(
+        readers.len() == instances,
+        "{instances} instances, but workers {readers:?} read the first input"
+    );
+    ensure!(
+        JobMetrics::get(&metrics.source_read_failures) == 0,
+        "read failures"
+    );
+    Ok(())
+}
+
 fn write_compressed(dir: &Path, text: &str) -> Result<(PathBuf, PathBuf)> {
     let gz = dir.join("events.jsonl.gz");
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -127,16 +147,7 @@ fn every_instance_reads_and_every_line_is_read_once_at_its_byte_offset() -> Resu
             got.len(),
             expected.len()
         );
-        let readers: std::collections::BTreeSet<usize> =
-            read.iter().filter(|r| r.1 == 0).map(|r| r.0).collect();
-        ensure!(
-            readers.len() == instances,
-            "{instances} instances, but workers {readers:?} read the plain file"
-        );
-        ensure!(
-            JobMetrics::get(&metrics.source_read_failures) == 0,
-            "read failures"
-        );
+        ensure_shared_without_failures(&read, instances, &metrics)?;
         // Every line's bytes counted once (each poll adds what it read), newlines not.
         let line_bytes: usize = text.lines().map(str::len).sum();
         let counted = JobMetrics::get(&metrics.source_bytes);
@@ -282,7 +293,7 @@ fn lines_across_the_read_buffer_are_read_whole_at_their_offsets() -> Result<()> 
     let plain = dir.join("events.jsonl");
     std::fs::write(&plain, &text)?;
     let (gz, _) = write_compressed(&dir, &text)?;
-    for (path, instances, file_ranges) in [(&plain, 1, true), (&plain, 2, true), (&gz, 1, false)] {
+    for (path, instances) in [(&plain, 1), (&plain, 2), (&gz, 1)] {
         let metrics = Arc::new(JobMetrics::default());
         let mut config = config(vec![path.clone()], instances, &metrics);
         // Ranges of two buffers and a half: each is read over several refills.
@@ -296,17 +307,7 @@ fn lines_across_the_read_buffer_are_read_whole_at_their_offsets() -> Result<()> 
             got.len(),
             expected.len()
         );
-        if file_ranges {
-            let readers: std::collections::BTreeSet<usize> = read.iter().map(|r| r.0).collect();
-            ensure!(
-                readers.len() == instances,
-                "{instances} instances, but workers {readers:?} read"
-            );
-        }
-        ensure!(
-            JobMetrics::get(&metrics.source_read_failures) == 0,
-            "read failures"
-        );
+        ensure_shared_without_failures(&read, instances, &metrics)?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
