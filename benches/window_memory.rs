@@ -144,11 +144,7 @@ fn main() -> anyhow::Result<()> {
         "| baseline `HashMap<Key, [f64; 3]>` | {keys} | {naive_bytes:.0} | 1 | {keys} | {naive_bytes:.0} |"
     )?;
     for (name, spec) in kinds {
-        // Every key's one event is in this many windows, all open.
-        let windows_per_slot = match spec {
-            WindowSpec::Hopping { size, slide } => (size as u64).div_ceil(slide as u64) as usize,
-            _ => 1,
-        };
+        let geometry = spec.aligned();
         let before = live();
         let mut state = KeyedWindows::new(spec, 0);
         for e in &events {
@@ -156,7 +152,16 @@ fn main() -> anyhow::Result<()> {
         }
         let slots = state.open_slots();
         let grown = (live() - before) as f64;
-        let (bytes, windows) = (grown / slots as f64, slots * windows_per_slot);
+        // Open (key, window)s: each key's one event is in every aligned window containing it,
+        // all open; a key's session is one window.
+        let windows: usize = match geometry {
+            Some(geometry) => events
+                .iter()
+                .map(|e| geometry.windows_containing(e.ts).count())
+                .sum(),
+            None => slots,
+        };
+        let bytes = grown / slots as f64;
         writeln!(
             table,
             "| {name} | {slots} | {bytes:.0} | {:.2} | {windows} | {:.0} |",

@@ -208,7 +208,9 @@ Command: `scripts/bench.sh M` (`cargo bench --bench window_memory`). Bytes the
 window state allocates (counted by a wrapper around jemalloc: requested sizes) per open
 slot, one event per key in one window, count/sum/max of one field; baseline, same run: a
 `HashMap<Key, [f64; 3]>` of the same keys. A hopping window's five windows share a key's
-panes: one slot per (key, pane). Resident memory of run F: F's table.
+panes: one slot per (key, pane), in five open windows here (each key's one event is in five
+windows, none fired), so the last column divides the same bytes by five times as many open
+(key, window)s. Resident memory of run F: F's table.
 
 Target (issue #18): ≤ 100 bytes per open (key, window); run F resident ≤ 40 MB.
 TEXT
