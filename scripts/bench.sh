@@ -24,12 +24,19 @@ cd "$(dirname "$0")/.."
 BENCHES=(F S K L LF M)
 RESULTS=target/bench-results
 
+# A VM's CPU name ("AMD EPYC") does not tell its generation apart, and one generation ran the
+# window cases ×0.67–0.76 as fast as another (BENCHMARKS.md, F, "On a slower host"): the
+# family, model and L2 size per core go beside it.
 machine() {
-    local cpu cores mem
+    local cpu cores mem family model l2
     cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+    family=$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+    model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+    l2=$(grep -lx 2 /sys/devices/system/cpu/cpu0/cache/index*/level 2>/dev/null | head -1)
+    l2=$([[ -n "$l2" ]] && cat "$(dirname "$l2")/size")
     cores=$(nproc)
     mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
-    echo "${cores} cores (${cpu:-unknown CPU}), ${mem}, $(uname -sr)"
+    echo "${cores} cores (${cpu:-unknown CPU}, family ${family:-?} model ${model:-?}, L2 ${l2:-?} per core), ${mem}, $(uname -sr)"
 }
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
