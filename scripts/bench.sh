@@ -29,11 +29,12 @@ RESULTS=target/bench-results
 # family, model and L2 size per core go beside it.
 machine() {
     local cpu cores mem family model l2
-    cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-    family=$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
-    model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
-    l2=$(grep -lx 2 /sys/devices/system/cpu/cpu0/cache/index*/level 2>/dev/null | head -1)
-    l2=$([[ -n "$l2" ]] && cat "$(dirname "$l2")/size")
+    # A field this host does not report is left empty (`|| true`: no exit under `set -e`).
+    cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
+    family=$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ' || true)
+    model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ' || true)
+    l2=$(grep -lx 2 /sys/devices/system/cpu/cpu0/cache/index*/level 2>/dev/null | head -1 || true)
+    l2=$(if [[ -n "$l2" ]]; then cat "$(dirname "$l2")/size"; fi)
     cores=$(nproc)
     mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
     echo "${cores} cores (${cpu:-unknown CPU}, family ${family:-?} model ${model:-?}, L2 ${l2:-?} per core), ${mem}, $(uname -sr)"
