@@ -77,6 +77,36 @@ pub(crate) fn decode_object(schema: &RecordSchema, text: &str, values: &mut [Val
     (scan.at == text.len()).then_some(())
 }
 
+/// Bytes that end a string's fast scan: its closing quote, an escape, a control character.
+#[inline]
+pub(crate) fn is_special(b: u8) -> bool {
+    b == b'"' || b == b'\\' || b < 0x20
+}
+
+/// `byte` in each of a word's eight lanes (byte positions; the text's first byte is the
+/// lowest lane of a little-endian load).
+const fn lanes(byte: u8) -> u64 {
+    u64::from_ne_bytes([byte; 8])
+}
+
+/// The high bit of every lane of `word` whose byte is below `bound` (at most 0x80), and
+/// possibly of lanes above the lowest such one (a borrow carries upward), never below it.
+#[inline]
+fn lanes_below(word: u64, bound: u8) -> u64 {
+    word.wrapping_sub(lanes(bound)) & !word & lanes(0x80)
+}
+
+/// The high bit of each lane of `word` that [`is_special`] holds for, exact up to and
+/// including the lowest one: its `trailing_zeros() / 8` is the first such byte's index.
+/// (Each test below may flag lanes above its own first hit, none below, so their union's
+/// lowest flag is the first byte any of them holds for.)
+#[inline]
+pub(crate) fn special_bytes(word: u64) -> u64 {
+    lanes_below(word ^ lanes(b'"'), 1)
+        | lanes_below(word ^ lanes(b'\\'), 1)
+        | lanes_below(word, 0x20)
+}
+
 /// A position in a payload's text.
 struct Scanner<'a> {
     text: &'a str,
@@ -102,20 +132,31 @@ impl<'a> Scanner<'a> {
     }
 
     /// A string's contents after its opening quote, up to and past its closing one: `None`
-    /// for an escape or a control character (serde_json refuses the latter).
+    /// for an escape or a control character (serde_json refuses the latter). Eight bytes at a
+    /// time while eight are left ([`special_bytes`]), then byte by byte.
     #[inline]
     fn string(&mut self) -> Option<&'a str> {
-        let rest = self.text.as_bytes().get(self.at..)?;
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        if rest[len] != b'"' {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        let mut end = start;
+        loop {
+            let Some(word) = bytes.get(end..end + 8) else {
+                end += bytes.get(end..)?.iter().position(|&b| is_special(b))?;
+                break;
+            };
+            let found = special_bytes(u64::from_le_bytes(word.try_into().ok()?));
+            if found != 0 {
+                end += (found.trailing_zeros() / 8) as usize;
+                break;
+            }
+            end += 8;
+        }
+        if bytes[end] != b'"' {
             return None;
         }
-        let start = self.at;
-        self.at += len + 1;
+        self.at = end + 1;
         // `"` is ASCII, so both ends are character boundaries of the (UTF-8) text.
-        self.text.get(start..start + len)
+        self.text.get(start..end)
     }
 
     /// Exactly `word` (`null`, `true`, `false`).
@@ -147,24 +188,27 @@ impl<'a> Scanner<'a> {
             _ => return None,
         }
         let int_end = self.at;
-        let mut float = false;
+        let mut fraction = "";
         if self.eat(b'.').is_some() {
+            let fraction_start = self.at;
             self.digits()?;
-            float = true;
+            fraction = self.text.get(fraction_start..self.at)?;
         }
+        let mut exponent = false;
         if let Some(b'e' | b'E') = self.peek() {
             self.at += 1;
             if let Some(b'+' | b'-') = self.peek() {
                 self.at += 1;
             }
             self.digits()?;
-            float = true;
+            exponent = true;
         }
         Some(NumberText {
             text: self.text.get(start..self.at)?,
             digits: self.text.get(int_start..int_end)?,
+            fraction,
             negative,
-            float,
+            exponent,
         })
     }
 
@@ -175,8 +219,11 @@ impl<'a> Scanner<'a> {
         if n.text.len() > MAX_NUMBER_BYTES {
             return None;
         }
-        if n.float {
-            let x: f64 = n.text.parse().ok()?;
+        if n.float() {
+            let x = match exact_decimal(&n) {
+                Some(x) => x,
+                None => n.text.parse().ok()?,
+            };
             return x.is_finite().then_some(JsonNumber::F64(x));
         }
         let significand = if n.digits.len() <= MAX_SAFE_DIGITS {
@@ -255,7 +302,45 @@ struct NumberText<'a> {
     text: &'a str,
     /// The integer part's digits, without the sign.
     digits: &'a str,
+    /// The fraction's digits, after the point (empty without one).
+    fraction: &'a str,
     negative: bool,
+    /// Has an exponent.
+    exponent: bool,
+}
+
+impl NumberText<'_> {
     /// Has a fraction or an exponent.
-    float: bool,
+    fn float(&self) -> bool {
+        self.exponent || !self.fraction.is_empty()
+    }
+}
+
+/// Most significant digits [`exact_decimal`] reads: any such integer is below 2^53, so it
+/// is an exact `f64`.
+const EXACT_DIGITS: usize = 15;
+
+/// 10^0 ..= 10^15, each an exact `f64`.
+const POWERS_OF_TEN: [f64; EXACT_DIGITS + 1] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// A decimal without an exponent and with at most [`EXACT_DIGITS`] digits (`4496.3`, the
+/// measurements most records carry) as the nearest `f64`, without the general parser: its
+/// digits as an integer and 10 to the number of fraction digits are both exact `f64`s, so
+/// their IEEE quotient is the correctly rounded value, the one `str::parse` (and serde_json
+/// with `float_roundtrip`) gives (Clinger's fast path). `None` for any other number.
+#[inline]
+fn exact_decimal(n: &NumberText) -> Option<f64> {
+    let digits = n.digits.len() + n.fraction.len();
+    if n.exponent || digits > EXACT_DIGITS {
+        return None;
+    }
+    let significand = n
+        .digits
+        .bytes()
+        .chain(n.fraction.bytes())
+        .fold(0_u64, |acc, d| acc * 10 + u64::from(d - b'0'));
+    let x = significand as f64 / POWERS_OF_TEN[n.fraction.len()];
+    Some(if n.negative { -x } else { x })
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use crate::decode::JsonDecoder;
-use crate::json_scan::decode_object;
+use crate::json_scan::{decode_object, is_special, special_bytes};
 use crate::record::{Value, Values};
 use crate::schema::{FieldDecl, FieldType, RecordSchema};
 
@@ -229,6 +229,63 @@ proptest! {
         }
         if let Ok(text) = String::from_utf8(bytes) {
             agrees(&decoder(), &text);
+        }
+    }
+}
+
+/// Bytes at the edges of the string scan's tests ([`crate::json_scan::special_bytes`]): the
+/// specials, their neighbours, and the same with the high bit set.
+fn edge_byte() -> impl Strategy<Value = u8> {
+    prop_oneof![
+        any::<u8>(),
+        proptest::sample::select(vec![
+            0x00, 0x01, 0x1f, 0x20, 0x21, b'"', 0x23, 0x5b, b'\\', 0x5d, 0x7f, 0x80, 0x9f, 0xa0,
+            0xa2, 0xdc, 0xff,
+        ]),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20000))]
+    /// Eight bytes at a time find the byte a byte-by-byte scan stops at, or none.
+    #[test]
+    fn special_bytes_finds_the_first_quote_escape_or_control_byte(
+        word in proptest::array::uniform8(edge_byte()),
+    ) {
+        let first = word.iter().position(|&b| is_special(b)).unwrap_or(8);
+        let found = special_bytes(u64::from_le_bytes(word));
+        let at = if found == 0 { 8 } else { (found.trailing_zeros() / 8) as usize };
+        prop_assert_eq!(at, first, "{:02x?}", word);
+    }
+
+    /// Decimals within the exact fast path's digits, and just beyond, read to serde's bits.
+    #[test]
+    fn short_decimals_agree_with_serde(
+        text in "-?(0|[1-9][0-9]{0,15})\\.[0-9]{1,16}",
+    ) {
+        let record = format!(r#"{{"user":"u","ts":1,"amount":{text}}}"#);
+        prop_assert!(agrees(&decoder(), &record), "{} was left to serde", record);
+    }
+}
+
+/// Strings of every length around the eight-byte scan's steps end at their closing quote
+/// (ASCII and multi-byte text), and one with a control byte or an escape at any place is left
+/// to serde.
+#[test]
+fn strings_of_every_length_end_where_they_end() {
+    let d = decoder();
+    for len in 0..40 {
+        for fill in ["a", "é", "✓"] {
+            let text = fill.repeat(len);
+            let record = format!(r#"{{"user":"{text}","ts":1,"kind":"{text}"}}"#);
+            assert!(agrees(&d, &record), "{record} should take the fast path");
+            for at in 0..=len {
+                let (head, tail) = text.split_at(fill.len() * at);
+                for special in ["\u{1}", "\\n", "\\\""] {
+                    let record = format!(r#"{{"user":"{head}{special}{tail}","ts":1}}"#);
+                    assert!(!agrees(&d, &record), "{record} should be left to serde");
+                }
+            }
         }
     }
 }
