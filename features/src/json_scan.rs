@@ -179,12 +179,12 @@ impl<'a> Scanner<'a> {
     }
 
     /// A number's text by JSON's grammar: its integer part's digits (without the sign), its
-    /// fraction's, and their values, read in the same pass.
+    /// fraction's, and their value, read in the same pass.
     fn number_text(&mut self) -> Option<NumberText<'a>> {
         let start = self.at;
         let negative = self.eat(b'-').is_some();
         let int_start = self.at;
-        let integer = match self.peek()? {
+        let mut significand = match self.peek()? {
             b'0' => {
                 self.at += 1;
                 0
@@ -194,10 +194,9 @@ impl<'a> Scanner<'a> {
         };
         let int_end = self.at;
         let mut fraction = "";
-        let mut significand = integer;
         if self.eat(b'.').is_some() {
             let fraction_start = self.at;
-            significand = self.digits(integer)?;
+            significand = self.digits(significand)?;
             fraction = self.text.get(fraction_start..self.at)?;
         }
         let mut exponent = false;
@@ -213,7 +212,6 @@ impl<'a> Scanner<'a> {
             text: self.text.get(start..self.at)?,
             digits: self.text.get(int_start..int_end)?,
             fraction,
-            integer,
             significand,
             negative,
             exponent,
@@ -237,7 +235,7 @@ impl<'a> Scanner<'a> {
         let significand = if n.digits.len() <= MAX_SAFE_DIGITS {
             // Read while scanning, without an overflow test per digit (a 13-digit
             // millisecond time was a chain of 13 checked multiplications): none can overflow.
-            n.integer
+            n.significand
         } else {
             n.digits.bytes().try_fold(0_u64, |acc, d| {
                 acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
@@ -310,10 +308,8 @@ struct NumberText<'a> {
     digits: &'a str,
     /// The fraction's digits, after the point (empty without one).
     fraction: &'a str,
-    /// The integer part's value, modulo 2^64 (exact up to [`MAX_SAFE_DIGITS`] digits).
-    integer: u64,
-    /// The integer part's and the fraction's digits as one integer, modulo 2^64 (exact up to
-    /// [`MAX_SAFE_DIGITS`] digits in all).
+    /// The integer part's and the fraction's digits as one integer (an integer's value),
+    /// modulo 2^64: exact up to [`MAX_SAFE_DIGITS`] digits in all.
     significand: u64,
     negative: bool,
     /// Has an exponent.
