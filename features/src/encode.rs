@@ -228,7 +228,7 @@ impl Numbers {
 /// `text` as a JSON string: copied between quotes when nothing in it needs an escape (a
 /// quote, a backslash or a control character), else escaped by serde_json.
 pub(crate) fn write_json_string(text: &str, out: &mut Vec<u8>) {
-    if text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+    if text.bytes().any(crate::json_scan::needs_escape) {
         // Writing to a Vec cannot fail.
         let _ = serde_json::to_writer(out, text);
         return;

@@ -77,9 +77,11 @@ pub(crate) fn decode_object(schema: &RecordSchema, text: &str, values: &mut [Val
     (scan.at == text.len()).then_some(())
 }
 
-/// Bytes that end a string's fast scan: its closing quote, an escape, a control character.
+/// A byte JSON allows in a string only escaped: a quote, a backslash, a control character.
+/// The fast path's string scan stops at one (its closing quote, or an escape it leaves to
+/// serde), and the writers escape text that holds one.
 #[inline]
-pub(crate) fn is_special(b: u8) -> bool {
+pub(crate) fn needs_escape(b: u8) -> bool {
     b == b'"' || b == b'\\' || b < 0x20
 }
 
@@ -96,7 +98,7 @@ fn lanes_below(word: u64, bound: u8) -> u64 {
     word.wrapping_sub(lanes(bound)) & !word & lanes(0x80)
 }
 
-/// The high bit of each lane of `word` that [`is_special`] holds for, exact up to and
+/// The high bit of each lane of `word` that [`needs_escape`] holds for, exact up to and
 /// including the lowest one: its `trailing_zeros() / 8` is the first such byte's index.
 /// (Each test below may flag lanes above its own first hit, none below, so their union's
 /// lowest flag is the first byte any of them holds for.)
@@ -141,7 +143,7 @@ impl<'a> Scanner<'a> {
         let mut end = start;
         loop {
             let Some(word) = bytes.get(end..end + 8) else {
-                end += bytes.get(end..)?.iter().position(|&b| is_special(b))?;
+                end += bytes.get(end..)?.iter().position(|&b| needs_escape(b))?;
                 break;
             };
             let found = special_bytes(u64::from_le_bytes(word.try_into().ok()?));
@@ -171,7 +173,7 @@ impl<'a> Scanner<'a> {
     #[inline]
     fn digits(&mut self, mut value: u64) -> Option<u64> {
         let start = self.at;
-        while let Some(&digit @ b'0'..=b'9') = self.text.as_bytes().get(self.at) {
+        while let Some(digit @ b'0'..=b'9') = self.peek() {
             value = value.wrapping_mul(10).wrapping_add(u64::from(digit - b'0'));
             self.at += 1;
         }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use crate::decode::JsonDecoder;
-use crate::json_scan::{decode_object, is_special, special_bytes};
+use crate::json_scan::{decode_object, needs_escape, special_bytes};
 use crate::record::{Value, Values};
 use crate::schema::{FieldDecl, FieldType, RecordSchema};
 
@@ -252,7 +252,7 @@ proptest! {
     fn special_bytes_finds_the_first_quote_escape_or_control_byte(
         word in proptest::array::uniform8(edge_byte()),
     ) {
-        let first = word.iter().position(|&b| is_special(b)).unwrap_or(8);
+        let first = word.iter().position(|&b| needs_escape(b)).unwrap_or(8);
         let found = special_bytes(u64::from_le_bytes(word));
         let at = if found == 0 { 8 } else { (found.trailing_zeros() / 8) as usize };
         prop_assert_eq!(at, first, "{:02x?}", word);
