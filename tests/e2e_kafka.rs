@@ -193,13 +193,47 @@ fn check_all_configurations() -> Result<()> {
                 "score of {window:?}: got {got}, raw ORT {want}"
             );
         }
-        // Model tags as headers.
+        // DESIGN.md §6: the model, the inference time, the window's bounds and the source
+        // range are headers too, equal to the payload's.
         for record in &scores {
-            ensure!(
-                record.headers.contains_key("weir.model.version")
-                    && record.headers.contains_key("weir.inference_ts"),
-                "headers missing"
-            );
+            let payload: Value = serde_json::from_slice(&record.payload)?;
+            let header_of_payload = [
+                ("weir.score_id", &payload["score_id"]),
+                ("weir.model.name", &payload["model"]["name"]),
+                ("weir.model.version", &payload["model"]["version"]),
+                ("weir.inference_ts", &payload["inference_ts"]),
+                ("weir.window_start", &payload["window_start"]),
+                ("weir.window_end", &payload["window_end"]),
+                ("weir.source.topic", &payload["source"]["topic"]),
+                (
+                    "weir.source.first.partition",
+                    &payload["source"]["first"]["partition"],
+                ),
+                (
+                    "weir.source.first.offset",
+                    &payload["source"]["first"]["offset"],
+                ),
+                (
+                    "weir.source.last.partition",
+                    &payload["source"]["last"]["partition"],
+                ),
+                (
+                    "weir.source.last.offset",
+                    &payload["source"]["last"]["offset"],
+                ),
+            ];
+            for (header, field) in header_of_payload {
+                let want = match field {
+                    Value::String(text) => text.clone(),
+                    Value::Number(n) => n.to_string(),
+                    other => anyhow::bail!("{header}'s payload field is {other}"),
+                };
+                ensure!(
+                    record.headers.get(header) == Some(&want),
+                    "header {header} is {:?}, payload says {want}",
+                    record.headers.get(header)
+                );
+            }
         }
 
         // Every malformed record is in the dead-letter topic, with a reason and its position.

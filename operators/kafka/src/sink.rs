@@ -1,13 +1,13 @@
 //! The Kafka sinks: score records (one per row of the scoring stage's scored batches, encoded
-//! straight from the batch: JSON payload keyed by entity, model name/version, score id and
-//! inference time also as headers) and dead letters (the original bytes as payload, the
-//! reason, error and source position as headers, as Kafka Connect's DLQ does; a letter over
-//! `message.max.bytes` is cut to fit and says so, see [`crate::dead_letter_fit`]). Delivery is
-//! at-least-once: before a checkpoint epoch passes, every record sent so far must be
-//! acknowledged (checked without blocking the worker); before the job ends the producer is
-//! flushed ([`weir_operators::epoch_sink`]). A record the broker refuses becomes an
-//! `undeliverable` dead letter, a transient failure is sent again, and only a topic that
-//! cannot be written stops the job ([`crate::delivery`]).
+//! straight from the batch: JSON payload keyed by entity; model name/version, score id,
+//! inference time, window bounds and source range also as headers) and dead letters (the
+//! original bytes as payload, the reason, error and source position as headers, as Kafka
+//! Connect's DLQ does; a letter over `message.max.bytes` is cut to fit and says so, see
+//! [`crate::dead_letter_fit`]). Delivery is at-least-once: before a checkpoint epoch passes,
+//! every record sent so far must be acknowledged (checked without blocking the worker); before
+//! the job ends the producer is flushed ([`weir_operators::epoch_sink`]). A record the broker
+//! refuses becomes an `undeliverable` dead letter, a transient failure is sent again, and only
+//! a topic that cannot be written stops the job ([`crate::delivery`]).
 //!
 //! With `[sink] delivery = "exactly_once"` ([`crate::sink_config::DeliveryGuarantee::ExactlyOnce`]) each sink
 //! instance (score sink and dead-letter sink alike) writes one Kafka transaction per checkpoint
@@ -156,7 +156,23 @@ impl<T: 'static, R: KafkaRecords<T> + 'static> SinkWriter<T> for KafkaWriter<T, 
 /// Score records: one per scored row.
 struct ScoreRecords {
     json: ScoreJson,
+    /// The topic the rows were read from, the `weir.source.topic` header.
+    source_topic: String,
 }
+
+/// The headers of a score record that hold numbers, in the order of
+/// [`ScoreRecords::header_numbers`]: the inference time, the window's bounds and the source
+/// range's first and last records (DESIGN.md §6: every score carries them in its payload and
+/// in Kafka headers). Numbers are written in decimal, as the dead letters' positions are.
+const SCORE_NUMBER_HEADERS: [&str; 7] = [
+    "weir.inference_ts",
+    "weir.window_start",
+    "weir.window_end",
+    "weir.source.first.partition",
+    "weir.source.first.offset",
+    "weir.source.last.partition",
+    "weir.source.last.offset",
+];
 
 impl KafkaRecords<ScoredBatch> for ScoreRecords {
     fn send(&self, batch: &ScoredBatch, out: &Delivery) {
@@ -167,29 +183,48 @@ impl KafkaRecords<ScoredBatch> for ScoreRecords {
 }
 
 impl ScoreRecords {
+    /// The values of [`SCORE_NUMBER_HEADERS`] for `scored`.
+    fn header_numbers(scored: &ScoreView<'_>) -> [i64; SCORE_NUMBER_HEADERS.len()] {
+        let row = scored.row;
+        [
+            scored.inference_ts_ms,
+            row.window_start,
+            row.window_end,
+            row.first.partition.into(),
+            row.first.offset,
+            row.last.partition.into(),
+            row.last.offset,
+        ]
+    }
+
     /// Sends one row's score record.
     fn send_one(&self, scored: &ScoreView<'_>, out: &Delivery) {
         // Room for most of a record (the clickstream's are ~530 bytes).
         let mut payload = Vec::with_capacity(512);
         let id = self.json.write(scored, &mut payload);
-        let inference_ts = scored.inference_ts_ms.to_string();
-        let headers = OwnedHeaders::new()
-            .insert(Header {
-                key: "weir.score_id",
-                value: Some(&id[..]),
-            })
-            .insert(Header {
-                key: "weir.model.name",
-                value: Some(scored.model.name.as_str()),
-            })
-            .insert(Header {
-                key: "weir.model.version",
-                value: Some(scored.model.version.as_str()),
-            })
-            .insert(Header {
-                key: "weir.inference_ts",
-                value: Some(inference_ts.as_str()),
-            });
+        let texts: [(&str, &[u8]); 4] = [
+            ("weir.score_id", &id[..]),
+            ("weir.model.name", scored.model.name.as_bytes()),
+            ("weir.model.version", scored.model.version.as_bytes()),
+            ("weir.source.topic", self.source_topic.as_bytes()),
+        ];
+        let mut numbers = [itoa::Buffer::new(); SCORE_NUMBER_HEADERS.len()];
+        let numbers = numbers
+            .iter_mut()
+            .zip(Self::header_numbers(scored))
+            .map(|(text, n)| text.format(n).as_bytes());
+        let headers = texts
+            .into_iter()
+            .chain(SCORE_NUMBER_HEADERS.into_iter().zip(numbers))
+            .fold(
+                OwnedHeaders::new_with_capacity(texts.len() + SCORE_NUMBER_HEADERS.len()),
+                |headers, (key, value)| {
+                    headers.insert(Header {
+                        key,
+                        value: Some(value),
+                    })
+                },
+            );
         out.send_score(
             scored.row.key.as_bytes(),
             &payload,
@@ -244,6 +279,7 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredBatch>> {
         let epochs = config.epochs;
         let records = ScoreRecords {
             json: ScoreJson::new(&feature_names, &source_topic),
+            source_topic,
         };
         let writer = out.map(|out| KafkaWriter::new(out, records, epochs));
         Ok(epoch_sink(
