@@ -26,7 +26,9 @@
 #[path = "results/mod.rs"]
 mod results;
 
-use std::collections::BTreeMap;
+#[path = "score_records/mod.rs"]
+mod score_records;
+
 use std::fmt::Write as _;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -35,7 +37,6 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Result};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
@@ -49,9 +50,11 @@ use kafka::{brokers, fresh_topic, properties, properties_from_env, unique_topic}
 use weir::gen::{Clickstream, ClickstreamConfig};
 use weir::JobFile;
 use weir_kafka::record_producer::RecordProducer;
-use weir_kafka::topic_reader::{read_topic, TopicRecord};
+use weir_kafka::topic_reader::read_topic;
 use weir_testkit::clickstream;
 use weir_testkit::files::Scratch;
+
+use score_records::ScoreRecordShape;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -60,42 +63,13 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// What a job wrote to its score topic: how many records, their payloads' mean size and each
-/// header's mean value size (every score record has the same header keys).
-#[derive(Clone, Debug, Default)]
-struct Outputs {
-    records: usize,
-    payload_bytes: usize,
-    headers: Vec<(String, usize)>,
-}
-
-impl Outputs {
-    fn of(records: &[TopicRecord]) -> Outputs {
-        let n = records.len().max(1);
-        let mut headers = BTreeMap::<String, usize>::new();
-        for record in records {
-            for (key, value) in &record.headers {
-                *headers.entry(key.clone()).or_default() += value.len();
-            }
-        }
-        Outputs {
-            records: records.len(),
-            payload_bytes: records.iter().map(|r| r.payload.len()).sum::<usize>() / n,
-            headers: headers
-                .into_iter()
-                .map(|(k, total)| (k, total / n))
-                .collect(),
-        }
-    }
-}
-
 /// The baseline: reads `input` to its end with a plain consumer, then produces as many records
 /// as `outputs` describes, of its payload size and (`with_headers`) with its headers, to a
 /// fresh topic and waits for every acknowledgement.
 fn raw_consume_produce(
     input: &str,
     events: usize,
-    outputs: &Outputs,
+    outputs: &ScoreRecordShape,
     with_headers: bool,
 ) -> Result<Duration> {
     let output = fresh_topic("bench-k-raw-out", 2)?;
@@ -127,25 +101,13 @@ fn raw_consume_produce(
         .set("linger.ms", "20")
         .set("batch.num.messages", "10000")
         .create()?;
-    let payload = vec![b'x'; outputs.payload_bytes];
-    let values: Vec<(&str, String)> = outputs
-        .headers
-        .iter()
-        .map(|(key, len)| (key.as_str(), "x".repeat(*len)))
-        .collect();
+    let payload = outputs.payload();
+    let values = outputs.header_values();
     for i in 0..outputs.records {
         let key = format!("k{i}");
         let mut record = BaseRecord::<_, _>::to(&output).key(&key).payload(&payload);
         if with_headers {
-            let headers = values
-                .iter()
-                .fold(OwnedHeaders::new(), |headers, (key, value)| {
-                    headers.insert(Header {
-                        key,
-                        value: Some(value.as_str()),
-                    })
-                });
-            record = record.headers(headers);
+            record = record.headers(ScoreRecordShape::headers_of(&values));
         }
         loop {
             match producer.send(record) {
@@ -168,7 +130,7 @@ fn job(
     input: &str,
     checkpoints: Option<&Scratch>,
     sinks: Option<usize>,
-) -> Result<(Duration, Outputs)> {
+) -> Result<(Duration, ScoreRecordShape)> {
     let scores = fresh_topic("bench-k-scores", 2)?;
     let dlq = fresh_topic("bench-k-dlq", 1)?;
     let mut job = JobFile::load(&clickstream::job_path())?;
@@ -208,7 +170,7 @@ fn job(
         records.len(),
         summary.scores_delivered
     );
-    Ok((took, Outputs::of(&records)))
+    Ok((took, ScoreRecordShape::of(&records)))
 }
 
 fn main() -> Result<()> {
@@ -227,7 +189,7 @@ fn main() -> Result<()> {
     }
     producer.finish()?;
     let mut best = [Duration::MAX; 5];
-    let mut outputs = Outputs::default();
+    let mut outputs = ScoreRecordShape::default();
     for _ in 0..repeats {
         let plain;
         (plain, outputs) = job(&input, None, None)?;

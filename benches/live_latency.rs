@@ -29,20 +29,26 @@
 //!    events / wall time.
 //! 2. For each share: a paced producer writes records stamped with the wall clock (`ts` =
 //!    now) at share × maximum for `SECONDS`, while the job runs unbounded from the topic's
-//!    start; the job is then stopped. Its summary gives the HDR percentiles of live scores
+//!    start; once it has read every record (its `/metrics`, up to 2 min: a job behind the
+//!    producer catches up first) it is stopped. Its summary gives the HDR percentiles of live scores
 //!    (scores acknowledged while a source was behind its partitions' ends are catch-up and
 //!    left out): window close (the watermark passing the window's end) → score acknowledged
 //!    by the broker, and ingest (the source's read of the window's latest record, ms
 //!    resolution) → score produced, which includes the 2 s gap the window waits for by
 //!    definition. The baseline then sends as many records as the job scored, at the rate it
-//!    scored them, of the score records' mean size, with the job sink's producer settings (`acks=all`, `linger.ms=5`,
-//!    idempotence), and measures send → acknowledged: the broker's part of close → acked.
+//!    scored them, shaped as the score records (their mean payload size, the same headers
+//!    with values of their mean sizes: `score_records`), with the job sink's producer settings
+//!    (`acks=all`, `linger.ms=5`, idempotence), and measures send → acknowledged: the broker's
+//!    part of close → acked.
 
 #[path = "results/mod.rs"]
 mod results;
 
 #[path = "case_process/mod.rs"]
 mod case_process;
+
+#[path = "score_records/mod.rs"]
+mod score_records;
 
 // The tests' broker, topic and naming helpers (this benchmark leaves their produce and read
 // helpers unused).
@@ -52,6 +58,7 @@ mod kafka;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -61,6 +68,7 @@ use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rdkafka::config::ClientConfig;
+use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 
@@ -71,6 +79,10 @@ use weir_kafka::mock_broker::MockBroker;
 use weir_kafka::topic_reader::read_topic;
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::LatencySummary;
+use weir_testkit::cluster::free_port;
+use weir_testkit::scrape;
+
+use score_records::ScoreRecordShape;
 
 /// Users the events are spread over: `WEIR_BENCH_L_USERS`, default 20 000. A session closes
 /// when its user is silent for the 2 s gap, so at a higher rate (a faster broker) the same
@@ -199,10 +211,19 @@ fn producer(cluster: &Cluster, extra: &[(String, String)]) -> Result<PacedProduc
     })?)
 }
 
-fn send(producer: &PacedProducer, topic: &str, key: &str, payload: &[u8]) {
+/// Sends `payload` under `key`, with `headers` when given; the record's opaque is its send
+/// time, from which its acknowledgement's latency is measured.
+fn send(
+    producer: &PacedProducer,
+    topic: &str,
+    key: &str,
+    payload: &[u8],
+    headers: Option<OwnedHeaders>,
+) {
     let mut record = BaseRecord::with_opaque_to(topic, Box::new(Instant::now()))
         .key(key)
         .payload(payload);
+    record.headers = headers;
     loop {
         match producer.send(record) {
             Ok(()) => return,
@@ -252,13 +273,41 @@ fn job(cluster: &Cluster, input: &str, bounded: bool) -> Result<(JobFile, String
     Ok((job, scores))
 }
 
-fn run(job: JobFile, stop: Arc<AtomicBool>) -> Result<RunSummary> {
+/// Where a run serves `/metrics`: `WEIR_BENCH_L_METRICS`, when set.
+fn metrics_addr_from_env() -> Result<Option<SocketAddr>> {
+    std::env::var("WEIR_BENCH_L_METRICS")
+        .ok()
+        .map(|addr| addr.parse())
+        .transpose()
+        .context("WEIR_BENCH_L_METRICS is host:port")
+}
+
+/// The records the job's sources have read, summed from its `/metrics` on `addr` (`None`
+/// before the server answers).
+fn records_read(addr: SocketAddr) -> Option<u64> {
+    let (200, body) = scrape::get(addr, "/metrics").ok()? else {
+        return None;
+    };
+    let read = body
+        .lines()
+        .filter(|l| l.starts_with("weir_records_in_total{") && l.contains("operator=\"source\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>();
+    Some(read as u64)
+}
+
+/// Waits until the job serving `/metrics` on `addr` has read `records`, or `limit` has passed
+/// (the caller's check of the job's summary then says by how much it fell short).
+fn wait_until_read(addr: SocketAddr, records: u64, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline && records_read(addr).is_none_or(|read| read < records) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn run(job: JobFile, stop: Arc<AtomicBool>, metrics: Option<SocketAddr>) -> Result<RunSummary> {
     let options = weir::run::RunOptions {
-        metrics_addr: std::env::var("WEIR_BENCH_L_METRICS")
-            .ok()
-            .map(|addr| addr.parse())
-            .transpose()
-            .context("WEIR_BENCH_L_METRICS is host:port")?,
+        metrics_addr: metrics,
         ..Default::default()
     };
     let summary =
@@ -280,12 +329,16 @@ fn max_rate(cluster: &Cluster, events: u64) -> Result<f64> {
     let t0 = unix_ms() as i64 - 86_400_000;
     for i in 0..events {
         let (key, payload) = event(&mut rng, t0 + i as i64 / 4);
-        send(&producer, &input, &key, payload.as_bytes());
+        send(&producer, &input, &key, payload.as_bytes(), None);
     }
     producer.flush(Duration::from_secs(120))?;
     let (job, _) = job(cluster, &input, true)?;
     let started = Instant::now();
-    let summary = run(job, Arc::new(AtomicBool::new(false)))?;
+    let summary = run(
+        job,
+        Arc::new(AtomicBool::new(false)),
+        metrics_addr_from_env()?,
+    )?;
     ensure!(
         summary.events_in == events,
         "read {} of {events}",
@@ -294,23 +347,31 @@ fn max_rate(cluster: &Cluster, events: u64) -> Result<f64> {
     Ok(events as f64 / started.elapsed().as_secs_f64())
 }
 
-/// One live run at `rate` for `seconds`: the job's summary, the records produced and the mean
-/// size of the score records.
-fn live(cluster: &Cluster, rate: f64, seconds: f64) -> Result<(RunSummary, u64, usize)> {
+/// One live run at `rate` for `seconds`: the job's summary, the records produced and the
+/// shape of the score records (mean payload size, headers).
+fn live(cluster: &Cluster, rate: f64, seconds: f64) -> Result<(RunSummary, u64, ScoreRecordShape)> {
     let input = cluster.topic("bench-l-live-in", 2)?;
     let (job, scores) = job(cluster, &input, false)?;
+    // The job serves `/metrics` for the wait below to read how far it got.
+    let metrics = match metrics_addr_from_env()? {
+        Some(addr) => addr,
+        None => SocketAddr::from(([127, 0, 0, 1], free_port()?)),
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let running = {
         let stop = stop.clone();
-        std::thread::spawn(move || run(job, stop))
+        std::thread::spawn(move || run(job, stop, Some(metrics)))
     };
     let producer = producer(cluster, &[])?;
     let mut rng = StdRng::seed_from_u64(7);
     let produced = paced(rate, seconds, |_| {
         let (key, payload) = event(&mut rng, unix_ms() as i64);
-        send(&producer, &input, &key, payload.as_bytes());
+        send(&producer, &input, &key, payload.as_bytes(), None);
     });
     producer.flush(Duration::from_secs(60))?;
+    // A job behind the producer (a broker that slows as it fills) reads the rest first; its
+    // scores read then are catch-up, not live, and left out of the percentiles.
+    wait_until_read(metrics, produced, Duration::from_secs(120));
     // The last records' reads and the windows they close.
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::Relaxed);
@@ -325,17 +386,29 @@ fn live(cluster: &Cluster, rate: f64, seconds: f64) -> Result<(RunSummary, u64, 
     let mut reader = cluster.properties();
     reader.insert("group.id".to_owned(), unique_topic("bench-l-reader"));
     let records = read_topic(&reader, &scores, Duration::from_secs(300))?;
-    let size = records.iter().map(|r| r.payload.len()).sum::<usize>() / records.len().max(1);
-    Ok((summary, produced, size))
+    Ok((summary, produced, ScoreRecordShape::of(&records)))
 }
 
-/// The baseline: `records` records of `size` bytes at `rate`; send → acknowledged.
-fn raw_produce(cluster: &Cluster, rate: f64, records: u64, size: usize) -> Result<LatencySummary> {
+/// The baseline: `records` records shaped as the job's scores (`shape`: payload size and
+/// headers) at `rate`; send → acknowledged.
+fn raw_produce(
+    cluster: &Cluster,
+    rate: f64,
+    records: u64,
+    shape: &ScoreRecordShape,
+) -> Result<LatencySummary> {
     let output = cluster.topic("bench-l-raw-out", 2)?;
     let producer = producer(cluster, &properties_from_env("WEIR_BENCH_L_SINK"))?;
-    let payload = vec![b'x'; size];
+    let (payload, headers) = (shape.payload(), shape.header_values());
     paced(rate, records as f64 / rate, |i| {
-        send(&producer, &output, &format!("k{i}"), &payload);
+        let headers = ScoreRecordShape::headers_of(&headers);
+        send(
+            &producer,
+            &output,
+            &format!("k{i}"),
+            &payload,
+            Some(headers),
+        );
     });
     producer.flush(Duration::from_secs(60))?;
     let context = producer.context();
@@ -387,10 +460,10 @@ fn main() -> Result<()> {
     writeln!(table, "|---|---|---|---|---|---|")?;
     for share in shares {
         let rate = max * share;
-        let (summary, produced, size) = live(&cluster, rate, seconds)?;
+        let (summary, produced, shape) = live(&cluster, rate, seconds)?;
         // As many records as the job scored, at the rate it scored them.
         let scored = summary.scores_delivered.max(1000);
-        let raw = raw_produce(&cluster, scored as f64 / seconds, scored, size)?;
+        let raw = raw_produce(&cluster, scored as f64 / seconds, scored, &shape)?;
         eprintln!("{share}: {produced} records, {summary:?}");
         let load = format!(
             "{:.0} % ({:.1} k events/s, {produced} records)",

@@ -158,8 +158,9 @@ so each user's window closes on its own as records arrive; a paced producer writ
 records stamped with the wall clock at 50 % and 80 % of the maximum rate of a bounded run
 of the same job in this run, while the job runs unbounded. Latencies of live scores,
 from the job's HDR histograms. Baseline, same run: a raw rdkafka producer with the
-sink's settings sending as many records of the same size at the job's score rate,
-send → acknowledged: the broker's share of close → acknowledged.
+sink's settings sending as many records at the job's score rate, shaped like its score
+records (mean payload size, the same headers), send → acknowledged: the broker's share of
+close → acknowledged.
 
 Target (issue #18): p99 ≤ 5 ms at 50 % load; p99.9 reported.
 TEXT
