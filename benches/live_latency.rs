@@ -30,12 +30,12 @@
 //! 2. For each share: a paced producer writes records stamped with the wall clock (`ts` =
 //!    now) at share × maximum for `SECONDS`, while the job runs unbounded from the topic's
 //!    start; once it has read every record (its `/metrics`, up to 2 min: a job behind the
-//!    producer catches up first) it is stopped. Its summary gives the HDR percentiles of live scores
-//!    (scores acknowledged while a source was behind its partitions' ends are catch-up and
-//!    left out): window close (the watermark passing the window's end) → score acknowledged
-//!    by the broker, and ingest (the source's read of the window's latest record, ms
-//!    resolution) → score produced, which includes the 2 s gap the window waits for by
-//!    definition. The baseline then sends as many records as the job scored, at the rate it
+//!    producer catches up first) it is stopped. Its summary gives the HDR percentiles of live
+//!    scores (scores acknowledged while a source was behind its partitions' ends are catch-up
+//!    and left out): window close (the watermark passing the window's end) → score
+//!    acknowledged by the broker, and ingest (the source's read of the window's latest
+//!    record, ms resolution) → score produced, which includes the 2 s gap the window waits
+//!    for by definition. The baseline then sends as many records as the job scored, at the rate it
 //!    scored them, shaped as the score records (their mean payload size, the same headers
 //!    with values of their mean sizes: `score_records`), with the job sink's producer settings
 //!    (`acks=all`, `linger.ms=5`, idempotence), and measures send → acknowledged: the broker's
@@ -399,9 +399,9 @@ fn raw_produce(
 ) -> Result<LatencySummary> {
     let output = cluster.topic("bench-l-raw-out", 2)?;
     let producer = producer(cluster, &properties_from_env("WEIR_BENCH_L_SINK"))?;
-    let (payload, headers) = (shape.payload(), shape.header_values());
+    let (payload, header_values) = (shape.payload(), shape.header_values());
     paced(rate, records as f64 / rate, |i| {
-        let headers = ScoreRecordShape::headers_of(&headers);
+        let headers = ScoreRecordShape::headers_of(&header_values);
         send(
             &producer,
             &output,
