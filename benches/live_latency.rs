@@ -288,12 +288,8 @@ fn records_read(addr: SocketAddr) -> Option<u64> {
     let (200, body) = scrape::get(addr, "/metrics").ok()? else {
         return None;
     };
-    let read = body
-        .lines()
-        .filter(|l| l.starts_with("weir_records_in_total{") && l.contains("operator=\"source\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>();
-    Some(read as u64)
+    let samples = scrape::Samples::parse(&body).ok()?;
+    Some(samples.sum("weir_records_in_total", &[("operator", "source")]) as u64)
 }
 
 /// Waits until the job serving `/metrics` on `addr` has read `records`, or `limit` has passed

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -42,6 +42,7 @@ use weir::run::{run_job_with, RunOptions};
 use weir::JobFile;
 use weir_testkit::clickstream;
 use weir_testkit::files::{checkpoint_toml, scratch_dir};
+use weir_testkit::scrape::Samples;
 
 /// `amount_max` above which `tests/fixtures/failing_model` fails its inference call.
 const FAILS_ABOVE: f64 = 1e6;
@@ -147,61 +148,12 @@ fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
     Ok(weir_testkit::scrape::get(addr, path)?)
 }
 
-/// One `/metrics` scrape: `(name, labels, value)` per sample.
-struct Scrape(Vec<(String, BTreeMap<String, String>, f64)>);
-
-impl Scrape {
-    fn take(addr: SocketAddr) -> Result<Scrape> {
-        let (status, body) = http_get(addr, "/metrics")?;
-        ensure!(status == 200, "/metrics answered {status}: {body}");
-        ensure!(body.ends_with("# EOF\n"), "not OpenMetrics text: {body}");
-        let mut samples = Vec::new();
-        for line in body.lines().filter(|l| !l.starts_with('#')) {
-            let (series, value) = line.rsplit_once(' ').context("a sample without a value")?;
-            let (name, labels) = match series.split_once('{') {
-                Some((name, labels)) => (name, labels.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            let labels = labels
-                .split(',')
-                .filter_map(|l| l.split_once('='))
-                .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
-                .collect();
-            samples.push((name.to_owned(), labels, value.parse()?));
-        }
-        Ok(Scrape(samples))
-    }
-
-    /// The sum of the samples of `name` whose labels include `with`.
-    fn sum(&self, name: &str, with: &[(&str, &str)]) -> f64 {
-        self.matching(name, with).map(|(_, v)| v).sum()
-    }
-
-    /// The samples of `name` whose labels include `with`.
-    fn matching<'a>(
-        &'a self,
-        name: &'a str,
-        with: &'a [(&str, &str)],
-    ) -> impl Iterator<Item = (&'a BTreeMap<String, String>, f64)> + 'a {
-        self.0
-            .iter()
-            .filter(move |(n, labels, _)| {
-                n == name
-                    && with
-                        .iter()
-                        .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(v))
-            })
-            .map(|(_, labels, v)| (labels, *v))
-    }
-
-    /// The value of the one sample of `name` with labels `with`.
-    fn one(&self, name: &str, with: &[(&str, &str)]) -> Result<f64> {
-        let found: Vec<f64> = self.matching(name, with).map(|(_, v)| v).collect();
-        match found[..] {
-            [value] => Ok(value),
-            _ => bail!("{} samples of {name} {with:?}, not one", found.len()),
-        }
-    }
+/// One `/metrics` scrape, checked as OpenMetrics text.
+fn take_scrape(addr: SocketAddr) -> Result<Samples> {
+    let (status, body) = http_get(addr, "/metrics")?;
+    ensure!(status == 200, "/metrics answered {status}: {body}");
+    ensure!(body.ends_with("# EOF\n"), "not OpenMetrics text: {body}");
+    Ok(Samples::parse(&body)?)
 }
 
 struct Running {
@@ -212,18 +164,17 @@ struct Running {
 
 impl Running {
     /// Scrapes until `done` holds, while the job runs.
-    fn scrape_until(&self, what: &str, done: impl Fn(&Scrape) -> bool) -> Result<Scrape> {
+    fn scrape_until(&self, what: &str, done: impl Fn(&Samples) -> bool) -> Result<Samples> {
         let deadline = Instant::now() + Duration::from_secs(240);
         loop {
             ensure!(!self.thread.is_finished(), "the job stopped by itself");
-            if let Ok(scrape) = Scrape::take(self.addr) {
+            if let Ok(scrape) = take_scrape(self.addr) {
                 if done(&scrape) {
                     return Ok(scrape);
                 }
                 ensure!(
                     Instant::now() < deadline,
-                    "timed out waiting for {what}; last scrape: {:?}",
-                    scrape.0
+                    "timed out waiting for {what}; last scrape: {scrape:?}"
                 );
             }
             ensure!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -287,7 +238,7 @@ impl Sent {
 
 /// Runs one input through a job: produces half, scrapes during the run, produces the rest
 /// and the closing events, scrapes after every window is scored; returns the last scrape.
-fn run_and_scrape(label: &str, model: &Path, input: Input, seed: u64) -> Result<(Scrape, Sent)> {
+fn run_and_scrape(label: &str, model: &Path, input: Input, seed: u64) -> Result<(Samples, Sent)> {
     let topic = unique_topic(&format!("metrics-{label}-in"));
     create_topic(&topic, 2)?;
     let t0 = now_ms() - 2 * 3_600_000;
@@ -380,7 +331,7 @@ fn http_get_retrying(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
 }
 
 /// The counts every run's last scrape must show.
-fn check_counts(scrape: &Scrape, sent: &Sent) -> Result<()> {
+fn check_counts(scrape: &Samples, sent: &Sent) -> Result<()> {
     let source = [("operator", "source")];
     let records = sent.records as f64;
     ensure!(scrape.sum("weir_records_in_total", &source) == records);

@@ -1,6 +1,7 @@
 //! Scraping a `weir run` metrics server from tests and benchmarks: one HTTP/1.1 `GET` over a
-//! plain TCP stream (the server is on loopback and answers a small text), and the sample names
-//! and metric types of an OpenMetrics exposition.
+//! plain TCP stream (the server is on loopback and answers a small text), the sample names
+//! and metric types of an OpenMetrics exposition ([`Exposition`]), and its samples' values by
+//! name and labels ([`Samples`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read, Write};
@@ -82,9 +83,72 @@ impl Exposition {
     }
 }
 
+/// The samples of an exposition, each `(name, labels, value)`.
+#[derive(Debug, Default)]
+pub struct Samples(Vec<(String, BTreeMap<String, String>, f64)>);
+
+impl Samples {
+    /// Reads the sample lines of OpenMetrics (or Prometheus) text; comments are skipped.
+    pub fn parse(text: &str) -> io::Result<Self> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        let mut samples = Vec::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (series, value) = line
+                .rsplit_once(' ')
+                .ok_or_else(|| invalid(format!("a sample without a value: {line}")))?;
+            let (name, labels) = match series.split_once('{') {
+                Some((name, labels)) => (name, labels.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let labels = labels
+                .split(',')
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+                .collect();
+            let value = value.parse().map_err(|e| invalid(format!("{line}: {e}")))?;
+            samples.push((name.to_owned(), labels, value));
+        }
+        Ok(Samples(samples))
+    }
+
+    /// The sum of the samples of `name` whose labels include `with`.
+    pub fn sum(&self, name: &str, with: &[(&str, &str)]) -> f64 {
+        self.matching(name, with).map(|(_, v)| v).sum()
+    }
+
+    /// The samples of `name` whose labels include `with`.
+    pub fn matching<'a>(
+        &'a self,
+        name: &'a str,
+        with: &'a [(&str, &str)],
+    ) -> impl Iterator<Item = (&'a BTreeMap<String, String>, f64)> + 'a {
+        self.0
+            .iter()
+            .filter(move |(n, labels, _)| {
+                n == name
+                    && with
+                        .iter()
+                        .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(v))
+            })
+            .map(|(_, labels, v)| (labels, *v))
+    }
+
+    /// The value of the one sample of `name` with labels `with`.
+    pub fn one(&self, name: &str, with: &[(&str, &str)]) -> io::Result<f64> {
+        let found: Vec<f64> = self.matching(name, with).map(|(_, v)| v).collect();
+        match found[..] {
+            [value] => Ok(value),
+            _ => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} samples of {name} {with:?}, not one", found.len()),
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Exposition;
+    use super::{Exposition, Samples};
 
     #[test]
     fn samples_and_their_families_types() {
@@ -110,5 +174,25 @@ mod tests {
             Some("gauge")
         );
         assert_eq!(exposition.type_of("weir_nothing_total"), None);
+    }
+
+    #[test]
+    fn samples_are_summed_by_name_and_labels() {
+        let text = "# TYPE weir_records_in counter\n\
+                    weir_records_in_total{operator=\"source\",instance=\"0\"} 5\n\
+                    weir_records_in_total{operator=\"source\",instance=\"1\"} 7\n\
+                    weir_records_in_total{operator=\"window\",instance=\"0\"} 11\n\
+                    weir_checkpoint_age_seconds 2.5\n\
+                    # EOF\n";
+        let samples = Samples::parse(text).expect("valid samples");
+        let source = [("operator", "source")];
+        assert_eq!(samples.sum("weir_records_in_total", &source), 12.0);
+        assert_eq!(samples.sum("weir_records_in_total", &[]), 23.0);
+        assert_eq!(
+            samples.one("weir_checkpoint_age_seconds", &[]).ok(),
+            Some(2.5)
+        );
+        assert!(samples.one("weir_records_in_total", &source).is_err());
+        assert!(Samples::parse("weir_x_total{a=\"b\"}").is_err());
     }
 }
