@@ -12,11 +12,17 @@
 //! checkpoint epoch after lost output passes. The queue is bounded: a worker that produces
 //! faster than the disk takes blocks on it, as it blocked on its own writes before.
 //!
-//! Every [`WRITEBACK_BYTES`] written, the thread asks the kernel to start writing the file's
-//! dirty pages to disk (`sync_file_range`, as RocksDB's `bytes_per_sync` does), so the disk
-//! works while the job runs and an fsync waits only for the last few megabytes. Without it
-//! nothing reached the disk before the end of a features run (the kernel's own writeback
-//! starts at 10 % of memory dirty), and the final fsync was 30-100 ms of run F's wall time.
+//! Every [`SYNC_AHEAD_BYTES`] written, the writer asks a second thread, the syncer, to
+//! `fdatasync` the file while it goes on writing, so that a mark's fsync, and above all the
+//! one that ends a run, finds little left to flush. What a flush costs follows the bytes
+//! written since the last one (the virtual disk's cache flush and the file system's journal:
+//! BENCHMARKS.md, fix 55): with only `sync_file_range` started every 8 MiB, as RocksDB's
+//! `bytes_per_sync` does, the pages were on disk but the final fsync of run F's 69 MB output
+//! still took 55-90 ms with both workers idle. The writer never waits for the syncer (a sync
+//! asked for while one runs is folded into the next), so a slow flush does not hold batches
+//! back. The syncer's file handle shares the writer's open file description, whose fsync
+//! error is reported to one caller only: a failure the syncer sees fails the writer's later
+//! marks through the shared state.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -34,8 +40,9 @@ use crate::metrics::{JobMetrics, SinkFlow};
 /// Batches queued for the thread at most (each up to ~1024 lines).
 const QUEUED_BATCHES: usize = 16;
 
-/// Bytes written between two requests to start the file's writeback.
-const WRITEBACK_BYTES: usize = 8 << 20;
+/// Bytes written between two of the syncer's `fdatasync`s (at most: a sync asked for while
+/// one runs waits for it to end).
+const SYNC_AHEAD_BYTES: usize = 8 << 20;
 
 /// One batch's lines, encoded on the worker that produced the batch, on its way to the writer.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -101,18 +108,24 @@ pub struct FileWriter {
 }
 
 impl FileWriter {
-    /// Starts the thread that writes `file` (at `path`, for messages), counting into
-    /// `counters`.
+    /// Starts the threads that write and sync `file` (at `path`, for messages), counting
+    /// into `counters`.
     pub fn start(file: File, path: PathBuf, counters: WriteCounters) -> std::io::Result<Self> {
         let (queue, commands) = sync_channel(QUEUED_BATCHES);
         let shared = Arc::new(Shared::default());
         let (metrics, flow) = (counters.metrics.clone(), counters.flow.clone());
+        let syncer = Syncer::start(
+            file.try_clone()?,
+            path.clone(),
+            metrics.clone(),
+            shared.clone(),
+        )?;
         let thread = {
             let shared = shared.clone();
             let out = BufWriter::new(file);
             std::thread::Builder::new()
                 .name("weir:file-writer".to_owned())
-                .spawn(move || write_loop(out, &path, &counters, &commands, &shared))?
+                .spawn(move || write_loop(out, &path, &counters, &commands, &shared, syncer))?
         };
         Ok(FileWriter {
             queue: Some(queue),
@@ -224,26 +237,30 @@ fn write_loop(
     counters: &WriteCounters,
     commands: &Receiver<Command>,
     shared: &Shared,
+    syncer: Syncer,
 ) {
     let metrics = &counters.metrics;
     // Output lost: every later batch counts as lost too, unwritten (a gap in the file
     // would not be noticed by its reader).
     let mut failed = false;
-    // Bytes written since the file's writeback was last started.
-    let mut unstarted = 0;
+    // Bytes written since the syncer was last asked for a sync.
+    let mut unsynced = 0;
     for command in commands {
         match command {
-            Command::Write(batch) if failed => {
+            Command::Write(batch) if failed || shared.lock().failed => {
+                failed = true;
                 JobMetrics::add(&metrics.delivery_failures, batch.count);
             }
             Command::Write(batch) => match out.write_all(&batch.bytes) {
                 Ok(()) => {
                     JobMetrics::add((counters.lines)(metrics), batch.count);
                     counters.flow.acknowledged(batch.count, batch.bytes.len());
-                    unstarted += batch.bytes.len();
-                    if unstarted >= WRITEBACK_BYTES && out.flush().is_ok() {
-                        start_writeback(out.get_ref());
-                        unstarted = 0;
+                    unsynced += batch.bytes.len();
+                    // Flushed first, so the sync covers these bytes; a flush that fails
+                    // fails the next write or mark.
+                    if unsynced >= SYNC_AHEAD_BYTES && out.flush().is_ok() {
+                        syncer.ask();
+                        unsynced = 0;
                     }
                 }
                 Err(error) => {
@@ -267,26 +284,67 @@ fn write_loop(
             }
         }
     }
+    drop(syncer);
     shared.lock().ended = true;
     shared.changed.notify_all();
 }
 
-/// Asks the kernel to start writing `file`'s dirty pages to disk, without waiting for them.
-/// Only a head start for the next fsync, which makes the bytes durable and reports any error;
-/// so a refusal here (a file system without it) is ignored.
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn start_writeback(file: &File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: `sync_file_range` reads no memory of ours; the descriptor is open for as long
-    // as `file` is borrowed. Offset 0 and length 0 mean the whole file.
-    let _refused =
-        unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+/// The syncer: a thread that `fdatasync`s the output file when the writer asks, while the
+/// writer goes on. Dropping it waits for the sync under way.
+struct Syncer {
+    asks: Option<SyncSender<()>>,
+    thread: Option<JoinHandle<()>>,
 }
 
-/// Elsewhere the fsyncs alone write the file.
-#[cfg(not(target_os = "linux"))]
-fn start_writeback(_file: &File) {}
+impl Syncer {
+    /// Starts the syncer of `file` (a handle of the writer's file, at `path`), which records
+    /// a failed sync in `shared` and counts it in `metrics`.
+    fn start(
+        file: File,
+        path: PathBuf,
+        metrics: Arc<JobMetrics>,
+        shared: Arc<Shared>,
+    ) -> std::io::Result<Self> {
+        // One sync waiting at most: asking while one waits adds nothing, since the waiting
+        // one starts after everything written so far.
+        let (asks, asked) = sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("weir:file-sync".to_owned())
+            .spawn(move || {
+                for () in asked {
+                    if let Err(error) = file.sync_data() {
+                        JobMetrics::add(&metrics.delivery_failures, 1);
+                        tracing::error!(%error, path = %path.display(), "sync failed");
+                        shared.lock().failed = true;
+                        shared.changed.notify_all();
+                        return;
+                    }
+                }
+            })?;
+        Ok(Syncer {
+            asks: Some(asks),
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks for a sync of what is written so far, without waiting for it.
+    fn ask(&self) {
+        if let Some(asks) = &self.asks {
+            // Full: a sync is waiting to start and covers these bytes. Disconnected: the
+            // syncer failed, and the writer's next batch or mark learns it.
+            let _ = asks.try_send(());
+        }
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        self.asks = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -355,10 +413,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// Past [`super::WRITEBACK_BYTES`] the thread flushes and starts the file's writeback
+    /// Past [`super::SYNC_AHEAD_BYTES`] the thread flushes and asks the syncer for a sync
     /// between batches: the file still holds every batch in order, and the marks pass.
     #[test]
-    fn writes_past_the_writeback_interval_keep_every_byte_in_order() {
+    fn writes_past_the_sync_ahead_interval_keep_every_byte_in_order() {
         let (dir, path, metrics, mut file) = scratch_writer("writeback");
         // Batches of 1 MiB plus a bit, so that the interval falls inside a batch.
         let batches: Vec<String> = (0..20)
@@ -379,6 +437,49 @@ mod tests {
         assert_eq!(metrics.rows_written.get(), 20);
         assert_eq!(metrics.delivery_failures.get(), 0);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A sync the syncer asks for and that fails fails the writer too, though the failure is
+    /// reported to the syncer's handle only (a pipe takes writes and refuses `fdatasync`):
+    /// later marks fail, the failure is counted, and batches after it are counted as lost.
+    #[cfg(unix)]
+    #[test]
+    fn a_failed_sync_ahead_fails_every_later_mark() {
+        use std::io::Read;
+        let (mut reader, pipe) = std::io::pipe().expect("a pipe");
+        let drain = std::thread::spawn(move || {
+            let mut buf = vec![0; 1 << 16];
+            while reader.read(&mut buf).is_ok_and(|n| n > 0) {}
+        });
+        let metrics = Arc::new(JobMetrics::default());
+        let mut file = writer(File::from(std::os::fd::OwnedFd::from(pipe)), &metrics);
+        let batch = "x".repeat(super::SYNC_AHEAD_BYTES) + "\n";
+        file.write(&mut lines(&batch));
+        // The syncer's failure reaches the shared state while the writer waits for more.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while metrics.delivery_failures.get() == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(
+            metrics.delivery_failures.get(),
+            1,
+            "the failed sync counted"
+        );
+        file.write(&mut lines("after\n"));
+        let mark = file.mark();
+        assert!(!wait_durable(&mut file, mark), "a later mark fails");
+        drop(file);
+        drain.join().expect("the pipe drained");
+        assert_eq!(
+            metrics.rows_written.get(),
+            1,
+            "the batch before the failure"
+        );
+        assert_eq!(
+            metrics.delivery_failures.get(),
+            2,
+            "and the line after it lost"
+        );
     }
 
     /// `/dev/full` takes the open and refuses every write (ENOSPC): small batches fail at
