@@ -23,6 +23,10 @@
 //! back. The syncer's file handle shares the writer's open file description, whose fsync
 //! error is reported to one caller only: a failure the syncer sees fails the writer's later
 //! marks through the shared state.
+//!
+//! An output that is not a file or a block device (`--output /dev/stdout`: a pipe, a socket,
+//! a terminal) cannot be fsynced (`fdatasync` fails with `EINVAL`); its lines are its
+//! reader's once written, so a mark there passes once they are flushed, and nothing is synced.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -109,17 +113,33 @@ pub struct FileWriter {
 
 impl FileWriter {
     /// Starts the threads that write and sync `file` (at `path`, for messages), counting
-    /// into `counters`.
+    /// into `counters`; an output that cannot be fsynced (a pipe, socket or terminal) is
+    /// only written and flushed.
     pub fn start(file: File, path: PathBuf, counters: WriteCounters) -> std::io::Result<Self> {
+        let fsync = can_fsync(&file)?;
+        if !fsync {
+            let path = path.display();
+            tracing::info!(%path, "the output is not a file: its lines are flushed, not fsynced");
+        }
+        Self::start_with(file, path, counters, fsync)
+    }
+
+    /// [`FileWriter::start`], fsyncing `file` or not as `fsync` says.
+    fn start_with(
+        file: File,
+        path: PathBuf,
+        counters: WriteCounters,
+        fsync: bool,
+    ) -> std::io::Result<Self> {
         let (queue, commands) = sync_channel(QUEUED_BATCHES);
         let shared = Arc::new(Shared::default());
         let (metrics, flow) = (counters.metrics.clone(), counters.flow.clone());
-        let syncer = Syncer::start(
-            file.try_clone()?,
-            path.clone(),
-            metrics.clone(),
-            shared.clone(),
-        )?;
+        let syncer = fsync
+            .then(|| {
+                let handle = file.try_clone()?;
+                Syncer::start(handle, path.clone(), metrics.clone(), shared.clone())
+            })
+            .transpose()?;
         let thread = {
             let shared = shared.clone();
             let out = BufWriter::new(file);
@@ -237,7 +257,7 @@ fn write_loop(
     counters: &WriteCounters,
     commands: &Receiver<Command>,
     shared: &Shared,
-    syncer: Syncer,
+    syncer: Option<Syncer>,
 ) {
     let metrics = &counters.metrics;
     // Output lost: every later batch counts as lost too, unwritten (a gap in the file
@@ -258,9 +278,11 @@ fn write_loop(
                     unsynced += batch.bytes.len();
                     // Flushed first, so the sync covers these bytes; a flush that fails
                     // fails the next write or mark.
-                    if unsynced >= SYNC_AHEAD_BYTES && out.flush().is_ok() {
-                        syncer.ask();
-                        unsynced = 0;
+                    if let Some(syncer) = syncer.as_ref().filter(|_| unsynced >= SYNC_AHEAD_BYTES) {
+                        if out.flush().is_ok() {
+                            syncer.ask();
+                            unsynced = 0;
+                        }
                     }
                 }
                 Err(error) => {
@@ -271,7 +293,12 @@ fn write_loop(
             },
             Command::Sync(mark) => {
                 if !failed {
-                    if let Err(error) = out.flush().and_then(|()| out.get_ref().sync_data()) {
+                    let fsync = syncer.is_some();
+                    let flushed = out.flush().and_then(|()| match fsync {
+                        true => out.get_ref().sync_data(),
+                        false => Ok(()),
+                    });
+                    if let Err(error) = flushed {
                         JobMetrics::add(&metrics.delivery_failures, 1);
                         tracing::error!(%error, path = %path.display(), "flush failed");
                         failed = true;
@@ -287,6 +314,22 @@ fn write_loop(
     drop(syncer);
     shared.lock().ended = true;
     shared.changed.notify_all();
+}
+
+/// Whether `file` takes an fsync: not a pipe, socket or character device (a terminal,
+/// `/dev/null`), which refuse it.
+fn can_fsync(file: &File) -> std::io::Result<bool> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = file.metadata()?.file_type();
+        Ok(!(kind.is_fifo() || kind.is_socket() || kind.is_char_device()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        Ok(true)
+    }
 }
 
 /// The syncer: a thread that `fdatasync`s the output file when the writer asks, while the
@@ -356,13 +399,29 @@ mod tests {
     use crate::epoch_sink::SinkWriter;
     use crate::metrics::{JobMetrics, Operator};
 
-    fn writer(file: File, metrics: &Arc<JobMetrics>) -> FileWriter {
-        let counters = WriteCounters {
+    fn counters(metrics: &Arc<JobMetrics>) -> WriteCounters {
+        WriteCounters {
             lines: |m| &m.rows_written,
             metrics: metrics.clone(),
             flow: metrics.sink_flow(Operator::ScoreSink, 0),
-        };
-        FileWriter::start(file, PathBuf::from("test"), counters).expect("a writer thread")
+        }
+    }
+
+    fn writer(file: File, metrics: &Arc<JobMetrics>) -> FileWriter {
+        FileWriter::start(file, PathBuf::from("test"), counters(metrics)).expect("a writer thread")
+    }
+
+    /// A pipe as a `File`, and a thread that reads it to its end and returns what it read.
+    #[cfg(unix)]
+    fn drained_pipe() -> (File, std::thread::JoinHandle<Vec<u8>>) {
+        use std::io::Read;
+        let (mut reader, pipe) = std::io::pipe().expect("a pipe");
+        let drain = std::thread::spawn(move || {
+            let mut read = Vec::new();
+            reader.read_to_end(&mut read).expect("the pipe read");
+            read
+        });
+        (File::from(std::os::fd::OwnedFd::from(pipe)), drain)
     }
 
     fn lines(text: &str) -> Vec<EncodedLines> {
@@ -440,19 +499,17 @@ mod tests {
     }
 
     /// A sync the syncer asks for and that fails fails the writer too, though the failure is
-    /// reported to the syncer's handle only (a pipe takes writes and refuses `fdatasync`):
-    /// later marks fail, the failure is counted, and batches after it are counted as lost.
+    /// reported to the syncer's handle only (a pipe, made to be fsynced here, takes writes and
+    /// refuses `fdatasync`): later marks fail, the failure is counted, and batches after it
+    /// are counted as lost.
     #[cfg(unix)]
     #[test]
     fn a_failed_sync_ahead_fails_every_later_mark() {
-        use std::io::Read;
-        let (mut reader, pipe) = std::io::pipe().expect("a pipe");
-        let drain = std::thread::spawn(move || {
-            let mut buf = vec![0; 1 << 16];
-            while reader.read(&mut buf).is_ok_and(|n| n > 0) {}
-        });
+        let (pipe, drain) = drained_pipe();
         let metrics = Arc::new(JobMetrics::default());
-        let mut file = writer(File::from(std::os::fd::OwnedFd::from(pipe)), &metrics);
+        let counters = counters(&metrics);
+        let mut file = FileWriter::start_with(pipe, PathBuf::from("test"), counters, true)
+            .expect("a writer thread");
         let batch = "x".repeat(super::SYNC_AHEAD_BYTES) + "\n";
         file.write(&mut lines(&batch));
         // The syncer's failure reaches the shared state while the writer waits for more.
@@ -480,6 +537,30 @@ mod tests {
             2,
             "and the line after it lost"
         );
+    }
+
+    /// An output that cannot be fsynced (`--output /dev/stdout` into a pipe) gets every line,
+    /// past the sync-ahead interval too, and its marks pass once the lines are flushed.
+    #[cfg(unix)]
+    #[test]
+    fn a_pipe_gets_every_line_and_its_marks_pass_unsynced() {
+        let (pipe, drain) = drained_pipe();
+        let metrics = Arc::new(JobMetrics::default());
+        let mut file = writer(pipe, &metrics);
+        let big = "x".repeat(super::SYNC_AHEAD_BYTES) + "\n";
+        file.write(&mut lines(&big));
+        let mark = file.mark();
+        assert!(wait_durable(&mut file, mark), "a mark passes");
+        file.write(&mut lines("after\n"));
+        assert!(file.flush(true), "the end passes");
+        drop(file);
+        let read = drain.join().expect("the pipe drained");
+        assert!(
+            read == (big + "after\n").into_bytes(),
+            "every byte, in order"
+        );
+        assert_eq!(metrics.rows_written.get(), 2);
+        assert_eq!(metrics.delivery_failures.get(), 0);
     }
 
     /// `/dev/full` takes the open and refuses every write (ENOSPC): small batches fail at
