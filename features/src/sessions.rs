@@ -33,6 +33,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use hashbrown::hash_map::RawEntryMut;
 use smallvec::SmallVec;
 
 use crate::feature::FeatureSet;
@@ -335,9 +336,14 @@ impl SessionWindows {
                 break;
             };
             changed = true;
-            let Some(state) = self.keys.get_mut(&key).filter(|s| s.timer == time) else {
+            // One probe for the key: its entry is updated or removed through it.
+            let RawEntryMut::Occupied(mut entry) = self.keys.raw_entry_mut().from_key(&key) else {
                 continue;
             };
+            if entry.get().timer != time {
+                continue;
+            }
+            let state = entry.get_mut();
             // Only the sessions ending by this timer's time: a key's later ones are due at
             // their own ends, so the rows leave in (end, key) order as the timers do.
             for s in state.sessions.iter_mut() {
@@ -375,7 +381,7 @@ impl SessionWindows {
                     self.timers.insert(next, key);
                 }
                 _ => {
-                    self.keys.remove(&key);
+                    entry.remove();
                 }
             }
         }
