@@ -93,19 +93,20 @@ pub(crate) struct PaneWindows {
     merged: Option<Slot>,
 }
 
-/// Opens the (empty) pane at `start`. A pane after the latest one is sized for as many keys
-/// as the latest one holds, so a stream in time order does not rehash each pane as it fills;
-/// it takes the `spare` map of a dropped pane when there is one.
+/// Opens the (empty) pane at `start`, sized for as many keys as the open pane before it
+/// holds, so a stream in time order does not rehash each pane as it fills; nor do two
+/// sources reading two time regions of a file, whose earlier region opens its panes behind
+/// the latest one. It takes the `spare` map of a dropped pane when there is one.
 #[cold]
 fn open_pane<'a>(
     panes: &'a mut PaneMaps,
     spare: &mut Option<PaneKeys>,
     start: EventTime,
 ) -> &'a mut PaneKeys {
-    let capacity = match panes.last_key_value() {
-        Some((&latest, keys)) if latest < start => keys.len(),
-        _ => 0,
-    };
+    let capacity = panes
+        .range(..start)
+        .next_back()
+        .map_or(0, |(_, keys)| keys.len());
     let keys = match spare.take() {
         Some(mut keys) => {
             keys.reserve(capacity);
@@ -563,6 +564,36 @@ mod tests {
             start,
             slot: Some(slot),
         }
+    }
+
+    /// A pane opened behind the latest one (a second source's records, a time region
+    /// behind the other's) starts with room for the keys of the pane before it, as one
+    /// opened after the latest does: it is not grown from empty by rehashing as it fills.
+    #[test]
+    fn a_pane_opened_behind_the_latest_is_sized_as_the_pane_before_it() -> Result<()> {
+        let features = count_feature()?;
+        let mut windows = PaneWindows::new(Aligned::new(60, 60));
+        let keys: Vec<String> = (0..200).map(|i| format!("k{i}")).collect();
+        for (seq, key) in keys.iter().enumerate() {
+            windows.apply(&features, &event(key, 0), seq as u64);
+        }
+        windows.apply(&features, &event("late-region", 600), 1_000);
+        // The pane at 60, between the two: sized for the 200 keys of the pane at 0.
+        windows.apply(&features, &event("k0", 60), 1_001);
+        let capacity = |w: &PaneWindows, start: i64| w.panes.get(&start).map(PaneKeys::capacity);
+        assert!(
+            capacity(&windows, 60) >= Some(200),
+            "{:?}",
+            capacity(&windows, 60)
+        );
+        // A pane before every open one has no pane before it to go by.
+        windows.apply(&features, &event("k0", -60), 1_002);
+        assert!(
+            capacity(&windows, -60) < Some(200),
+            "{:?}",
+            capacity(&windows, -60)
+        );
+        Ok(())
     }
 
     /// `n` slots of one record each, for entries.
