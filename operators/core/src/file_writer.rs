@@ -278,8 +278,8 @@ fn write_loop(
                     unsynced += batch.bytes.len();
                     // Flushed first, so the sync covers these bytes; a flush that fails
                     // fails the next write or mark.
-                    if let Some(syncer) = syncer.as_ref().filter(|_| unsynced >= SYNC_AHEAD_BYTES) {
-                        if out.flush().is_ok() {
+                    if let Some(syncer) = &syncer {
+                        if unsynced >= SYNC_AHEAD_BYTES && out.flush().is_ok() {
                             syncer.ask();
                             unsynced = 0;
                         }
@@ -293,12 +293,11 @@ fn write_loop(
             },
             Command::Sync(mark) => {
                 if !failed {
-                    let fsync = syncer.is_some();
-                    let flushed = out.flush().and_then(|()| match fsync {
-                        true => out.get_ref().sync_data(),
-                        false => Ok(()),
+                    let durable = out.flush().and_then(|()| match syncer {
+                        Some(_) => out.get_ref().sync_data(),
+                        None => Ok(()),
                     });
-                    if let Err(error) = flushed {
+                    if let Err(error) = durable {
                         JobMetrics::add(&metrics.delivery_failures, 1);
                         tracing::error!(%error, path = %path.display(), "flush failed");
                         failed = true;
