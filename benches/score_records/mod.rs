@@ -10,7 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::OwnedHeaders;
+use weir_kafka::headers::headers_of;
 use weir_kafka::topic_reader::TopicRecord;
 
 /// What a job wrote to its score topic (every score record has the same header keys).
@@ -59,14 +60,6 @@ impl ScoreRecordShape {
 
     /// One record's headers, from [`Self::header_values`] (made once per run).
     pub fn headers_of(values: &[(&str, String)]) -> OwnedHeaders {
-        values.iter().fold(
-            OwnedHeaders::new_with_capacity(values.len()),
-            |headers, (key, value)| {
-                headers.insert(Header {
-                    key,
-                    value: Some(value.as_str()),
-                })
-            },
-        )
+        headers_of(values.iter().map(|(key, value)| (*key, value.as_bytes())))
     }
 }

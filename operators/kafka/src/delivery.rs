@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Message};
 
@@ -47,6 +47,7 @@ use crate::dead_letter_fit::{
 };
 use crate::delivery_error::{classify, DeliveryClass};
 use crate::error::{KafkaEdgeError, Result};
+use crate::headers::headers_of;
 use crate::properties::client_config;
 use crate::sink_config::{DeliveryGuarantee, KafkaSinkConfig};
 
@@ -421,21 +422,10 @@ impl Delivery {
                 "dead letter larger than its size limit; sent cut, with its original length in a header"
             );
         }
-        let mut headers = OwnedHeaders::new_with_capacity(fields.len() + 2);
-        for (key, value) in fields {
-            headers = headers.insert(Header {
-                key,
-                value: Some(value),
-            });
-        }
-        for (key, value) in &cut {
-            if let Some(value) = value {
-                headers = headers.insert(Header {
-                    key,
-                    value: Some(value.as_str()),
-                });
-            }
-        }
+        let cut_lengths = cut
+            .iter()
+            .filter_map(|(key, value)| Some((*key, value.as_deref()?.as_bytes())));
+        let headers = headers_of(fields.into_iter().chain(cut_lengths));
         let sent = Box::new(Sent {
             seq,
             attempt,

@@ -15,6 +15,7 @@ pub mod delivery_error;
 pub mod dlq_replay;
 pub mod error;
 pub mod group_offsets;
+pub mod headers;
 pub mod mock_broker;
 mod partition_metrics;
 pub mod partition_watch;

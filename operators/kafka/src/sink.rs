@@ -31,7 +31,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rdkafka::message::{Header, OwnedHeaders};
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::vec::Map;
 use timely::dataflow::Stream;
@@ -47,6 +46,7 @@ use weir_operators::placement::instance_for_key_group;
 
 use crate::delivery::{Delivery, DEAD_LETTER_SINK, SCORE_SINK};
 use crate::error::Result;
+use crate::headers::headers_of;
 use crate::sink_config::KafkaSinkConfig;
 use crate::transaction_bounds::TransactionBounds;
 
@@ -213,18 +213,11 @@ impl ScoreRecords {
             .iter_mut()
             .zip(Self::header_numbers(scored))
             .map(|(text, n)| text.format(n).as_bytes());
-        let headers = texts
-            .into_iter()
-            .chain(SCORE_NUMBER_HEADERS.into_iter().zip(numbers))
-            .fold(
-                OwnedHeaders::new_with_capacity(texts.len() + SCORE_NUMBER_HEADERS.len()),
-                |headers, (key, value)| {
-                    headers.insert(Header {
-                        key,
-                        value: Some(value),
-                    })
-                },
-            );
+        let headers = headers_of(
+            texts
+                .into_iter()
+                .chain(SCORE_NUMBER_HEADERS.into_iter().zip(numbers)),
+        );
         out.send_score(
             scored.row.key.as_bytes(),
             &payload,
