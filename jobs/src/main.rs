@@ -1,5 +1,6 @@
 //! `weir`: run a streaming ML job, generate events, compute features over files, manage topics.
 
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -378,6 +379,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info,ort=warn,librdkafka=warn".into()),
         )
         .with_writer(weir::progress::log_writer)
+        // Colours only for a person reading a terminal: a log file or collector gets the
+        // plain text of each line, not escape codes.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

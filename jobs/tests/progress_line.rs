@@ -2,6 +2,7 @@
 //! util-linux `script`) stderr gets one line redrawn in place (`\r`, clear line) with events/s,
 //! lag, watermark delay, outputs/s and the last checkpoint; with stderr to a file there is no
 //! such line (a run shorter than the 10 s log interval writes no progress log line either).
+//! Log lines to anything but a terminal are plain text, without colour codes.
 
 use std::fs;
 use std::process::Command;
@@ -75,6 +76,36 @@ fn a_terminal_gets_one_redrawn_progress_line_and_a_file_does_not() -> Result<()>
     ensure!(
         !logged.contains('\r') && !logged.contains("events/s |"),
         "a progress line went to a file:\n{logged}"
+    );
+    Ok(())
+}
+
+#[test]
+fn log_lines_to_a_file_carry_no_colour_codes() -> Result<()> {
+    let scratch = Scratch::new("plain-log");
+    let dir = scratch.path();
+    let input = dir.join("events.jsonl");
+    write_lines(&input, events(2_000))?;
+    let job = dir.join("job.toml");
+    fs::write(&job, clickstream::job_text())?;
+    let run = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("features")
+        .arg(&job)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(dir.join("rows.jsonl"))
+        .env("RUST_LOG", "info")
+        .output()?;
+    let logged = String::from_utf8_lossy(&run.stderr).into_owned();
+    ensure!(run.status.success(), "the run failed:\n{logged}");
+    ensure!(
+        logged.contains(" INFO ") && logged.contains("reached the end of its bounded input"),
+        "expected the sources' info lines:\n{logged}"
+    );
+    ensure!(
+        !logged.contains('\x1b'),
+        "a log line to a file carries escape codes:\n{logged:?}"
     );
     Ok(())
 }
