@@ -17,7 +17,7 @@
 #[path = "weir_process/mod.rs"]
 mod weir_process;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,9 +119,7 @@ struct Run {
 /// `weir run` of the clickstream job over `inputs` with the metrics server on a free port,
 /// scraped every `every` (`None`: not scraped).
 fn run(weir: &Path, dir: &Path, inputs: &[PathBuf; 2], every: Option<Duration>) -> Run {
-    let addr = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = weir_testkit::cluster::free_addr().unwrap_or_else(|e| panic!("{e}"));
     let scores = dir.join("scores.jsonl");
     let mut command = Command::new(weir);
     command

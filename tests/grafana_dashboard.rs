@@ -13,7 +13,6 @@
 
 mod support;
 
-use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -253,7 +252,7 @@ fn every_metric_the_dashboard_queries_is_in_a_real_scrape() -> Result<()> {
     ))?;
     let checkpoints = scratch_dir(&format!("{label}-ckpt"));
     job.checkpoint = Some(toml::from_str(&checkpoint_toml(&checkpoints, "200ms"))?);
-    let addr: SocketAddr = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let addr = weir_testkit::cluster::free_addr()?;
     let options = RunOptions {
         metrics_addr: Some(addr),
         ..RunOptions::default()

@@ -138,11 +138,6 @@ fn model_with_baseline(dir: &Path) -> Result<PathBuf> {
     Ok(model)
 }
 
-/// A port on loopback that was free a moment ago.
-fn free_addr() -> Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
-}
-
 /// `GET path` over HTTP/1.1: the status code and the body.
 fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
     Ok(weir_testkit::scrape::get(addr, path)?)
@@ -210,7 +205,7 @@ fn start(label: &str, model: &Path, input: &str) -> Result<Running> {
     let checkpoints = scratch_dir(&format!("metrics-{label}-ckpt"));
     job.checkpoint = Some(toml::from_str(&checkpoint_toml(&checkpoints, "200ms"))?);
     let compiled = job.compile()?;
-    let addr = free_addr()?;
+    let addr = weir_testkit::cluster::free_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let options = RunOptions {

@@ -16,7 +16,7 @@
 #[allow(dead_code)]
 mod kafka;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -150,7 +150,7 @@ fn the_status_page_shows_the_running_job_in_a_browser() -> Result<()> {
     let t0 = now - 3_600_000;
     let stop_producing = Arc::new(AtomicBool::new(false));
     let producer = keep_producing(input, t0, stop_producing.clone());
-    let addr = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let addr = weir_testkit::cluster::free_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
     let options = RunOptions {
         metrics_addr: Some(addr),
