@@ -5,6 +5,7 @@
 //! Log lines to anything but a terminal are plain text, without colour codes.
 
 use std::fs;
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{ensure, Context, Result};
@@ -22,16 +23,25 @@ fn events(count: i64) -> impl Iterator<Item = String> {
     })
 }
 
+/// A scratch directory holding `count` events (`events.jsonl`) and the clickstream job file
+/// (`job.toml`): the directory, the input and the job.
+fn input_and_job(name: &str, count: i64) -> Result<(Scratch, PathBuf, PathBuf)> {
+    let scratch = Scratch::new(name);
+    let (input, job) = (
+        scratch.path().join("events.jsonl"),
+        scratch.path().join("job.toml"),
+    );
+    write_lines(&input, events(count))?;
+    fs::write(&job, clickstream::job_text())?;
+    Ok((scratch, input, job))
+}
+
 #[test]
 fn a_terminal_gets_one_redrawn_progress_line_and_a_file_does_not() -> Result<()> {
-    let scratch = Scratch::new("progress");
-    let dir = scratch.path();
-    let input = dir.join("events.jsonl");
     // Long enough for a few redraws (one a second) on a fast machine too: 150 000 events
     // once took 0.85 s in a debug build and drew no line.
-    write_lines(&input, events(600_000))?;
-    let job = dir.join("job.toml");
-    fs::write(&job, clickstream::job_text())?;
+    let (scratch, input, job) = input_and_job("progress", 600_000)?;
+    let dir = scratch.path();
     let run = format!(
         "{} run {} --input-file {} --output-file {} --metrics-addr off",
         env!("CARGO_BIN_EXE_weir"),
@@ -82,19 +92,14 @@ fn a_terminal_gets_one_redrawn_progress_line_and_a_file_does_not() -> Result<()>
 
 #[test]
 fn log_lines_to_a_file_carry_no_colour_codes() -> Result<()> {
-    let scratch = Scratch::new("plain-log");
-    let dir = scratch.path();
-    let input = dir.join("events.jsonl");
-    write_lines(&input, events(2_000))?;
-    let job = dir.join("job.toml");
-    fs::write(&job, clickstream::job_text())?;
+    let (scratch, input, job) = input_and_job("plain-log", 2_000)?;
     let run = Command::new(env!("CARGO_BIN_EXE_weir"))
         .arg("features")
         .arg(&job)
         .arg("--input")
         .arg(&input)
         .arg("--output")
-        .arg(dir.join("rows.jsonl"))
+        .arg(scratch.path().join("rows.jsonl"))
         .env("RUST_LOG", "info")
         .output()?;
     let logged = String::from_utf8_lossy(&run.stderr).into_owned();
