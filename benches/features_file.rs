@@ -24,7 +24,11 @@
 //! is its own: wall time around the run, CPU time of the whole process
 //! (`CLOCK_PROCESS_CPUTIME_ID`: all threads' user + system time, what getrusage reports) and
 //! peak resident memory (`VmHWM` of `/proc/self/status`). Per-core throughput = events / CPU
-//! seconds. Each ratio is against the baseline measured in the same run.
+//! seconds. Each ratio is against the baseline measured in the same run. Host steal: of the
+//! machine's CPU ticks while a case ran (`/proc/stat`, all its rounds together), the share
+//! the hypervisor took (a virtual CPU ready to run while the host ran something else): it
+//! slows wall time and not CPU time, so a wall figure read beside a high steal is the
+//! host's, not the engine's.
 
 #[path = "results/mod.rs"]
 mod results;
@@ -147,19 +151,20 @@ fn main() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("no cases"))?;
     let mut table = format!(
         "Input: {events} events over {keys} keys ({mb:.0} MB of JSON Lines). M events/s; ratios against `parse_only` of this run; each figure the median of {rounds} rounds (every case in turn).\n\n\
-         | case | workers | wall M ev/s | per core M ev/s (CPU time) | wall / baseline | per core / baseline | peak RSS MB |\n|---|---|---|---|---|---|---|\n\
-         | baseline `parse_only` (serde_json into structs, 1 thread) | 1 | {:.2} | {:.2} | 1 | 1 | {:.0} |\n",
-        baseline.rate(), baseline.per_core(), baseline.peak_rss_mb
+         | case | workers | wall M ev/s | per core M ev/s (CPU time) | wall / baseline | per core / baseline | peak RSS MB | host steal % |\n|---|---|---|---|---|---|---|---|\n\
+         | baseline `parse_only` (serde_json into structs, 1 thread) | 1 | {:.2} | {:.2} | 1 | 1 | {:.0} | {} |\n",
+        baseline.rate(), baseline.per_core(), baseline.peak_rss_mb, baseline.ticks.steal_cell()
     );
     for (case, f) in cases.iter().skip(1).zip(cases_medians) {
         let (window, workers) = case.split_once(':').unwrap_or((case, "?"));
         table.push_str(&format!(
-            "| {window} | {workers} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |\n",
+            "| {window} | {workers} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {} |\n",
             f.rate(),
             f.per_core(),
             f.rate() / baseline.rate(),
             f.per_core() / baseline.per_core(),
-            f.peak_rss_mb
+            f.peak_rss_mb,
+            f.ticks.steal_cell()
         ));
     }
     results::write_table("WEIR_BENCH_F_OUT", "F", &table)?;

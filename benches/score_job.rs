@@ -30,7 +30,8 @@
 //! Every case runs in a child process of its own (this binary again), for its own CPU time and
 //! peak resident memory. Ratios are throughputs (rows per second of wall time) against
 //! `raw_ort` of the same model in this run, and against `features`: how much of the job's
-//! rate scoring costs.
+//! rate scoring costs. Host steal: as in F (`benches/features_file.rs`), the share of the
+//! machine's CPU ticks the hypervisor took while the case ran.
 
 #[path = "results/mod.rs"]
 mod results;
@@ -208,14 +209,15 @@ fn main() -> Result<()> {
         "Input: {events} events over {keys} keys; {} feature rows, each scored once. M rows/s of \
          wall time (per core: of CPU time); ratios against `raw_ort` of the same model in this run; \
          each figure the median of {rounds} rounds (every case in turn).\n\n\
-         | model | case | wall s | wall M rows/s | per core M rows/s | / raw_ort | / `features` | peak RSS MB |\n\
-         |---|---|---|---|---|---|---|---|\n\
-         | – | `features` (the job without its model) | {:.2} | {:.2} | {:.2} | – | 1 | {:.0} |\n",
+         | model | case | wall s | wall M rows/s | per core M rows/s | / raw_ort | / `features` | peak RSS MB | host steal % |\n\
+         |---|---|---|---|---|---|---|---|---|\n\
+         | – | `features` (the job without its model) | {:.2} | {:.2} | {:.2} | – | 1 | {:.0} | {} |\n",
         features.items,
         features.wall_s,
         features.rate(),
         features.per_core(),
-        features.peak_rss_mb
+        features.peak_rss_mb,
+        features.ticks.steal_cell()
     );
     for ((label, _), pair) in models().into_iter().zip(pairs.chunks(2)) {
         let [raw, job] = pair else {
@@ -229,13 +231,14 @@ fn main() -> Result<()> {
         );
         for (name, f) in [("`raw_ort`, 2 threads", raw), ("job", job)] {
             table.push_str(&format!(
-                "| {label} | {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |\n",
+                "| {label} | {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {} |\n",
                 f.wall_s,
                 f.rate(),
                 f.per_core(),
                 f.rate() / raw.rate(),
                 f.rate() / features.rate(),
-                f.peak_rss_mb
+                f.peak_rss_mb,
+                f.ticks.steal_cell()
             ));
         }
     }

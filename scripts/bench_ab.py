@@ -9,8 +9,10 @@ variables separated by `|`, and a benchmark binary such as a copy of
 target/release/deps/features_file-*), so a slow minute of the machine touches every variant
 alike. Printed per case and variant: medians (and minima) of wall time, CPU time and peak
 resident memory, and the median over rounds of each round's ratio against the first
-variant (the paired ratio, steadier than a ratio of medians here). A child prints
-`items wall_s cpu_s peak_rss_mb` (benches/case_process/mod.rs).
+variant (the paired ratio, steadier than a ratio of medians here), and the share of the
+machine's CPU ticks the hypervisor stole while the variant's runs ran (all rounds together;
+"n/a" for a binary built before the benchmarks counted it). A child prints
+`items wall_s cpu_s peak_rss_mb host_ticks stolen_ticks` (benches/case_process/mod.rs).
 
 Example, the features run before and after a change:
     cp target/release/deps/features_file-<hash> /tmp/before   # build, then the change
@@ -53,7 +55,8 @@ def main():
                 fields = out.stdout.split()
                 if out.returncode != 0 or len(fields) < 4:
                     sys.exit(f"{label} {case}: exit {out.returncode}\n{out.stderr[-2000:]}")
-                runs.setdefault((case, label), []).append(tuple(map(float, fields[1:4])))
+                ticks = tuple(map(int, fields[4:6])) if len(fields) >= 6 else (0, 0)
+                runs.setdefault((case, label), []).append(tuple(map(float, fields[1:4])) + ticks)
     first = args.variants[0][0]
     for case in cases:
         print(case)
@@ -62,11 +65,14 @@ def main():
             got = runs[(case, label)]
             wall, cpu, rss = (sorted(x[i] for x in got) for i in range(3))
             paired = [statistics.median(x[i] / y[i] for x, y in zip(got, base)) for i in (0, 1)]
+            ticks, stolen = (sum(x[i] for x in got) for i in (3, 4))
+            steal = f"{100 * stolen / ticks:.1f} %" if ticks else "n/a"
             print(
                 f"  {label:<12} wall {statistics.median(wall):.3f} (min {wall[0]:.3f})"
                 f"  cpu {statistics.median(cpu):.3f} (min {cpu[0]:.3f})"
                 f"  rss {statistics.median(rss):.0f}"
                 f"  | paired vs {first}: wall x{paired[0]:.3f} cpu x{paired[1]:.3f}"
+                f"  | steal {steal}"
             )
 
 

@@ -1,7 +1,8 @@
 //! What the whole-job benchmarks that run each case in a process of their own (F, S) share:
 //! the generated clickstream input, the child process that runs one case (this benchmark
 //! binary again, told which case by an environment variable) and the figures it prints: wall
-//! time, CPU time of the whole process and peak resident memory.
+//! time, CPU time of the whole process, peak resident memory, and the CPU time the host took
+//! from this virtual machine while the case ran (steal).
 
 #![allow(dead_code)]
 
@@ -21,6 +22,63 @@ pub struct Figures {
     pub wall_s: f64,
     pub cpu_s: f64,
     pub peak_rss_mb: f64,
+    /// The machine's CPU ticks while the case ran, all CPUs and all processes
+    /// (`/proc/stat`, 10 ms each), and how many of them the hypervisor stole: time a CPU was
+    /// ready to run and the host ran something else. Wall time includes it, CPU time does not.
+    pub ticks: HostTicks,
+}
+
+/// Ticks of `/proc/stat`'s `cpu` line: all of them, and the stolen ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostTicks {
+    pub total: u64,
+    pub steal: u64,
+}
+
+impl HostTicks {
+    /// The machine's ticks so far; zero where `/proc/stat` cannot be read.
+    pub fn now() -> HostTicks {
+        let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+        // `cpu  user nice system idle iowait irq softirq steal guest guest_nice`: guest time
+        // is counted in user time already, so the first eight make the total.
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("cpu "))
+            .map(|l| {
+                l.split_whitespace()
+                    .take(8)
+                    .filter_map(|t| t.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        match ticks[..] {
+            [.., steal] if ticks.len() == 8 => HostTicks {
+                total: ticks.iter().sum(),
+                steal,
+            },
+            _ => HostTicks::default(),
+        }
+    }
+
+    /// The ticks from `earlier` to `self`.
+    pub fn since(self, earlier: HostTicks) -> HostTicks {
+        HostTicks {
+            total: self.total.saturating_sub(earlier.total),
+            steal: self.steal.saturating_sub(earlier.steal),
+        }
+    }
+
+    /// Stolen ticks as a percentage of all; `None` when none were counted.
+    pub fn steal_percent(self) -> Option<f64> {
+        (self.total > 0).then(|| 100.0 * self.steal as f64 / self.total as f64)
+    }
+
+    /// The share as a table cell: `n/a` where `/proc/stat` had nothing.
+    pub fn steal_cell(self) -> String {
+        self.steal_percent()
+            .map_or_else(|| "n/a".to_owned(), |p| format!("{p:.1}"))
+    }
 }
 
 impl Figures {
@@ -36,7 +94,8 @@ impl Figures {
 }
 
 /// The median of each figure over `runs` of one case (each taken apart: the median wall
-/// time and the median CPU time may come from different runs). `None` for no runs.
+/// time and the median CPU time may come from different runs), and the host ticks of all of
+/// them summed (a run of a few hundred ms spans a few dozen 10 ms ticks). `None` for no runs.
 pub fn median(runs: &[Figures]) -> Option<Figures> {
     let first = runs.first()?;
     let of = |figure: fn(&Figures) -> f64| {
@@ -49,6 +108,10 @@ pub fn median(runs: &[Figures]) -> Option<Figures> {
         wall_s: of(|f| f.wall_s),
         cpu_s: of(|f| f.cpu_s),
         peak_rss_mb: of(|f| f.peak_rss_mb),
+        ticks: HostTicks {
+            total: runs.iter().map(|f| f.ticks.total).sum(),
+            steal: runs.iter().map(|f| f.ticks.steal).sum(),
+        },
     })
 }
 
@@ -179,6 +242,7 @@ pub fn scratch(bench: &str, label: &str) -> Scratch {
 pub struct CaseClock {
     wall: Instant,
     cpu_s: f64,
+    ticks: HostTicks,
 }
 
 impl CaseClock {
@@ -186,6 +250,7 @@ impl CaseClock {
         CaseClock {
             wall: Instant::now(),
             cpu_s: process_cpu_s(),
+            ticks: HostTicks::now(),
         }
     }
 
@@ -196,7 +261,13 @@ impl CaseClock {
             self.wall.elapsed().as_secs_f64(),
             process_cpu_s() - self.cpu_s,
         );
-        println!("{items} {wall_s} {cpu_s} {}", peak_rss_mb());
+        let ticks = HostTicks::now().since(self.ticks);
+        println!(
+            "{items} {wall_s} {cpu_s} {} {} {}",
+            peak_rss_mb(),
+            ticks.total,
+            ticks.steal
+        );
     }
 }
 
@@ -229,7 +300,7 @@ pub fn child(case_var: &str, case: &str) -> anyhow::Result<Figures> {
         .split(' ')
         .map(str::parse)
         .collect::<Result<_, _>>()?;
-    let [items, wall_s, cpu_s, peak_rss_mb] = fields[..] else {
+    let [items, wall_s, cpu_s, peak_rss_mb, total, steal] = fields[..] else {
         anyhow::bail!("case {case} printed `{stdout}`");
     };
     Ok(Figures {
@@ -237,5 +308,9 @@ pub fn child(case_var: &str, case: &str) -> anyhow::Result<Figures> {
         wall_s,
         cpu_s,
         peak_rss_mb,
+        ticks: HostTicks {
+            total: total as u64,
+            steal: steal as u64,
+        },
     })
 }
