@@ -9,6 +9,8 @@
 //! `WEIR_BENCH_L_SHARES` (default `0.5,0.8`), `WEIR_BENCH_L_SINK` (`name=value,…` librdkafka
 //! properties for the job's score producer and the baseline's, e.g. `linger.ms=0`),
 //! `WEIR_BENCH_L_SOURCE` (the same for the job's consumers, e.g. `fetch.wait.max.ms=10`),
+//! `WEIR_BENCH_L_INPUT` (the same for the producer of the job's input, which is not
+//! idempotent unless told: `input_properties`),
 //! `WEIR_BENCH_L_TICK_MS` (the job's `[runtime] tick`, default 100 as in the job file: windows
 //! fire and scores are batched per tick), `WEIR_BENCH_L_OUT` (the markdown table, default `<target dir>/bench-results/L.md`),
 //! `WEIR_BENCH_L_USERS` (default 20 000), `WEIR_BENCH_L_METRICS` (`host:port`: the job serves
@@ -77,6 +79,7 @@ use kafka::{fresh_topic, properties_from_env, unique_topic};
 use weir::{JobFile, RunSummary};
 use weir_kafka::mock_broker::MockBroker;
 use weir_kafka::topic_reader::read_topic;
+use weir_kafka::SINK_PRODUCER_DEFAULTS;
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::LatencySummary;
 use weir_testkit::cluster::free_port;
@@ -193,15 +196,14 @@ impl ProducerContext for AckTimes {
 
 type PacedProducer = ThreadedProducer<AckTimes>;
 
-/// A producer with the job sink's defaults (`acks=all`, `linger.ms=5`, idempotence) and
-/// `extra` on top.
+/// A producer with the job sink's defaults (`weir_kafka::SINK_PRODUCER_DEFAULTS`: `acks=all`,
+/// `linger.ms=5`, idempotence) and `extra` on top.
 fn producer(cluster: &Cluster, extra: &[(String, String)]) -> Result<PacedProducer> {
     let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", &cluster.bootstrap)
-        .set("acks", "all")
-        .set("linger.ms", "5")
-        .set("enable.idempotence", "true");
+    config.set("bootstrap.servers", &cluster.bootstrap);
+    for (k, v) in SINK_PRODUCER_DEFAULTS {
+        config.set(*k, *v);
+    }
     for (k, v) in extra {
         config.set(k, v);
     }
@@ -209,6 +211,18 @@ fn producer(cluster: &Cluster, extra: &[(String, String)]) -> Result<PacedProduc
         hdr: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3)?),
         failed: Default::default(),
     })?)
+}
+
+/// The settings of the producer that writes the job's input, on top of the sink's: not
+/// idempotent, so that it does not take the job's CPU. It is the load, not what is measured,
+/// and librdkafka's idempotent producer polls without sleeping while a produce request of a
+/// partition is unanswered after `linger.ms` (BENCHMARKS.md, P): on a broker whose answers
+/// take hundreds of ms it took most of a core of this 2-core machine, and the job fell behind
+/// at 80 % of its maximum rate. `WEIR_BENCH_L_INPUT` (`name=value,…`) is set over them.
+fn input_properties() -> Vec<(String, String)> {
+    let mut properties = vec![("enable.idempotence".to_owned(), "false".to_owned())];
+    properties.extend(properties_from_env("WEIR_BENCH_L_INPUT"));
+    properties
 }
 
 /// Sends `payload` under `key`, with `headers` when given; the record's opaque is its send
@@ -320,7 +334,7 @@ fn run(job: JobFile, stop: Arc<AtomicBool>, metrics: Option<SocketAddr>) -> Resu
 /// The maximum rate: a bounded run over `events` records produced beforehand; events/s.
 fn max_rate(cluster: &Cluster, events: u64) -> Result<f64> {
     let input = cluster.topic("bench-l-max-in", 2)?;
-    let producer = producer(cluster, &[])?;
+    let producer = producer(cluster, &input_properties())?;
     let mut rng = StdRng::seed_from_u64(42);
     let t0 = unix_ms() as i64 - 86_400_000;
     for i in 0..events {
@@ -358,7 +372,7 @@ fn live(cluster: &Cluster, rate: f64, seconds: f64) -> Result<(RunSummary, u64, 
         let stop = stop.clone();
         std::thread::spawn(move || run(job, stop, Some(metrics)))
     };
-    let producer = producer(cluster, &[])?;
+    let producer = producer(cluster, &input_properties())?;
     let mut rng = StdRng::seed_from_u64(7);
     let produced = paced(rate, seconds, |_| {
         let (key, payload) = event(&mut rng, unix_ms() as i64);

@@ -4,7 +4,7 @@
 # with the machine, the date, the commit and the load average before and after the run beside
 # the figures. Every figure in a section is next to its same-run baseline and the ratio.
 #
-# Usage: scripts/bench.sh [NAME...]   (default: all of F, S, K, L, LF, M)
+# Usage: scripts/bench.sh [NAME...]   (default: all of F, S, K, L, LF, M, P)
 #   F   benches/features_file.rs: features only, file -> file, against parse-only serde_json
 #   S   benches/score_job.rs: file -> features -> ONNX -> file per model (WEIR_ORT_LIB set),
 #       against raw ort over the same rows
@@ -15,13 +15,15 @@
 #   LF  the same at 50 % on librdkafka's mock cluster (a fast broker), with the job's defaults
 #       and with the settings of JOB_FILE.md's "Tuning for latency"
 #   M   benches/window_memory.rs: bytes per open (key, window) against a plain HashMap
+#   P   benches/producer_cpu.rs: a sink producer's CPU and acknowledgement times against a
+#       broker that answers after 1, 20 and 200 ms, against the same producer not idempotent
 #
 # A benchmark is a `run_NAME` function with an entry in BENCHES. A run on a machine that is
 # busy with other work says so: compare load averages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BENCHES=(F S K L LF M)
+BENCHES=(F S K L LF M P)
 RESULTS=target/bench-results
 
 # A VM's CPU name ("AMD EPYC") does not tell its generation apart, and one generation ran the
@@ -106,6 +108,9 @@ tumbling 1 m, hopping 5 m / 1 m, session 30 s; the file is split into byte range
 Targets (issue #18): ≥ 3 M events/s wall with 2 workers, ≥ 2.5 M events/s per core,
 ≥ 0.5 of parse-only.
 
+Host steal: the share of the machine's CPU ticks (`/proc/stat`, all of a case's rounds
+together) that the hypervisor took while the case ran. It slows wall time, not CPU time.
+
 On a machine with other work (a load average above its core count) every figure is
 low and noisy, the ratios less so: rerun on an idle machine before reading them as the
 engine's.
@@ -154,7 +159,8 @@ run_L() {
 
 Command: `scripts/bench.sh L` (`cargo bench --bench live_latency`), on the dev broker.
 `jobs/clickstream.toml` with session windows (gap 2 s) and `max_out_of_orderness = 0s`,
-so each user's window closes on its own as records arrive; a paced producer writes
+so each user's window closes on its own as records arrive; a paced producer (not
+idempotent: it is the load, and P below shows what an idempotent one costs) writes
 records stamped with the wall clock at 50 % and 80 % of the maximum rate of a bounded run
 of the same job in this run, while the job runs unbounded. Latencies of live scores,
 from the job's HDR histograms. Baseline, same run: a raw rdkafka producer with the
@@ -207,6 +213,21 @@ TEXT
         cat "$table"
     } >"$body"
     write_section LF "$body"
+}
+
+run_P() {
+    bench_section P producer_cpu <<'TEXT'
+## P: a sink producer's CPU while the broker is slow to answer — `benches/producer_cpu.rs`
+
+Command: `scripts/bench.sh P` (`cargo bench --bench producer_cpu`). A producer with the
+Kafka sink's settings (`acks=all`, `linger.ms=5`, idempotence) sends 500-byte records at a
+steady rate to librdkafka's mock cluster (in the process) whose one broker answers after a
+set round trip; measured: the CPU of the producer's own threads and send → acknowledged.
+Baseline, same run: the same producer without idempotence. librdkafka's idempotent
+producer has one produce request of a partition in flight at a time (at most 5 records in
+flight per partition) and, while it waits, polls without sleeping once the records queued
+behind it are past `linger.ms`: the cost grows with the broker's answer time, not the rate.
+TEXT
 }
 
 run_M() {

@@ -227,6 +227,17 @@ pub(crate) struct Delivery {
     transactional: Option<String>,
 }
 
+/// The librdkafka settings of every sink producer (a job's `[sink.kafka]` properties are set
+/// over them). Idempotence: no duplicates from librdkafka's own retries, and per-partition
+/// order kept. Its cost against a broker whose acknowledgements take longer than `linger.ms`:
+/// BENCHMARKS.md, P (`benches/producer_cpu.rs`).
+pub const SINK_PRODUCER_DEFAULTS: &[(&str, &str)] = &[
+    ("acks", "all"),
+    ("linger.ms", "5"),
+    ("message.timeout.ms", "60000"),
+    ("enable.idempotence", "true"),
+];
+
 impl Delivery {
     /// The producer of the sink instance on `worker`, if there is one there. `sink` names the
     /// sink in its `transactional.id` (exactly-once).
@@ -241,13 +252,7 @@ impl Delivery {
         };
         let transactional = (config.delivery == DeliveryGuarantee::ExactlyOnce)
             .then(|| transactional_id(&config.job, sink, instance));
-        let mut defaults = vec![
-            ("acks", "all"),
-            ("linger.ms", "5"),
-            ("message.timeout.ms", "60000"),
-            // No duplicates from librdkafka's own retries, and per-partition order kept.
-            ("enable.idempotence", "true"),
-        ];
+        let mut defaults = SINK_PRODUCER_DEFAULTS.to_vec();
         if let Some(id) = &transactional {
             defaults.push(("transactional.id", id.as_str()));
         }

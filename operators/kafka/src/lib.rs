@@ -29,7 +29,7 @@ pub mod topic_reader;
 mod transaction_bounds;
 pub mod transaction_fence;
 
-pub use delivery::{transactional_id, SINK_FAILED_EXIT};
+pub use delivery::{transactional_id, SINK_FAILED_EXIT, SINK_PRODUCER_DEFAULTS};
 pub use error::{KafkaEdgeError, Result};
 pub use sink::{KafkaDeadLetterSink, KafkaScoreSink};
 pub use sink_config::{DeliveryGuarantee, KafkaSinkConfig};
