@@ -28,6 +28,9 @@
 #[path = "results/mod.rs"]
 mod results;
 
+#[path = "case_process/mod.rs"]
+mod case_process;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::sync::Mutex;
@@ -41,6 +44,8 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::ClientContext;
 
 use weir_kafka::SINK_PRODUCER_DEFAULTS;
+
+use case_process::env_or;
 
 const ROUND_TRIPS_MS: [u64; 3] = [1, 20, 200];
 const PARTITIONS: i32 = 2;
@@ -187,13 +192,6 @@ fn case(round_trip: Duration, settings: &[(&str, &str)], rate: f64, seconds: f64
         seconds,
         acked,
     })
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() -> Result<()> {
