@@ -53,7 +53,7 @@ impl HostTicks {
             })
             .unwrap_or_default();
         match ticks[..] {
-            [.., steal] if ticks.len() == 8 => HostTicks {
+            [_, _, _, _, _, _, _, steal] => HostTicks {
                 total: ticks.iter().sum(),
                 steal,
             },
