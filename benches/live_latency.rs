@@ -214,11 +214,11 @@ fn producer(cluster: &Cluster, extra: &[(String, String)]) -> Result<PacedProduc
 }
 
 /// The settings of the producer that writes the job's input, on top of the sink's: not
-/// idempotent, so that it does not take the job's CPU. It is the load, not what is measured,
-/// and librdkafka's idempotent producer polls without sleeping while a produce request of a
-/// partition is unanswered after `linger.ms` (BENCHMARKS.md, P): on a broker whose answers
-/// take hundreds of ms it took most of a core of this 2-core machine, and the job fell behind
-/// at 80 % of its maximum rate. `WEIR_BENCH_L_INPUT` (`name=value,…`) is set over them.
+/// idempotent. It is the load, not what is measured, and an idempotent producer has one
+/// request of a partition in flight at a time (BENCHMARKS.md, P). Before the librdkafka fix
+/// (`vendor/README.md`) it also polled without sleeping while it waited: on the dev broker it
+/// took most of a core of this 2-core machine, and the job fell behind at 80 % of its maximum
+/// rate. `WEIR_BENCH_L_INPUT` (`name=value,…`) is set over them.
 fn input_properties() -> Vec<(String, String)> {
     let mut properties = vec![("enable.idempotence".to_owned(), "false".to_owned())];
     properties.extend(properties_from_env("WEIR_BENCH_L_INPUT"));

@@ -6,12 +6,13 @@
 //!
 //! Why: librdkafka's idempotent producer (2.12.1, rdkafka-sys 4.10) keeps at most 5 messages
 //! of a partition in flight, so a produce request of 5 records or more is the partition's only
-//! one until it is answered; meanwhile the records queued behind it are past `linger.ms`, so
-//! its broker thread's next wake-up is "now" and it polls its sockets without sleeping until
-//! the answer comes (`rd_kafka_toppar_producer_serve` in `rdkafka_broker.c`). Against a broker
-//! that answers within `linger.ms` that is short; against one that takes tens or hundreds of
-//! ms (acks from slow replicas, a loaded or distant cluster, the dev broker) it is most of a
-//! core per producer.
+//! one until it is answered; meanwhile the records queued behind it are past `linger.ms`. As
+//! published, that set its broker thread's next wake-up to "now" and it polled its sockets
+//! without sleeping until the answer came (`rd_kafka_toppar_producer_serve` in
+//! `rdkafka_broker.c`): against a broker taking tens or hundreds of ms to answer (acks from
+//! slow replicas, a loaded or distant cluster, the dev broker), most of a core per producer.
+//! The copy Weir builds is patched (`vendor/README.md`); this benchmark shows the producer's
+//! CPU and acknowledgement times with whichever librdkafka is linked.
 //!
 //! Run: `cargo bench --bench producer_cpu` (or `scripts/bench.sh P`, which writes its section
 //! of BENCHMARKS.md). Optional: `WEIR_BENCH_P_RATE` (records/s, default 3 000),

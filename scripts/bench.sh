@@ -225,8 +225,10 @@ steady rate to librdkafka's mock cluster (in the process) whose one broker answe
 set round trip; measured: the CPU of the producer's own threads and send → acknowledged.
 Baseline, same run: the same producer without idempotence. librdkafka's idempotent
 producer has one produce request of a partition in flight at a time (at most 5 records in
-flight per partition) and, while it waits, polls without sleeping once the records queued
-behind it are past `linger.ms`: the cost grows with the broker's answer time, not the rate.
+flight per partition). As published (2.12.1), while it waited it polled without sleeping
+once the records queued behind it were past `linger.ms`, so its cost grew with the broker's
+answer time, not the rate. Since `a79a766` Weir builds a patched copy that sleeps
+(`vendor/README.md`).
 TEXT
 }
 
