@@ -17,6 +17,9 @@
 #[path = "weir_process/mod.rs"]
 mod weir_process;
 
+#[path = "thread_cpu/mod.rs"]
+mod thread_cpu;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -67,28 +70,11 @@ fn scraper(addr: SocketAddr, every: Duration, stop: Arc<AtomicBool>) -> JoinHand
 }
 
 /// The CPU time (user + system) of thread `name` of process `pid`, if it is running.
-fn thread_cpu(pid: u32, name: &str) -> Option<Duration> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-            continue;
-        };
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        if head.split_once('(').map(|(_, comm)| comm) != Some(name) {
-            continue;
-        }
-        // utime and stime are fields 14 and 15 of stat(5): indices 11 and 12 from `state`.
-        let fields: Vec<u64> = rest
-            .split_whitespace()
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        let ticks = fields.get(11)? + fields.get(12)?;
-        let per_second = rustix::param::clock_ticks_per_second() as f64;
-        return Some(Duration::from_secs_f64(ticks as f64 / per_second));
-    }
-    None
+fn named_thread_cpu(pid: u32, name: &str) -> Option<Duration> {
+    thread_cpu::threads(&pid.to_string())
+        .into_iter()
+        .find(|thread| thread.name == name)
+        .map(|thread| thread.cpu)
 }
 
 /// Samples the CPU time of `pid`'s metrics server thread every 50 ms until `stop`: the last
@@ -97,7 +83,7 @@ fn server_cpu_sampler(pid: u32, stop: Arc<AtomicBool>) -> JoinHandle<Duration> {
     std::thread::spawn(move || {
         let mut last = Duration::ZERO;
         while !stop.load(Ordering::Acquire) {
-            if let Some(cpu) = thread_cpu(pid, "weir-metrics") {
+            if let Some(cpu) = named_thread_cpu(pid, "weir-metrics") {
                 last = cpu;
             }
             std::thread::sleep(Duration::from_millis(50));

@@ -32,8 +32,10 @@ mod results;
 #[path = "case_process/mod.rs"]
 mod case_process;
 
+#[path = "thread_cpu/mod.rs"]
+mod thread_cpu;
+
 use std::collections::BTreeSet;
-use std::fs;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -104,33 +106,12 @@ impl Case {
     }
 }
 
-/// This process's threads: id → CPU seconds (user + system) so far.
-fn thread_cpu() -> Vec<(u32, f64)> {
-    let ticks_per_s = rustix::param::clock_ticks_per_second() as f64;
-    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    tasks
-        .flatten()
-        .filter_map(|task| {
-            let tid = task.file_name().to_str()?.parse().ok()?;
-            let stat = fs::read_to_string(task.path().join("stat")).ok()?;
-            // Fields after the command name (in parentheses, which may hold spaces): utime
-            // and stime are the 12th and 13th.
-            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            let ticks: u64 =
-                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-            Some((tid, ticks as f64 / ticks_per_s))
-        })
-        .collect()
-}
-
-/// CPU seconds of the threads not in `before`.
+/// CPU seconds of this process's threads not in `before`.
 fn new_threads_cpu(before: &BTreeSet<u32>) -> f64 {
-    thread_cpu()
+    thread_cpu::threads("self")
         .into_iter()
-        .filter(|(tid, _)| !before.contains(tid))
-        .map(|(_, s)| s)
+        .filter(|thread| !before.contains(&thread.tid))
+        .map(|thread| thread.cpu.as_secs_f64())
         .sum()
 }
 
@@ -140,7 +121,10 @@ fn case(round_trip: Duration, settings: &[(&str, &str)], rate: f64, seconds: f64
     let mock = MockCluster::new(1)?;
     mock.create_topic("p", PARTITIONS, 1)?;
     mock.broker_round_trip_time(BROKER, round_trip)?;
-    let existing: BTreeSet<u32> = thread_cpu().into_iter().map(|(tid, _)| tid).collect();
+    let existing: BTreeSet<u32> = thread_cpu::threads("self")
+        .into_iter()
+        .map(|thread| thread.tid)
+        .collect();
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", mock.bootstrap_servers());
     for (k, v) in SINK_PRODUCER_DEFAULTS.iter().chain(settings) {
