@@ -69,7 +69,6 @@ use anyhow::{ensure, Context, Result};
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rdkafka::config::ClientConfig;
 use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
@@ -78,6 +77,7 @@ use case_process::{clickstream_job, env_or};
 use kafka::{fresh_topic, properties_from_env, unique_topic};
 use weir::{JobFile, RunSummary};
 use weir_kafka::mock_broker::MockBroker;
+use weir_kafka::properties::client_config;
 use weir_kafka::topic_reader::read_topic;
 use weir_kafka::SINK_PRODUCER_DEFAULTS;
 use weir_operators::clock::unix_ms;
@@ -199,18 +199,14 @@ type PacedProducer = ThreadedProducer<AckTimes>;
 /// A producer with the job sink's defaults (`weir_kafka::SINK_PRODUCER_DEFAULTS`: `acks=all`,
 /// `linger.ms=5`, idempotence) and `extra` on top.
 fn producer(cluster: &Cluster, extra: &[(String, String)]) -> Result<PacedProducer> {
-    let mut config = ClientConfig::new();
-    config.set("bootstrap.servers", &cluster.bootstrap);
-    for (k, v) in SINK_PRODUCER_DEFAULTS {
-        config.set(*k, *v);
-    }
-    for (k, v) in extra {
-        config.set(k, v);
-    }
-    Ok(config.create_with_context(AckTimes {
-        hdr: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3)?),
-        failed: Default::default(),
-    })?)
+    let mut properties = cluster.properties();
+    properties.extend(extra.iter().cloned());
+    Ok(
+        client_config(&properties, SINK_PRODUCER_DEFAULTS).create_with_context(AckTimes {
+            hdr: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3)?),
+            failed: Default::default(),
+        })?,
+    )
 }
 
 /// The settings of the producer that writes the job's input, on top of the sink's: not

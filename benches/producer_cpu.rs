@@ -35,17 +35,17 @@ mod case_process;
 #[path = "thread_cpu/mod.rs"]
 mod thread_cpu;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
-use rdkafka::config::ClientConfig;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 
+use weir_kafka::properties::client_config;
 use weir_kafka::SINK_PRODUCER_DEFAULTS;
 
 use case_process::env_or;
@@ -125,11 +125,10 @@ fn case(round_trip: Duration, settings: &[(&str, &str)], rate: f64, seconds: f64
         .into_iter()
         .map(|thread| thread.tid)
         .collect();
-    let mut config = ClientConfig::new();
-    config.set("bootstrap.servers", mock.bootstrap_servers());
-    for (k, v) in SINK_PRODUCER_DEFAULTS.iter().chain(settings) {
-        config.set(*k, *v);
-    }
+    let mut properties =
+        BTreeMap::from([("bootstrap.servers".to_owned(), mock.bootstrap_servers())]);
+    properties.extend(settings.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let config = client_config(&properties, SINK_PRODUCER_DEFAULTS);
     let hdr = Histogram::new_with_bounds(1, 3_600_000_000, 3)?;
     let producer: ThreadedProducer<AckTimes> =
         config.create_with_context(AckTimes(Mutex::new(hdr)))?;

@@ -10,11 +10,11 @@
 //! its statistics; this test reads them while records are sent at a steady pace to a mock
 //! broker with a 200 ms round trip.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{
     BaseRecord, DefaultProducerContext, DeliveryResult, Producer, ProducerContext, ThreadedProducer,
@@ -22,6 +22,7 @@ use rdkafka::producer::{
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 
+use weir_kafka::properties::client_config;
 use weir_kafka::SINK_PRODUCER_DEFAULTS;
 
 const BROKER: i32 = 1;
@@ -80,18 +81,16 @@ fn an_idempotent_producer_does_not_poll_while_its_request_is_in_flight() {
     mock.create_topic("scores", 2, 1).expect("a topic");
     mock.broker_round_trip_time(BROKER, ROUND_TRIP)
         .expect("a round-trip time");
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", mock.bootstrap_servers())
-        .set("statistics.interval.ms", "100");
-    for (key, value) in SINK_PRODUCER_DEFAULTS {
-        config.set(*key, *value);
-    }
+    // Built as the sink builds its producer: its defaults, the job's properties over them.
+    let properties = BTreeMap::from([
+        ("bootstrap.servers".to_owned(), mock.bootstrap_servers()),
+        ("statistics.interval.ms".to_owned(), "100".to_owned()),
+    ]);
     assert!(
         SINK_PRODUCER_DEFAULTS.contains(&("enable.idempotence", "true")),
         "this test is about the sink's idempotent producer"
     );
-    let producer: ThreadedProducer<Wakeups> = config
+    let producer: ThreadedProducer<Wakeups> = client_config(&properties, SINK_PRODUCER_DEFAULTS)
         .create_with_context(Wakeups::default())
         .expect("a producer");
     // Connected, with its producer id, before counting.
