@@ -229,8 +229,9 @@ pub(crate) struct Delivery {
 
 /// The librdkafka settings of every sink producer (a job's `[sink.kafka]` properties are set
 /// over them). Idempotence: no duplicates from librdkafka's own retries, and per-partition
-/// order kept. Its cost against a broker whose acknowledgements take longer than `linger.ms`:
-/// BENCHMARKS.md, P (`benches/producer_cpu.rs`).
+/// order kept. What it costs against a broker slow to acknowledge (one request of a partition
+/// in flight at a time, so later acknowledgements; no CPU since the patched librdkafka,
+/// `vendor/README.md`): BENCHMARKS.md, P (`benches/producer_cpu.rs`).
 pub const SINK_PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     ("acks", "all"),
     ("linger.ms", "5"),
