@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
-use crate::panes::FastHash;
+use crate::key_table::FastHash;
 use crate::vocab::Key;
 
 /// Keys quiet long enough to expire.

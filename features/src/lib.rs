@@ -24,6 +24,7 @@ mod json_scan;
 #[cfg(test)]
 mod json_scan_agreement;
 pub mod key_activity;
+mod key_table;
 pub mod keyed_features;
 pub mod over_range;
 pub mod ownership;

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::feature::FeatureSet;
-use crate::panes::FastHash;
+use crate::key_table::FastHash;
 use crate::record::{Event, Values};
 use crate::row::{FeatureRow, RowValues};
 use crate::vocab::{EventTime, Key, KeyGroup, SourcePosition, Watermark};

@@ -10,20 +10,16 @@
 //! - A pane is dropped once `wm - allowed_lateness >= end of the last window containing it`:
 //!   no record can reach it any more, and no window containing it can fire or re-fire.
 
-use hashbrown::hash_map::RawEntryMut;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::BuildHasher;
 
 use crate::feature::FeatureSet;
+use crate::key_table::{key_hash, FastHash, KeyTable};
 use crate::record::Event;
 use crate::row::FeatureRow;
 use crate::slot::Slot;
 use crate::vocab::{EventTime, Key, Watermark};
 use crate::window::{Aligned, WindowBounds};
-
-/// In-memory hash for keys; never persisted or routed (those use the seeded key-group hash).
-pub(crate) type FastHash = rustc_hash::FxBuildHasher;
 
 /// One key's state in one pane. Its flag `slot.dirty`: updated after one of its windows
 /// was emitted.
@@ -63,9 +59,9 @@ impl<'de> Deserialize<'de> for Pane {
     }
 }
 
-/// The panes of one start, by key. hashbrown's map rather than std's for its raw entries:
-/// a record's key is hashed once whether it finds its pane or opens it.
-type PaneKeys = hashbrown::HashMap<Key, Pane, FastHash>;
+/// The panes of one start, by key: a record's key is hashed once whether it finds its pane
+/// or opens it.
+type PaneKeys = KeyTable<Pane>;
 
 /// Pane start -> key -> pane.
 type PaneMaps = BTreeMap<EventTime, PaneKeys>;
@@ -112,7 +108,11 @@ fn open_pane<'a>(
             keys.reserve(capacity);
             keys
         }
-        None => PaneKeys::with_capacity_and_hasher(capacity, FastHash::default()),
+        None => {
+            let mut keys = PaneKeys::default();
+            keys.reserve(capacity);
+            keys
+        }
     };
     panes.entry(start).or_insert(keys)
 }
@@ -136,8 +136,8 @@ fn merged_slot<'a>(
 ) -> Option<&'a Slot> {
     let slots = panes
         .range(bounds.start..bounds.end)
-        .filter_map(|(_, keys)| keys.raw_entry().from_key_hashed_nocheck(hash, key))
-        .map(|(_, pane)| &pane.slot);
+        .filter_map(|(_, keys)| keys.get_hashed(hash, key))
+        .map(|pane| &pane.slot);
     merge_slots(features, slots, merged)
 }
 
@@ -199,15 +199,10 @@ impl<'a> Due<'a> {
         (self.end, self.key_hash & ORDER_MASK)
     }
 
-    fn new(
-        order: &FastHash,
-        end: EventTime,
-        key: &'a Key,
-        pane: Option<(EventTime, &'a Slot)>,
-    ) -> Self {
+    fn new(end: EventTime, key: &'a Key, pane: Option<(EventTime, &'a Slot)>) -> Self {
         Due {
             end,
-            key_hash: order.hash_one(key),
+            key_hash: key_hash(key),
             key,
             start: pane.map_or(EventTime::MIN, |(start, _)| start),
             slot: pane.map(|(_, slot)| slot),
@@ -286,25 +281,12 @@ impl PaneWindows {
             Some(keys) => keys,
             None => open_pane(&mut self.panes, &mut self.spare, start),
         };
-        let hash = keys.hasher().hash_one(&event.key);
-        let pane = match keys
-            .raw_entry_mut()
-            .from_key_hashed_nocheck(hash, &event.key)
-        {
-            RawEntryMut::Occupied(found) => {
-                let pane = found.into_mut();
-                pane.slot.add(features, event, seq);
-                pane
-            }
-            RawEntryMut::Vacant(vacant) => {
-                let pane = Pane {
-                    slot: Slot::new(features, event, seq),
-                };
-                vacant
-                    .insert_hashed_nocheck(hash, event.key.clone(), pane)
-                    .1
-            }
-        };
+        let (pane, new) = keys.find_or_insert_with(key_hash(&event.key), &event.key, || Pane {
+            slot: Slot::new(features, event, seq),
+        });
+        if !new {
+            pane.slot.add(features, event, seq);
+        }
         if self
             .fired_end
             .is_some_and(|f| self.geom.first_end(start) <= f)
@@ -373,7 +355,6 @@ impl PaneWindows {
         // Borrowed keys in emission order: no copy of a key per row until its row is built.
         let (panes, emitted, merged, geom) =
             (&self.panes, &mut self.emitted, &mut self.merged, self.geom);
-        let key_order = FastHash::default();
         // A window ending at or before the horizon cannot re-fire: its revision is not kept
         // (`drop_through` would drop it below).
         let horizon = watermark.0.saturating_sub(allowed_lateness);
@@ -415,7 +396,7 @@ impl PaneWindows {
         };
         let mut due: Vec<Due<'_>> = redo
             .iter()
-            .map(|(end, key)| Due::new(&key_order, *end, key, None))
+            .map(|(end, key)| Due::new(*end, key, None))
             .collect();
         let windows = sort_windows(&mut due);
         emit(&mut due, windows);
@@ -428,9 +409,8 @@ impl PaneWindows {
             due.clear();
             for (&start, keys) in panes.range(end - geom.size..end) {
                 due.extend(
-                    keys.iter().map(|(key, pane)| {
-                        Due::new(&key_order, end, key, Some((start, &pane.slot)))
-                    }),
+                    keys.iter()
+                        .map(|(key, pane)| Due::new(end, key, Some((start, &pane.slot)))),
                 );
             }
             let windows = sort_end(&mut due, &mut words, &mut sorted);
@@ -487,8 +467,7 @@ impl PaneWindows {
         let mut revisions = Vec::new();
         for (end, key) in due {
             let bounds = window_bounds(self.geom, end);
-            let hash = FastHash::default().hash_one(&key);
-            let keyed = (&key, hash);
+            let keyed = (&key, key_hash(&key));
             if let Some(slot) = merged_slot(&self.panes, features, keyed, bounds, &mut self.merged)
             {
                 let revision = self

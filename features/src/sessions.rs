@@ -33,11 +33,10 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use hashbrown::hash_map::RawEntryMut;
 use smallvec::SmallVec;
 
 use crate::feature::FeatureSet;
-use crate::panes::FastHash;
+use crate::key_table::{key_hash, FastHash, KeyTable};
 use crate::record::Event;
 use crate::row::FeatureRow;
 use crate::session_timers::SessionTimers;
@@ -187,8 +186,8 @@ struct KeySessions {
 pub(crate) struct SessionWindows {
     gap: i64,
     max_length: i64,
-    /// hashbrown's map for its raw entry: a new key is hashed and probed once.
-    keys: hashbrown::HashMap<Key, KeySessions, FastHash>,
+    /// A new key is hashed and probed once.
+    keys: KeyTable<KeySessions>,
     /// (time, key): look at the key when the watermark reaches the time. Entries whose time
     /// is not the key's `timer` are stale and skipped.
     timers: SessionTimers,
@@ -203,7 +202,7 @@ impl SessionWindows {
         SessionWindows {
             gap,
             max_length,
-            keys: hashbrown::HashMap::default(),
+            keys: KeyTable::default(),
             timers: SessionTimers::default(),
             forgotten: ForgottenSessions::default(),
         }
@@ -246,16 +245,11 @@ impl SessionWindows {
     #[inline]
     pub fn apply(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
         let (lo, hi) = (event.ts, event.ts.saturating_add(self.gap));
-        let (_, state) = self
+        let (state, _) = self
             .keys
-            .raw_entry_mut()
-            .from_key(&event.key)
-            .or_insert_with(|| {
-                let state = KeySessions {
-                    sessions: KeySessionList::new(),
-                    timer: EventTime::MAX,
-                };
-                (event.key.clone(), state)
+            .find_or_insert_with(key_hash(&event.key), &event.key, || KeySessions {
+                sessions: KeySessionList::new(),
+                timer: EventTime::MAX,
             });
         let sessions = &mut state.sessions;
         let touched: SmallVec<[usize; 4]> = (0..sessions.len())
@@ -336,14 +330,15 @@ impl SessionWindows {
                 break;
             };
             changed = true;
-            // One probe for the key: its entry is updated or removed through it.
-            let RawEntryMut::Occupied(mut entry) = self.keys.raw_entry_mut().from_key(&key) else {
+            // One probe for the key: its entry is updated or removed at its place.
+            let hash = key_hash(&key);
+            let Some(place) = self.keys.place(hash, &key) else {
                 continue;
             };
-            if entry.get().timer != time {
+            let state = self.keys.at_mut(place);
+            if state.timer != time {
                 continue;
             }
-            let state = entry.get_mut();
             // Only the sessions ending by this timer's time: a key's later ones are due at
             // their own ends, so the rows leave in (end, key) order as the timers do.
             for s in state.sessions.iter_mut() {
@@ -381,7 +376,7 @@ impl SessionWindows {
                     self.timers.insert(next, key);
                 }
                 _ => {
-                    entry.remove();
+                    self.keys.remove_at(hash, place);
                 }
             }
         }
@@ -510,7 +505,8 @@ mod tests {
         windows.apply(&features, &event("k", 0), 0);
         // The old rule's split of 0, 10 and 20: three sessions that touch.
         let key = Key::from("k");
-        let state = windows.keys.get_mut(&key).expect("k has sessions");
+        let place = windows.keys.place(key_hash(&key), &key);
+        let state = windows.keys.at_mut(place.expect("k has sessions"));
         state.sessions = [(0, 10), (10, 20), (20, 30)]
             .into_iter()
             .enumerate()
@@ -523,9 +519,10 @@ mod tests {
             .collect();
         assert!(windows.merge_touching(&features));
         // [0, 20) fits max_length 25; adding [20, 30) would make 30.
-        let spans: Vec<_> = windows.keys[&key]
-            .sessions
-            .iter()
+        let state = windows.keys.get_hashed(key_hash(&key), &key);
+        let spans: Vec<_> = state
+            .into_iter()
+            .flat_map(|state| &state.sessions)
             .map(|s| (s.start, s.end, s.slot.dirty, s.emitted))
             .collect();
         assert_eq!(spans, [(0, 20, true, Some(0)), (20, 30, false, Some(0))]);

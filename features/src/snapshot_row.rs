@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::panes::FastHash;
+use crate::key_table::FastHash;
 use crate::row::{FeatureRow, RowValues};
 use crate::vocab::{EventTime, Key, KeyGroup, SourcePosition};
 

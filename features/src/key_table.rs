@@ -1,0 +1,598 @@
+//! The keys of one pane ([`crate::panes`]) or of one session window definition
+//! ([`crate::sessions`]) with their state: entries in dense storage that grows chunk by
+//! chunk, found through a hash index of 4-byte positions. Pipeline position: inside the
+//! window operator's keyed state (and the batch `weir features` command's).
+//!
+//! Why not a hash map of (key, state) entries (issue #18, run M): a hash table is at most 7/8
+//! full and doubles as it grows, so 12–56 % of its buckets are empty, and each empty bucket
+//! is as large as an entry (a pane's key and slot: 112 bytes). Here an empty bucket is 4
+//! bytes, and the entries never move: once past the first doubling chunks, at most one
+//! chunk ([`CHUNK_BYTES`]) is partly filled, and a removed key's place waits for the next
+//! new key. A lookup reads the index, then the entry.
+
+use hashbrown::HashTable;
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::hash::BuildHasher;
+use std::marker::PhantomData;
+
+use crate::vocab::Key;
+
+/// In-memory hash for keys; never persisted or routed (those use the seeded key-group hash).
+pub(crate) type FastHash = rustc_hash::FxBuildHasher;
+
+/// The key's hash in every [`KeyTable`].
+#[inline]
+pub(crate) fn key_hash(key: &Key) -> u64 {
+    FastHash::default().hash_one(key)
+}
+
+/// Entries of the first chunk; each next chunk holds twice as many, up to [`CHUNK_BYTES`].
+const FIRST_CHUNK: usize = 4;
+
+/// The most bytes of entries one chunk holds (a power of two of entries, at least
+/// [`FIRST_CHUNK`]).
+const CHUNK_BYTES: usize = 32 << 10;
+
+/// Values of type `T` in chunks that never reallocate: chunk `k` holds `FIRST_CHUNK << k`
+/// values up to [`Chunks::FULL`], then every chunk holds `FULL`. Chunks emptied by `clear`
+/// or removals keep their memory for the values that come next.
+struct Chunks<T> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T> Chunks<T> {
+    /// Values in a full-size chunk: the largest power of two whose values fit in
+    /// [`CHUNK_BYTES`].
+    const FULL: usize = {
+        let fit = CHUNK_BYTES
+            / if size_of::<T>() == 0 {
+                1
+            } else {
+                size_of::<T>()
+            };
+        let pow = if fit == 0 { 1 } else { 1 << fit.ilog2() };
+        if pow < FIRST_CHUNK {
+            FIRST_CHUNK
+        } else {
+            pow
+        }
+    };
+
+    /// The doubling chunks: `FIRST_CHUNK << k` for `k` in `0..GROWING`, the last one `FULL`.
+    const GROWING: u32 = Self::FULL.ilog2() - FIRST_CHUNK.ilog2() + 1;
+
+    /// Values in the doubling chunks together.
+    const GROWING_LEN: usize = FIRST_CHUNK * ((1 << Self::GROWING) - 1);
+
+    fn new() -> Self {
+        Chunks {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+
+    /// Chunk `k`'s room.
+    fn room(k: usize) -> usize {
+        if k < Self::GROWING as usize {
+            FIRST_CHUNK << k
+        } else {
+            Self::FULL
+        }
+    }
+
+    /// The chunk and the place in it of the value at `at`.
+    #[inline]
+    fn locate(at: usize) -> (usize, usize) {
+        if at < Self::GROWING_LEN {
+            let k = (at / FIRST_CHUNK + 1).ilog2() as usize;
+            (k, at - FIRST_CHUNK * ((1 << k) - 1))
+        } else {
+            let past = at - Self::GROWING_LEN;
+            (
+                Self::GROWING as usize + past / Self::FULL,
+                past % Self::FULL,
+            )
+        }
+    }
+
+    #[inline]
+    fn get(&self, at: usize) -> &T {
+        let (k, i) = Self::locate(at);
+        &self.chunks[k][i]
+    }
+
+    #[inline]
+    fn get_mut(&mut self, at: usize) -> &mut T {
+        let (k, i) = Self::locate(at);
+        &mut self.chunks[k][i]
+    }
+
+    /// Appends `value`, returning its place.
+    fn push(&mut self, value: T) -> usize {
+        let at = self.len;
+        let (k, _) = Self::locate(at);
+        if k == self.chunks.len() {
+            self.chunks.push(Vec::with_capacity(Self::room(k)));
+        }
+        self.chunks[k].push(value);
+        self.len += 1;
+        at
+    }
+
+    /// Drops every value, keeping the chunks' memory.
+    fn clear(&mut self) {
+        self.chunks.iter_mut().for_each(Vec::clear);
+        self.len = 0;
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.chunks.iter().flatten()
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.chunks.iter_mut().flatten()
+    }
+}
+
+/// A copy with each chunk's full room, so the copy grows as the original does.
+impl<T: Clone> Clone for Chunks<T> {
+    fn clone(&self) -> Self {
+        let chunks = self
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(k, chunk)| {
+                let mut copy = Vec::with_capacity(Self::room(k));
+                copy.extend(chunk.iter().cloned());
+                copy
+            })
+            .collect();
+        Chunks {
+            chunks,
+            len: self.len,
+        }
+    }
+}
+
+/// Keys and their values. Serialized as a map, as the hash map it replaced.
+pub(crate) struct KeyTable<V> {
+    /// Places in `entries`, by the key's [`key_hash`].
+    index: HashTable<u32>,
+    /// Entries in insertion order, a removed one's place empty (`None`: no bigger than an
+    /// entry, the key's niche holds it) until a new key takes it.
+    entries: Chunks<Option<(Key, V)>>,
+    /// Empty places, the last freed first.
+    free: Vec<u32>,
+    /// Entries held (places less `free`).
+    len: usize,
+}
+
+impl<V> Default for KeyTable<V> {
+    fn default() -> Self {
+        KeyTable {
+            index: HashTable::new(),
+            entries: Chunks::new(),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+/// Where an entry is, from [`KeyTable::place`]; good until the table next changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Place(usize);
+
+/// `at` in the index's 4 bytes. A table of 2^32 entries would hold hundreds of GB.
+fn narrow(at: usize) -> u32 {
+    u32::try_from(at).unwrap_or_else(|_| panic!("a key table holds at most 2^32 keys"))
+}
+
+/// The key at `at`, which the index points to (so it holds an entry).
+#[inline]
+fn key_at<V>(entries: &Chunks<Option<(Key, V)>>, at: u32) -> Option<&Key> {
+    entries.get(at as usize).as_ref().map(|(key, _)| key)
+}
+
+/// The hash of the key at `at`, for the index to grow by.
+fn hash_at<V>(entries: &Chunks<Option<(Key, V)>>, at: u32) -> u64 {
+    key_at(entries, at).map_or(0, key_hash)
+}
+
+impl<V> KeyTable<V> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Keys the index holds without growing.
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.index.capacity()
+    }
+
+    /// Makes room in the index for `more` keys (the entries grow chunk by chunk and never
+    /// move, so they need no room made ahead).
+    pub fn reserve(&mut self, more: usize) {
+        let entries = &self.entries;
+        self.index.reserve(more, |&at| hash_at(entries, at));
+    }
+
+    /// Drops every entry, keeping the memory for the next ones.
+    pub fn clear(&mut self) {
+        self.index.clear();
+        self.entries.clear();
+        self.free.clear();
+        self.len = 0;
+    }
+
+    /// The place of `key`, whose [`key_hash`] is `hash`.
+    #[inline]
+    pub fn place(&self, hash: u64, key: &Key) -> Option<Place> {
+        let entries = &self.entries;
+        self.index
+            .find(hash, |&at| key_at(entries, at) == Some(key))
+            .map(|&at| Place(at as usize))
+    }
+
+    /// The value at `place`.
+    #[inline]
+    pub fn at_mut(&mut self, place: Place) -> &mut V {
+        match self.entries.get_mut(place.0) {
+            Some((_, value)) => value,
+            None => unreachable!("a place holds an entry until the table changes"),
+        }
+    }
+
+    /// `key`'s value, `hash` being its [`key_hash`].
+    #[inline]
+    pub fn get_hashed(&self, hash: u64, key: &Key) -> Option<&V> {
+        let at = self.place(hash, key)?;
+        self.entries.get(at.0).as_ref().map(|(_, value)| value)
+    }
+
+    /// Puts a new entry in the last freed place, or after the last one.
+    fn put(&mut self, entry: (Key, V)) -> usize {
+        self.len += 1;
+        match self.free.pop() {
+            Some(at) => {
+                *self.entries.get_mut(at as usize) = Some(entry);
+                at as usize
+            }
+            None => self.entries.push(Some(entry)),
+        }
+    }
+
+    /// The place the next new entry takes.
+    fn next_place(&self) -> u32 {
+        self.free
+            .last()
+            .copied()
+            .unwrap_or_else(|| narrow(self.entries.len))
+    }
+
+    /// `key`'s value (`hash` its [`key_hash`]), made by `make` if the key is new; the flag
+    /// says whether it was. The key is cloned only when new.
+    #[inline]
+    pub fn find_or_insert_with(
+        &mut self,
+        hash: u64,
+        key: &Key,
+        make: impl FnOnce() -> V,
+    ) -> (&mut V, bool) {
+        let (entries, next) = (&self.entries, self.next_place());
+        let found = self.index.entry(
+            hash,
+            |&at| key_at(entries, at) == Some(key),
+            |&at| hash_at(entries, at),
+        );
+        let (at, new) = match found {
+            hashbrown::hash_table::Entry::Occupied(entry) => (Place(*entry.get() as usize), false),
+            hashbrown::hash_table::Entry::Vacant(entry) => {
+                entry.insert(next);
+                (Place(self.put((key.clone(), make()))), true)
+            }
+        };
+        (self.at_mut(at), new)
+    }
+
+    /// Sets `key`'s value, returning the one it replaces.
+    pub fn insert(&mut self, key: Key, value: V) -> Option<V> {
+        let hash = key_hash(&key);
+        if let Some(at) = self.place(hash, &key) {
+            return Some(std::mem::replace(self.at_mut(at), value));
+        }
+        let (entries, next) = (&self.entries, self.next_place());
+        self.index
+            .insert_unique(hash, next, |&at| hash_at(entries, at));
+        self.put((key, value));
+        None
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, key: &Key) -> Option<V> {
+        let hash = key_hash(key);
+        let at = self.place(hash, key)?;
+        self.remove_at(hash, at)
+    }
+
+    /// Removes the entry at `place`, whose key's [`key_hash`] is `hash`, returning its value.
+    /// Nothing moves: the place is free for the next new key.
+    pub fn remove_at(&mut self, hash: u64, Place(at): Place) -> Option<V> {
+        if let Ok(found) = self.index.find_entry(hash, |&p| p as usize == at) {
+            found.remove();
+        }
+        let (_, value) = self.entries.get_mut(at).take()?;
+        self.len -= 1;
+        if self.len == 0 {
+            // Start again from the first place, in chunks already allocated.
+            self.entries.clear();
+            self.free.clear();
+        } else {
+            self.free.push(narrow(at));
+        }
+        Some(value)
+    }
+
+    /// Keeps the entries `keep` accepts, then indexes them again.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Key, &mut V) -> bool) {
+        let before = self.len;
+        for (at, entry) in self.entries.iter_mut().enumerate() {
+            if entry.as_mut().is_some_and(|(key, value)| !keep(key, value)) {
+                *entry = None;
+                self.free.push(narrow(at));
+                self.len -= 1;
+            }
+        }
+        if self.len == before {
+            return;
+        }
+        self.index.clear();
+        let entries = &self.entries;
+        for (at, entry) in entries.iter().enumerate() {
+            if let Some((key, _)) = entry {
+                self.index
+                    .insert_unique(key_hash(key), narrow(at), |&at| hash_at(entries, at));
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &V)> {
+        self.entries
+            .iter()
+            .filter_map(|entry| entry.as_ref().map(|(key, value)| (key, value)))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&Key, &mut V)> {
+        self.entries
+            .iter_mut()
+            .filter_map(|entry| entry.as_mut().map(|(key, value)| (&*key, value)))
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.iter().map(|(_, value)| value)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.iter_mut().map(|(_, value)| value)
+    }
+}
+
+impl<V> IntoIterator for KeyTable<V> {
+    type Item = (Key, V);
+    type IntoIter =
+        std::iter::Flatten<std::iter::Flatten<std::vec::IntoIter<Vec<Option<(Key, V)>>>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.chunks.into_iter().flatten().flatten()
+    }
+}
+
+impl<V> Extend<(Key, V)> for KeyTable<V> {
+    fn extend<I: IntoIterator<Item = (Key, V)>>(&mut self, entries: I) {
+        for (key, value) in entries {
+            self.insert(key, value);
+        }
+    }
+}
+
+impl<V: Clone> Clone for KeyTable<V> {
+    fn clone(&self) -> Self {
+        KeyTable {
+            index: self.index.clone(),
+            entries: self.entries.clone(),
+            free: self.free.clone(),
+            len: self.len,
+        }
+    }
+}
+
+impl<V: fmt::Debug> fmt::Debug for KeyTable<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<V: Serialize> Serialize for KeyTable<V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.len()))?;
+        for (key, value) in self.iter() {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for KeyTable<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries<V>(PhantomData<V>);
+
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for Entries<V> {
+            type Value = KeyTable<V>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of keys to their state")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut table = KeyTable::default();
+                // A length read from the input is a hint, not a promise: room for at most
+                // 4 096 keys up front.
+                table.reserve(map.size_hint().unwrap_or(0).min(4096));
+                while let Some((key, value)) = map.next_entry()? {
+                    table.insert(key, value);
+                }
+                Ok(table)
+            }
+        }
+
+        deserializer.deserialize_map(Entries(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: usize) -> Key {
+        Key::from(format!("k{i}"))
+    }
+
+    /// Every place maps to a chunk and a place in it that the chunks' rooms agree with:
+    /// consecutive, each chunk filled before the next.
+    #[test]
+    fn places_fill_each_chunk_in_turn() {
+        fn check<T>() {
+            let (mut k, mut i) = (0, 0);
+            for at in 0..20_000 {
+                assert_eq!(Chunks::<T>::locate(at), (k, i), "place {at}");
+                i += 1;
+                if i == Chunks::<T>::room(k) {
+                    (k, i) = (k + 1, 0);
+                }
+            }
+        }
+        check::<u8>();
+        check::<(Key, [u64; 11])>();
+        check::<[u8; 100_000]>();
+        assert_eq!(Chunks::<[u8; 112]>::FULL, 256);
+        assert_eq!(Chunks::<[u8; 100_000]>::FULL, FIRST_CHUNK);
+    }
+
+    /// Inserts, lookups, replacements and removals agree with a `HashMap` doing the same,
+    /// across many chunks, and the iteration holds the same entries.
+    #[test]
+    fn agrees_with_a_hash_map() {
+        let mut table = KeyTable::default();
+        let mut map = std::collections::HashMap::new();
+        let mut state = 7_u64;
+        for step in 0..60_000_u64 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = key((state >> 40) as usize % 3_000);
+            match state % 5 {
+                0 => assert_eq!(table.remove(&k), map.remove(&k), "step {step}"),
+                1 => assert_eq!(table.insert(k.clone(), step), map.insert(k, step)),
+                2 => {
+                    let (value, new) = table.find_or_insert_with(key_hash(&k), &k, || step);
+                    assert_eq!(new, !map.contains_key(&k));
+                    *value += 1;
+                    *map.entry(k).or_insert(step) += 1;
+                }
+                _ => assert_eq!(table.get_hashed(key_hash(&k), &k), map.get(&k)),
+            }
+            assert_eq!(table.len(), map.len());
+        }
+        let mut entries: Vec<(Key, u64)> = table.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let mut expected: Vec<(Key, u64)> = map.into_iter().collect();
+        entries.sort();
+        expected.sort();
+        assert_eq!(entries, expected);
+    }
+
+    /// An empty place costs no byte more than an entry: the key's niche marks it.
+    #[test]
+    fn an_empty_place_is_no_bigger_than_an_entry() {
+        assert_eq!(size_of::<Option<(Key, u32)>>(), size_of::<(Key, u32)>());
+        assert_eq!(
+            size_of::<Option<(Key, [u64; 11])>>(),
+            size_of::<(Key, [u64; 11])>()
+        );
+    }
+
+    /// A removed key's place is the next new key's, and a table emptied starts again at
+    /// the first place: neither grows the entries.
+    #[test]
+    fn removed_places_are_taken_again() {
+        let mut table = KeyTable::default();
+        (0..100).for_each(|i| _ = table.insert(key(i), i));
+        for i in (0..100).step_by(2) {
+            assert_eq!(table.remove(&key(i)), Some(i));
+        }
+        (100..150).for_each(|i| _ = table.insert(key(i), i));
+        assert_eq!((table.len(), table.entries.len), (100, 100));
+        (0..200).for_each(|i| _ = table.remove(&key(i)));
+        assert!(table.is_empty());
+        assert_eq!((table.entries.len, table.free.len()), (0, 0));
+        table.insert(key(7), 7);
+        assert_eq!(table.iter().collect::<Vec<_>>(), [(&key(7), &7)]);
+    }
+
+    /// `retain` keeps the accepted entries in their order and finds them after.
+    #[test]
+    fn retain_keeps_order_and_lookups() {
+        let mut table = KeyTable::default();
+        for i in 0..1_000 {
+            table.insert(key(i), i);
+        }
+        table.retain(|_, v| *v % 3 == 0);
+        let kept: Vec<usize> = table.values().copied().collect();
+        assert_eq!(kept, (0..1_000).filter(|i| i % 3 == 0).collect::<Vec<_>>());
+        for i in 0..1_000 {
+            let found = table.get_hashed(key_hash(&key(i)), &key(i)).copied();
+            assert_eq!(found, (i % 3 == 0).then_some(i), "key {i}");
+        }
+    }
+
+    /// A table cleared and refilled reuses its chunks; its clone has each chunk's room.
+    #[test]
+    fn clear_keeps_chunks_and_clones_keep_room() {
+        let mut table = KeyTable::default();
+        (0..600).for_each(|i| _ = table.insert(key(i), i));
+        let chunks = table.entries.chunks.len();
+        table.clear();
+        assert!(table.is_empty());
+        (0..600).for_each(|i| _ = table.insert(key(i), i));
+        assert_eq!(table.entries.chunks.len(), chunks);
+        let copy = table.clone();
+        let rooms: Vec<usize> = copy.entries.chunks.iter().map(Vec::capacity).collect();
+        let expected: Vec<usize> = (0..chunks)
+            .map(Chunks::<Option<(Key, usize)>>::room)
+            .collect();
+        assert_eq!(rooms, expected);
+        assert_eq!(copy.iter().count(), 600);
+    }
+
+    /// Serialized as a map: snapshots written with the hash map it replaced read into a
+    /// table, and a table's bytes read as that map, with the same entries.
+    #[test]
+    fn serializes_as_the_hash_map_it_replaced() -> Result<(), bincode::Error> {
+        type Map = hashbrown::HashMap<Key, u32, FastHash>;
+        let map: Map = (0..50).map(|i| (key(i), i as u32)).collect();
+        let table: KeyTable<u32> = bincode::deserialize(&bincode::serialize(&map)?)?;
+        assert_eq!(table.len(), 50);
+        for (k, v) in &map {
+            assert_eq!(table.get_hashed(key_hash(k), k), Some(v));
+        }
+        let back: Map = bincode::deserialize(&bincode::serialize(&table)?)?;
+        assert_eq!(back, map);
+        Ok(())
+    }
+}
