@@ -182,8 +182,9 @@ impl<V> Default for KeyTable<V> {
     }
 }
 
-/// Where an entry is, from [`KeyTable::place`]; good until the table next changes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where an entry is. An entry keeps its place until it is removed; the place may then
+/// hold another key, or none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Place(usize);
 
 /// `at` in the index's 4 bytes. A table of 2^32 entries would hold hundreds of GB.
@@ -241,13 +242,32 @@ impl<V> KeyTable<V> {
             .map(|&at| Place(at as usize))
     }
 
-    /// The value at `place`.
+    /// The value at `place`, which holds an entry (from [`Self::place`], no removal since).
     #[inline]
     pub fn at_mut(&mut self, place: Place) -> &mut V {
         match self.entries.get_mut(place.0) {
             Some((_, value)) => value,
-            None => unreachable!("a place holds an entry until the table changes"),
+            None => unreachable!("a place holds its entry until it is removed"),
         }
+    }
+
+    /// The key at `place`, if it holds one.
+    #[inline]
+    pub fn key_at(&self, place: Place) -> Option<&Key> {
+        if place.0 >= self.entries.len {
+            return None;
+        }
+        key_at(&self.entries, narrow(place.0))
+    }
+
+    /// The entry at `place`, if it holds one.
+    #[inline]
+    pub fn entry_at_mut(&mut self, place: Place) -> Option<(&Key, &mut V)> {
+        if place.0 >= self.entries.len {
+            return None;
+        }
+        let (key, value) = self.entries.get_mut(place.0).as_mut()?;
+        Some((&*key, value))
     }
 
     /// `key`'s value, `hash` being its [`key_hash`].
@@ -277,15 +297,15 @@ impl<V> KeyTable<V> {
             .unwrap_or_else(|| narrow(self.entries.len))
     }
 
-    /// `key`'s value (`hash` its [`key_hash`]), made by `make` if the key is new; the flag
-    /// says whether it was. The key is cloned only when new.
+    /// `key`'s place and value (`hash` its [`key_hash`]), the value made by `make` if the
+    /// key is new; the flag says whether it was. The key is cloned only when new.
     #[inline]
     pub fn find_or_insert_with(
         &mut self,
         hash: u64,
         key: &Key,
         make: impl FnOnce() -> V,
-    ) -> (&mut V, bool) {
+    ) -> (Place, &mut V, bool) {
         let (entries, next) = (&self.entries, self.next_place());
         let found = self.index.entry(
             hash,
@@ -299,7 +319,7 @@ impl<V> KeyTable<V> {
                 (Place(self.put((key.clone(), make()))), true)
             }
         };
-        (self.at_mut(at), new)
+        (at, self.at_mut(at), new)
     }
 
     /// Sets `key`'s value, returning the one it replaces.
@@ -501,7 +521,7 @@ mod tests {
                 0 => assert_eq!(table.remove(&k), map.remove(&k), "step {step}"),
                 1 => assert_eq!(table.insert(k.clone(), step), map.insert(k, step)),
                 2 => {
-                    let (value, new) = table.find_or_insert_with(key_hash(&k), &k, || step);
+                    let (_, value, new) = table.find_or_insert_with(key_hash(&k), &k, || step);
                     assert_eq!(new, !map.contains_key(&k));
                     *value += 1;
                     *map.entry(k).or_insert(step) += 1;

@@ -281,7 +281,7 @@ impl PaneWindows {
             Some(keys) => keys,
             None => open_pane(&mut self.panes, &mut self.spare, start),
         };
-        let (pane, new) = keys.find_or_insert_with(key_hash(&event.key), &event.key, || Pane {
+        let (_, pane, new) = keys.find_or_insert_with(key_hash(&event.key), &event.key, || Pane {
             slot: Slot::new(features, event, seq),
         });
         if !new {

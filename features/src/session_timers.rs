@@ -1,34 +1,35 @@
-//! The timers of session windows ([`crate::sessions`]): `(time, key)` entries, taken earliest
-//! first (then in key order) when the watermark reaches their time. Pipeline position: inside
-//! the window operator's session state.
+//! The timers of session windows ([`crate::sessions`]): `(time, place)` entries, a place being
+//! where a key sits in the sessions' key table, taken earliest first when the watermark
+//! reaches their time. Pipeline position: inside the window operator's session state.
 //!
 //! A binary heap rather than an ordered set: a key's new timer is nearly always the latest
 //! (records arrive roughly in time order), which a heap adds in constant time and a B-tree
 //! in a descent and node insert per record (~4 % of a 1-worker session run, BENCHMARKS.md
 //! fix 43). Entries are never removed early: the owner skips the stale ones (whose time is
-//! no longer its key's timer), so an entry may also repeat, and repeats are as stale.
+//! no longer its key's timer, or whose place holds no key), so an entry may also repeat, and
+//! repeats are as stale. An entry holds a key's place, not the key: 16 bytes rather than 32
+//! (run M), and no copy of the key per timer.
 //!
-//! Serialized as the ordered set it replaced (a sequence in `(time, key)` order without
-//! repeats), so snapshots keep their bytes and older ones still decode.
+//! The owner serializes the timers as `(time, key)` pairs ([`crate::sessions`]): places are
+//! not kept across runs.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use crate::key_table::Place;
+use crate::vocab::EventTime;
 
-use crate::vocab::{EventTime, Key};
-
-/// `(time, key)` entries, earliest first.
+/// `(time, place)` entries, earliest first.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SessionTimers {
-    heap: BinaryHeap<Reverse<(EventTime, Key)>>,
+    heap: BinaryHeap<Reverse<(EventTime, Place)>>,
 }
 
 impl SessionTimers {
     /// Adds an entry.
     #[inline]
-    pub fn insert(&mut self, time: EventTime, key: Key) {
-        self.heap.push(Reverse((time, key)));
+    pub fn insert(&mut self, time: EventTime, place: Place) {
+        self.heap.push(Reverse((time, place)));
     }
 
     /// The earliest entry's time.
@@ -37,20 +38,23 @@ impl SessionTimers {
         self.heap.peek().map(|Reverse((time, _))| *time)
     }
 
-    /// Takes the earliest entry (of one time, the least key).
+    /// Takes the earliest entry if it is at `time`.
     #[inline]
-    pub fn pop_first(&mut self) -> Option<(EventTime, Key)> {
-        self.heap.pop().map(|Reverse(entry)| entry)
+    pub fn pop_at(&mut self, time: EventTime) -> Option<Place> {
+        if self.first_time() != Some(time) {
+            return None;
+        }
+        self.heap.pop().map(|Reverse((_, place))| place)
     }
 
-    /// Keeps the entries whose key `keep` accepts.
-    pub fn retain(&mut self, mut keep: impl FnMut(&Key) -> bool) {
-        self.heap.retain(|Reverse((_, key))| keep(key));
+    /// Keeps the entries whose place `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(Place) -> bool) {
+        self.heap.retain(|Reverse((_, place))| keep(*place));
     }
 
-    /// Adds every entry of `other`.
-    pub fn absorb(&mut self, other: SessionTimers) {
-        self.heap.extend(other.heap);
+    /// Every entry, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (EventTime, Place)> + '_ {
+        self.heap.iter().map(|Reverse(entry)| *entry)
     }
 
     /// Whether no entry is left.
@@ -60,60 +64,46 @@ impl SessionTimers {
     }
 }
 
-impl Serialize for SessionTimers {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut entries: Vec<&(EventTime, Key)> = self.heap.iter().map(|r| &r.0).collect();
-        entries.sort_unstable();
-        entries.dedup();
-        serializer.collect_seq(entries)
-    }
-}
-
-impl<'de> Deserialize<'de> for SessionTimers {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let entries = Vec::<(EventTime, Key)>::deserialize(deserializer)?;
-        Ok(SessionTimers {
-            heap: entries.into_iter().map(Reverse).collect(),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeSet;
 
-    /// Entries come out earliest first, of one time in key order; the serialized form is the
-    /// ordered set's, repeats and all, and it decodes back to the same entries.
+    /// Entries come out earliest first, each time's entries (repeats too) only when asked
+    /// for that time.
     #[test]
-    fn entries_come_in_time_then_key_order_and_serialize_as_the_ordered_set() {
-        let entries = [
-            (30, "b"),
-            (10, "z"),
-            (30, "a"),
-            (20, "c"),
-            (10, "z"),
-            (5, "q"),
-        ];
+    fn entries_come_out_earliest_first_one_time_at_a_time() {
         let mut timers = SessionTimers::default();
-        let mut set = BTreeSet::new();
-        for (time, key) in entries {
-            timers.insert(time, Key::from(key));
-            set.insert((time, Key::from(key)));
+        let places: Vec<Place> = {
+            let mut table = crate::key_table::KeyTable::default();
+            (0..4)
+                .map(|i| {
+                    let key = crate::vocab::Key::from(format!("k{i}"));
+                    let hash = crate::key_table::key_hash(&key);
+                    table.find_or_insert_with(hash, &key, || ()).0
+                })
+                .collect()
+        };
+        for (time, i) in [(30, 1), (10, 3), (30, 0), (20, 2), (10, 3), (5, 2)] {
+            timers.insert(time, places[i]);
         }
-        let bytes = bincode::serialize(&timers).unwrap_or_default();
-        assert_eq!(bytes, bincode::serialize(&set).unwrap_or_default());
-        let decoded: SessionTimers = bincode::deserialize(&bytes).unwrap_or_default();
-        assert_eq!(decoded.first_time(), Some(5));
+        assert_eq!(timers.pop_at(10), None, "5 comes first");
         let mut popped = Vec::new();
-        while let Some(entry) = timers.pop_first() {
-            popped.push(entry);
+        while let Some(time) = timers.first_time() {
+            while let Some(place) = timers.pop_at(time) {
+                popped.push((time, place));
+            }
         }
-        let mut want: Vec<(EventTime, Key)> = entries
-            .iter()
-            .map(|&(time, key)| (time, Key::from(key)))
-            .collect();
-        want.sort();
-        assert_eq!(popped, want, "every entry, the repeat too, in order");
+        assert!(popped.is_sorted_by_key(|(time, _)| *time), "{popped:?}");
+        popped.sort();
+        let want = [
+            (5, places[2]),
+            (10, places[3]),
+            (10, places[3]),
+            (20, places[2]),
+            (30, places[0]),
+            (30, places[1]),
+        ];
+        assert_eq!(popped, want);
+        assert!(timers.is_empty());
     }
 }

@@ -36,7 +36,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use smallvec::SmallVec;
 
 use crate::feature::FeatureSet;
-use crate::key_table::{key_hash, FastHash, KeyTable};
+use crate::key_table::{key_hash, FastHash, KeyTable, Place};
 use crate::record::Event;
 use crate::row::FeatureRow;
 use crate::session_timers::SessionTimers;
@@ -182,19 +182,80 @@ struct KeySessions {
 }
 
 /// Sessions of every key of one session window definition.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub(crate) struct SessionWindows {
     gap: i64,
     max_length: i64,
     /// A new key is hashed and probed once.
     keys: KeyTable<KeySessions>,
-    /// (time, key): look at the key when the watermark reaches the time. Entries whose time
-    /// is not the key's `timer` are stale and skipped.
+    /// (time, place of a key in `keys`): look at the key when the watermark reaches the
+    /// time. Entries whose time is not the key's `timer`, or whose place holds no key, are
+    /// stale and skipped.
     timers: SessionTimers,
     /// Sessions expiry forgot; not in this struct's serialized form (version-1 snapshots do
     /// not have them): `KeyedFeatures::encode` writes them after it.
-    #[serde(skip)]
     forgotten: ForgottenSessions,
+}
+
+/// A session state's serialized form, borrowed for writing: the timers as `(time, key)`
+/// pairs in order without repeats (the ordered set they once were; places are not kept
+/// across runs), stale entries whose place holds no key left out.
+#[derive(Serialize)]
+#[serde(rename = "SessionWindows")]
+struct SessionWindowsOut<'a> {
+    gap: i64,
+    max_length: i64,
+    keys: &'a KeyTable<KeySessions>,
+    timers: Vec<(EventTime, &'a Key)>,
+}
+
+/// A session state's serialized form, read.
+#[derive(Deserialize)]
+#[serde(rename = "SessionWindows")]
+struct SessionWindowsIn {
+    gap: i64,
+    max_length: i64,
+    keys: KeyTable<KeySessions>,
+    timers: Vec<(EventTime, Key)>,
+}
+
+impl Serialize for SessionWindows {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut timers: Vec<(EventTime, &Key)> = self
+            .timers
+            .iter()
+            .filter_map(|(time, place)| Some((time, self.keys.key_at(place)?)))
+            .collect();
+        timers.sort_unstable();
+        timers.dedup();
+        SessionWindowsOut {
+            gap: self.gap,
+            max_length: self.max_length,
+            keys: &self.keys,
+            timers,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionWindows {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = SessionWindowsIn::deserialize(deserializer)?;
+        let mut timers = SessionTimers::default();
+        // An entry of a key without sessions was stale: it would have been skipped.
+        for (time, key) in &s.timers {
+            if let Some(place) = s.keys.place(key_hash(key), key) {
+                timers.insert(*time, place);
+            }
+        }
+        Ok(SessionWindows {
+            gap: s.gap,
+            max_length: s.max_length,
+            keys: s.keys,
+            timers,
+            forgotten: ForgottenSessions::default(),
+        })
+    }
 }
 
 impl SessionWindows {
@@ -245,12 +306,12 @@ impl SessionWindows {
     #[inline]
     pub fn apply(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
         let (lo, hi) = (event.ts, event.ts.saturating_add(self.gap));
-        let (state, _) = self
-            .keys
-            .find_or_insert_with(key_hash(&event.key), &event.key, || KeySessions {
-                sessions: KeySessionList::new(),
-                timer: EventTime::MAX,
-            });
+        let (place, state, _) =
+            self.keys
+                .find_or_insert_with(key_hash(&event.key), &event.key, || KeySessions {
+                    sessions: KeySessionList::new(),
+                    timer: EventTime::MAX,
+                });
         let sessions = &mut state.sessions;
         let touched: SmallVec<[usize; 4]> = (0..sessions.len())
             .filter(|&i| sessions[i].start <= hi && lo <= sessions[i].end)
@@ -306,7 +367,7 @@ impl SessionWindows {
         }
         if session.end < state.timer {
             state.timer = session.end;
-            self.timers.insert(session.end, event.key.clone());
+            self.timers.insert(session.end, place);
         }
     }
 
@@ -321,67 +382,87 @@ impl SessionWindows {
         let horizon = watermark.0.saturating_sub(allowed_lateness);
         let first_row = rows.len();
         let mut changed = self.forgotten.drop_before(horizon);
-        while self
-            .timers
-            .first_time()
-            .is_some_and(|time| time <= watermark.0)
-        {
-            let Some((time, key)) = self.timers.pop_first() else {
-                break;
-            };
+        let mut due: Vec<Place> = Vec::new();
+        while let Some(time) = self.timers.first_time().filter(|&t| t <= watermark.0) {
             changed = true;
-            // One probe for the key: its entry is updated or removed at its place.
-            let hash = key_hash(&key);
-            let Some(place) = self.keys.place(hash, &key) else {
-                continue;
-            };
-            let state = self.keys.at_mut(place);
-            if state.timer != time {
-                continue;
+            // This time's keys in key order, the order their rows leave in (a place holding
+            // no key, a stale entry, is skipped).
+            due.clear();
+            while let Some(place) = self.timers.pop_at(time) {
+                due.push(place);
             }
-            // Only the sessions ending by this timer's time: a key's later ones are due at
-            // their own ends, so the rows leave in (end, key) order as the timers do.
-            for s in state.sessions.iter_mut() {
-                if s.end <= time && s.slot.dirty {
-                    let revision = s.emitted.map_or(0, |r| r + 1);
-                    (s.emitted, s.slot.dirty) = (Some(revision), false);
-                    let bounds = WindowBounds {
-                        start: s.start,
-                        end: s.end,
-                    };
-                    s.slot
-                        .push_row(features, &key, bounds, revision, false, rows);
-                }
+            if due.len() > 1 {
+                let keys = &self.keys;
+                due.sort_unstable_by(|a, b| (keys.key_at(*a), a).cmp(&(keys.key_at(*b), b)));
+                due.dedup();
             }
-            // Dirty sessions stay: those also due fire when their own timer comes, in this call.
-            state.sessions.retain(|s| s.end >= horizon || s.slot.dirty);
-            let due_later = state
-                .sessions
-                .iter()
-                .any(|s| s.slot.dirty && s.end <= watermark.0);
-            // Next look: when a session closes, or when a fired one can be dropped (once the
-            // horizon is past its end).
-            let next = state.sessions.iter().map(|s| {
-                if s.slot.dirty {
-                    s.end
-                } else {
-                    s.end.saturating_add(allowed_lateness).saturating_add(1)
-                }
-            });
-            match next.min() {
-                // (`next <= watermark` with nothing due later only when times saturate at the
-                // end of time.)
-                Some(next) if next > watermark.0 || due_later => {
-                    state.timer = next;
-                    self.timers.insert(next, key);
-                }
-                _ => {
-                    self.keys.remove_at(hash, place);
-                }
+            for &place in &due {
+                self.fire_key(features, (time, place), watermark, allowed_lateness, rows);
             }
         }
         sort_by_end_and_key(&mut rows[first_row..]);
         changed
+    }
+
+    /// Fires the sessions of the key at `place` that end by `time` if its timer is at `time`
+    /// (else the entry is stale), then sets the key's next timer or drops the key.
+    fn fire_key(
+        &mut self,
+        features: &FeatureSet,
+        (time, place): (EventTime, Place),
+        watermark: Watermark,
+        allowed_lateness: i64,
+        rows: &mut Vec<FeatureRow>,
+    ) {
+        let horizon = watermark.0.saturating_sub(allowed_lateness);
+        let Some((key, state)) = self
+            .keys
+            .entry_at_mut(place)
+            .filter(|(_, state)| state.timer == time)
+        else {
+            return;
+        };
+        // Only the sessions ending by this timer's time: a key's later ones are due at
+        // their own ends, so the rows leave in (end, key) order as the timers do.
+        for s in state.sessions.iter_mut() {
+            if s.end <= time && s.slot.dirty {
+                let revision = s.emitted.map_or(0, |r| r + 1);
+                (s.emitted, s.slot.dirty) = (Some(revision), false);
+                let bounds = WindowBounds {
+                    start: s.start,
+                    end: s.end,
+                };
+                s.slot
+                    .push_row(features, key, bounds, revision, false, rows);
+            }
+        }
+        // Dirty sessions stay: those also due fire when their own timer comes, in this call.
+        state.sessions.retain(|s| s.end >= horizon || s.slot.dirty);
+        let due_later = state
+            .sessions
+            .iter()
+            .any(|s| s.slot.dirty && s.end <= watermark.0);
+        // Next look: when a session closes, or when a fired one can be dropped (once the
+        // horizon is past its end).
+        let next = state.sessions.iter().map(|s| {
+            if s.slot.dirty {
+                s.end
+            } else {
+                s.end.saturating_add(allowed_lateness).saturating_add(1)
+            }
+        });
+        match next.min() {
+            // (`next <= watermark` with nothing due later only when times saturate at the
+            // end of time.)
+            Some(next) if next > watermark.0 || due_later => {
+                state.timer = next;
+                self.timers.insert(next, place);
+            }
+            _ => {
+                let hash = key_hash(key);
+                self.keys.remove_at(hash, place);
+            }
+        }
     }
 
     /// Force-closes every session of `keys` (emitting those not yet emitted or changed since,
@@ -420,7 +501,8 @@ impl SessionWindows {
                 self.forgotten.remember(key, forgotten);
             }
         }
-        self.timers.retain(|k| !keys.contains(k));
+        let table = &self.keys;
+        self.timers.retain(|place| table.key_at(place).is_some());
     }
 }
 
@@ -428,15 +510,26 @@ impl SessionWindows {
     /// Keeps only the keys `keep` accepts (restore at a new parallelism).
     pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
         self.keys.retain(|k, _| keep(k));
-        self.timers.retain(keep);
+        let table = &self.keys;
+        self.timers.retain(|place| table.key_at(place).is_some());
         self.forgotten.keys.retain(|k, _| keep(k));
         self.forgotten.ends.retain(|(_, k)| keep(k));
     }
 
     /// Adds the keys of `other` (disjoint from ours) to this state.
     pub fn absorb(&mut self, other: SessionWindows) {
+        // Timers hold places: `other`'s keys take new ones here.
+        let timers: Vec<(EventTime, Key)> = other
+            .timers
+            .iter()
+            .filter_map(|(time, place)| Some((time, other.keys.key_at(place)?.clone())))
+            .collect();
         self.keys.extend(other.keys);
-        self.timers.absorb(other.timers);
+        for (time, key) in timers {
+            if let Some(place) = self.keys.place(key_hash(&key), &key) {
+                self.timers.insert(time, place);
+            }
+        }
         self.forgotten.keys.extend(other.forgotten.keys);
         self.forgotten.ends.extend(other.forgotten.ends);
     }
@@ -563,6 +656,46 @@ mod tests {
         );
         assert_eq!(windows.open_slots(), 0, "every session is past the horizon");
         assert!(windows.timers.is_empty());
+        Ok(())
+    }
+
+    /// Timers hold places in memory but serialize as the ordered `(time, key)` set they were
+    /// (a key's stale entry included, as before); the state read back fires the same rows.
+    #[test]
+    fn timers_serialize_as_time_key_pairs_and_restore_to_the_same_rows() -> Result<()> {
+        let features = count_feature()?;
+        let mut windows = SessionWindows::new(10, 100);
+        let events = [("c", 0), ("b", 0), ("a", 5), ("c", 40), ("d", 40)];
+        for (seq, (key, ts)) in events.into_iter().enumerate() {
+            windows.apply(&features, &event(key, ts), seq as u64);
+        }
+        // a and b close and leave (their places free); c keeps its later session.
+        windows.fire(&features, Watermark(20), 0, &mut Vec::new());
+        // e takes a freed place; d's earlier session leaves its entry at 50 stale.
+        windows.apply(&features, &event("e", 45), 5);
+        windows.apply(&features, &event("d", 25), 6);
+        let timers: BTreeSet<(EventTime, Key)> = [(35, "d"), (50, "c"), (50, "d"), (55, "e")]
+            .into_iter()
+            .map(|(time, key)| (time, Key::from(key)))
+            .collect();
+        let bytes = bincode::serialize(&windows).map_err(|e| {
+            crate::error::FeatureError::Window(format!("cannot encode sessions: {e}"))
+        })?;
+        let expected = bincode::serialize(&(10_i64, 100_i64, &windows.keys, &timers));
+        assert_eq!(Some(&bytes), expected.as_ref().ok());
+        let mut restored: SessionWindows = bincode::deserialize(&bytes).map_err(|e| {
+            crate::error::FeatureError::Window(format!("cannot decode sessions: {e}"))
+        })?;
+        let fire = |w: &mut SessionWindows| {
+            let mut out = Vec::new();
+            w.fire(&features, Watermark::MAX, 0, &mut out);
+            out.iter()
+                .map(|r| (r.key.clone(), r.window_start, r.window_end, r.records))
+                .collect::<Vec<_>>()
+        };
+        let rows = fire(&mut windows);
+        assert_eq!(rows.len(), 4, "{rows:?}");
+        assert_eq!(fire(&mut restored), rows);
         Ok(())
     }
 }
