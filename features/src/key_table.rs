@@ -138,11 +138,15 @@ impl<T> Chunks<T> {
     }
 }
 
-/// A copy with each chunk's full room, so the copy grows as the original does.
+/// A copy of the chunks in use, each with its full room, so the copy grows as the original
+/// does.
 impl<T: Clone> Clone for Chunks<T> {
     fn clone(&self) -> Self {
-        let chunks = self
-            .chunks
+        let in_use = self
+            .len
+            .checked_sub(1)
+            .map_or(0, |last| Self::locate(last).0 + 1);
+        let chunks = self.chunks[..in_use]
             .iter()
             .enumerate()
             .map(|(k, chunk)| {
@@ -158,12 +162,13 @@ impl<T: Clone> Clone for Chunks<T> {
     }
 }
 
-/// Keys and their values. Serialized as a map, as the hash map it replaced.
+/// Keys and their values, in the order of their places (a new key takes the last freed
+/// place, else the next one). Serialized as a map, as the hash map it replaced.
 pub(crate) struct KeyTable<V> {
     /// Places in `entries`, by the key's [`key_hash`].
     index: HashTable<u32>,
-    /// Entries in insertion order, a removed one's place empty (`None`: no bigger than an
-    /// entry, the key's niche holds it) until a new key takes it.
+    /// Entries by place, a removed one's place empty (`None`: no bigger than an entry, the
+    /// key's niche holds it) until a new key takes it.
     entries: Chunks<Option<(Key, V)>>,
     /// Empty places, the last freed first.
     free: Vec<u32>,
@@ -192,7 +197,7 @@ fn narrow(at: usize) -> u32 {
     u32::try_from(at).unwrap_or_else(|_| panic!("a key table holds at most 2^32 keys"))
 }
 
-/// The key at `at`, which the index points to (so it holds an entry).
+/// The key at `at` (a place in use: below `entries.len`), if the place holds one.
 #[inline]
 fn key_at<V>(entries: &Chunks<Option<(Key, V)>>, at: u32) -> Option<&Key> {
     entries.get(at as usize).as_ref().map(|(key, _)| key)
@@ -344,41 +349,46 @@ impl<V> KeyTable<V> {
 
     /// Removes the entry at `place`, whose key's [`key_hash`] is `hash`, returning its value.
     /// Nothing moves: the place is free for the next new key.
+    /// A place holding no entry (beyond the places in use, or freed) removes nothing.
     pub fn remove_at(&mut self, hash: u64, Place(at): Place) -> Option<V> {
+        if at >= self.entries.len {
+            return None;
+        }
+        let (_, value) = self.entries.get_mut(at).take()?;
         if let Ok(found) = self.index.find_entry(hash, |&p| p as usize == at) {
             found.remove();
         }
-        let (_, value) = self.entries.get_mut(at).take()?;
+        self.freed(at);
+        Some(value)
+    }
+
+    /// Counts the entry just taken from `at` out, and frees its place; an emptied table
+    /// starts again from the first place, in the chunks already allocated.
+    fn freed(&mut self, at: usize) {
         self.len -= 1;
         if self.len == 0 {
-            // Start again from the first place, in chunks already allocated.
             self.entries.clear();
             self.free.clear();
         } else {
             self.free.push(narrow(at));
         }
-        Some(value)
     }
 
-    /// Keeps the entries `keep` accepts, then indexes them again.
+    /// Keeps the entries `keep` accepts; the others' places are freed.
     pub fn retain(&mut self, mut keep: impl FnMut(&Key, &mut V) -> bool) {
-        let before = self.len;
-        for (at, entry) in self.entries.iter_mut().enumerate() {
-            if entry.as_mut().is_some_and(|(key, value)| !keep(key, value)) {
-                *entry = None;
-                self.free.push(narrow(at));
-                self.len -= 1;
+        for at in 0..self.entries.len {
+            let entry = self.entries.get_mut(at);
+            if entry.as_mut().is_none_or(|(key, value)| keep(key, value)) {
+                continue;
             }
-        }
-        if self.len == before {
-            return;
-        }
-        self.index.clear();
-        let entries = &self.entries;
-        for (at, entry) in entries.iter().enumerate() {
-            if let Some((key, _)) = entry {
-                self.index
-                    .insert_unique(key_hash(key), narrow(at), |&at| hash_at(entries, at));
+            if let Some((key, _)) = entry.take() {
+                if let Ok(found) = self.index.find_entry(key_hash(&key), |&p| p as usize == at) {
+                    found.remove();
+                }
+                self.freed(at);
+                if self.len == 0 {
+                    return;
+                }
             }
         }
     }
@@ -416,6 +426,8 @@ impl<V> IntoIterator for KeyTable<V> {
 
 impl<V> Extend<(Key, V)> for KeyTable<V> {
     fn extend<I: IntoIterator<Item = (Key, V)>>(&mut self, entries: I) {
+        let entries = entries.into_iter();
+        self.reserve(entries.size_hint().0);
         for (key, value) in entries {
             self.insert(key, value);
         }
@@ -505,8 +517,8 @@ mod tests {
         assert_eq!(Chunks::<[u8; 100_000]>::FULL, FIRST_CHUNK);
     }
 
-    /// Inserts, lookups, replacements and removals agree with a `HashMap` doing the same,
-    /// across many chunks, and the iteration holds the same entries.
+    /// Inserts, lookups, replacements, removals and retains agree with a `HashMap` doing the
+    /// same, across many chunks, and the iteration holds the same entries.
     #[test]
     fn agrees_with_a_hash_map() {
         let mut table = KeyTable::default();
@@ -527,6 +539,11 @@ mod tests {
                     *map.entry(k).or_insert(step) += 1;
                 }
                 _ => assert_eq!(table.get_hashed(key_hash(&k), &k), map.get(&k)),
+            }
+            if step % 5_000 == 4_999 {
+                let parity = step / 5_000 % 2;
+                table.retain(|_, v| *v % 2 == parity);
+                map.retain(|_, v| *v % 2 == parity);
             }
             assert_eq!(table.len(), map.len());
         }
@@ -598,6 +615,10 @@ mod tests {
             .collect();
         assert_eq!(rooms, expected);
         assert_eq!(copy.iter().count(), 600);
+        // A copy holds only the chunks in use: 10 entries fill the first two (4 + 8).
+        table.clear();
+        (0..10).for_each(|i| _ = table.insert(key(i), i));
+        assert_eq!(table.clone().entries.chunks.len(), 2);
     }
 
     /// Serialized as a map: snapshots written with the hash map it replaced read into a

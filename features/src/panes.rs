@@ -103,17 +103,8 @@ fn open_pane<'a>(
         .range(..start)
         .next_back()
         .map_or(0, |(_, keys)| keys.len());
-    let keys = match spare.take() {
-        Some(mut keys) => {
-            keys.reserve(capacity);
-            keys
-        }
-        None => {
-            let mut keys = PaneKeys::default();
-            keys.reserve(capacity);
-            keys
-        }
-    };
+    let mut keys = spare.take().unwrap_or_default();
+    keys.reserve(capacity);
     panes.entry(start).or_insert(keys)
 }
 

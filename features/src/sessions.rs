@@ -221,11 +221,7 @@ struct SessionWindowsIn {
 
 impl Serialize for SessionWindows {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut timers: Vec<(EventTime, &Key)> = self
-            .timers
-            .iter()
-            .filter_map(|(time, place)| Some((time, self.keys.key_at(place)?)))
-            .collect();
+        let mut timers: Vec<(EventTime, &Key)> = self.timer_keys().collect();
         timers.sort_unstable();
         timers.dedup();
         SessionWindowsOut {
@@ -241,20 +237,41 @@ impl Serialize for SessionWindows {
 impl<'de> Deserialize<'de> for SessionWindows {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = SessionWindowsIn::deserialize(deserializer)?;
-        let mut timers = SessionTimers::default();
-        // An entry of a key without sessions was stale: it would have been skipped.
-        for (time, key) in &s.timers {
-            if let Some(place) = s.keys.place(key_hash(key), key) {
-                timers.insert(*time, place);
-            }
-        }
-        Ok(SessionWindows {
+        let mut windows = SessionWindows {
             gap: s.gap,
             max_length: s.max_length,
             keys: s.keys,
-            timers,
+            timers: SessionTimers::default(),
             forgotten: ForgottenSessions::default(),
-        })
+        };
+        for (time, key) in &s.timers {
+            windows.add_timer(*time, key);
+        }
+        Ok(windows)
+    }
+}
+
+impl SessionWindows {
+    /// The timers as `(time, key)` pairs, in no order (entries whose place holds no key,
+    /// stale, left out).
+    fn timer_keys(&self) -> impl Iterator<Item = (EventTime, &Key)> {
+        self.timers
+            .iter()
+            .filter_map(|(time, place)| Some((time, self.keys.key_at(place)?)))
+    }
+
+    /// Adds a timer of `key` at `time`; none for a key without sessions (its entry would be
+    /// stale, skipped when it came due).
+    fn add_timer(&mut self, time: EventTime, key: &Key) {
+        if let Some(place) = self.keys.place(key_hash(key), key) {
+            self.timers.insert(time, place);
+        }
+    }
+
+    /// Drops the timers whose place holds no key (stale).
+    fn drop_stale_timers(&mut self) {
+        let keys = &self.keys;
+        self.timers.retain(|place| keys.key_at(place).is_some());
     }
 }
 
@@ -501,8 +518,7 @@ impl SessionWindows {
                 self.forgotten.remember(key, forgotten);
             }
         }
-        let table = &self.keys;
-        self.timers.retain(|place| table.key_at(place).is_some());
+        self.drop_stale_timers();
     }
 }
 
@@ -510,8 +526,7 @@ impl SessionWindows {
     /// Keeps only the keys `keep` accepts (restore at a new parallelism).
     pub fn retain_keys(&mut self, keep: &dyn Fn(&Key) -> bool) {
         self.keys.retain(|k, _| keep(k));
-        let table = &self.keys;
-        self.timers.retain(|place| table.key_at(place).is_some());
+        self.drop_stale_timers();
         self.forgotten.keys.retain(|k, _| keep(k));
         self.forgotten.ends.retain(|(_, k)| keep(k));
     }
@@ -520,15 +535,12 @@ impl SessionWindows {
     pub fn absorb(&mut self, other: SessionWindows) {
         // Timers hold places: `other`'s keys take new ones here.
         let timers: Vec<(EventTime, Key)> = other
-            .timers
-            .iter()
-            .filter_map(|(time, place)| Some((time, other.keys.key_at(place)?.clone())))
+            .timer_keys()
+            .map(|(time, key)| (time, key.clone()))
             .collect();
         self.keys.extend(other.keys);
-        for (time, key) in timers {
-            if let Some(place) = self.keys.place(key_hash(&key), &key) {
-                self.timers.insert(time, place);
-            }
+        for (time, key) in &timers {
+            self.add_timer(*time, key);
         }
         self.forgotten.keys.extend(other.forgotten.keys);
         self.forgotten.ends.extend(other.forgotten.ends);
