@@ -164,6 +164,7 @@ impl<T: Clone> Clone for Chunks<T> {
 
 /// Keys and their values, in the order of their places (a new key takes the last freed
 /// place, else the next one). Serialized as a map, as the hash map it replaced.
+#[derive(Clone)]
 pub(crate) struct KeyTable<V> {
     /// Places in `entries`, by the key's [`key_hash`].
     index: HashTable<u32>,
@@ -430,17 +431,6 @@ impl<V> Extend<(Key, V)> for KeyTable<V> {
         self.reserve(entries.size_hint().0);
         for (key, value) in entries {
             self.insert(key, value);
-        }
-    }
-}
-
-impl<V: Clone> Clone for KeyTable<V> {
-    fn clone(&self) -> Self {
-        KeyTable {
-            index: self.index.clone(),
-            entries: self.entries.clone(),
-            free: self.free.clone(),
-            len: self.len,
         }
     }
 }
