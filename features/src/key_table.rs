@@ -343,29 +343,29 @@ impl<V> KeyTable<V> {
 
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &Key) -> Option<V> {
-        let hash = key_hash(key);
-        let at = self.place(hash, key)?;
-        self.remove_at(hash, at)
+        let at = self.place(key_hash(key), key)?;
+        self.remove_at(at)
     }
 
-    /// Removes the entry at `place`, whose key's [`key_hash`] is `hash`, returning its value.
-    /// Nothing moves: the place is free for the next new key.
-    /// A place holding no entry (beyond the places in use, or freed) removes nothing.
-    pub fn remove_at(&mut self, hash: u64, Place(at): Place) -> Option<V> {
+    /// Removes the entry at `place`, returning its value. Nothing moves: the place is free
+    /// for the next new key. A place holding no entry (beyond the places in use, or freed)
+    /// removes nothing.
+    pub fn remove_at(&mut self, Place(at): Place) -> Option<V> {
         if at >= self.entries.len {
             return None;
         }
-        let (_, value) = self.entries.get_mut(at).take()?;
-        if let Ok(found) = self.index.find_entry(hash, |&p| p as usize == at) {
-            found.remove();
-        }
-        self.freed(at);
+        let (key, value) = self.entries.get_mut(at).take()?;
+        self.freed(at, &key);
         Some(value)
     }
 
-    /// Counts the entry just taken from `at` out, and frees its place; an emptied table
-    /// starts again from the first place, in the chunks already allocated.
-    fn freed(&mut self, at: usize) {
+    /// Counts the entry of `key` just taken from `at` out: drops its place from the index
+    /// and frees it; an emptied table starts again from the first place, in the chunks
+    /// already allocated.
+    fn freed(&mut self, at: usize, key: &Key) {
+        if let Ok(found) = self.index.find_entry(key_hash(key), |&p| p as usize == at) {
+            found.remove();
+        }
         self.len -= 1;
         if self.len == 0 {
             self.entries.clear();
@@ -383,10 +383,7 @@ impl<V> KeyTable<V> {
                 continue;
             }
             if let Some((key, _)) = entry.take() {
-                if let Ok(found) = self.index.find_entry(key_hash(&key), |&p| p as usize == at) {
-                    found.remove();
-                }
-                self.freed(at);
+                self.freed(at, &key);
                 if self.len == 0 {
                     return;
                 }

@@ -476,8 +476,7 @@ impl SessionWindows {
                 self.timers.insert(next, place);
             }
             _ => {
-                let hash = key_hash(key);
-                self.keys.remove_at(hash, place);
+                self.keys.remove_at(place);
             }
         }
     }
