@@ -1,5 +1,5 @@
 //! `weir launch job.toml -n N [run flags…]`: a Timely cluster of N local processes for
-//! development. It writes the hosts file itself (N free 127.0.0.1 ports, in a temporary
+//! development. It writes the hosts file itself (N free 127.0.0.1 ports from [`weir_ports`], in a temporary
 //! directory removed at exit), starts `weir run job.toml --processes N --process i --hosts
 //! FILE [run flags…]` for every `i` with its output lines prefixed `[p<i>] `, forwards
 //! Ctrl-C/SIGTERM to all of them and, when one fails, stops the others (they exit by
@@ -75,8 +75,10 @@ pub fn launch(args: &LaunchArgs) -> Result<i32> {
     let start = |restart: u32| {
         // Fresh ports for every run: the last run's may still be held by closing sockets.
         // The cluster's and the metrics servers' ports are picked together, so no port is
-        // handed out twice.
-        let ports = free_ports(2 * args.processes)?;
+        // handed out twice, and outside the ephemeral range, so that no connection made
+        // before the processes bind them can take one.
+        let ports = weir_ports::free_local_ports(2 * args.processes)
+            .context("cannot find free localhost ports for the cluster")?;
         let (cluster_ports, metrics_ports) = ports.split_at(args.processes);
         let hosts = write_hosts(dir.path(), cluster_ports)?;
         let flags = if restart == 0 {
@@ -149,20 +151,6 @@ fn write_hosts(dir: &Path, ports: &[u16]) -> Result<PathBuf> {
     let hosts = dir.join("hosts.txt");
     std::fs::write(&hosts, lines).with_context(|| format!("cannot write {}", hosts.display()))?;
     Ok(hosts)
-}
-
-/// `n` distinct 127.0.0.1 ports that were free when asked (the OS picks them; all are held
-/// until the last is picked, so none is picked twice).
-fn free_ports(n: usize) -> Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free localhost port")
-        })
-        .collect::<Result<Vec<_>>>()?;
-    listeners
-        .iter()
-        .map(|l| Ok(l.local_addr()?.port()))
-        .collect()
 }
 
 #[cfg(test)]

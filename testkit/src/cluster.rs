@@ -5,22 +5,25 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-/// An address on 127.0.0.1 whose port was free when asked (the OS picks it).
+/// An address on 127.0.0.1 whose port was free when asked ([`weir_ports`] picks it).
 pub fn free_addr() -> std::io::Result<SocketAddr> {
-    std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
+    Ok(SocketAddr::from(([127, 0, 0, 1], free_port()?)))
 }
 
-/// A TCP port on 127.0.0.1 that was free when asked (the OS picks it).
+/// A TCP port on 127.0.0.1 that was free when asked ([`weir_ports`] picks it, outside the
+/// ephemeral range, so that no connection of a test running beside takes it first).
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(free_addr()?.port())
+    weir_ports::free_local_port()
 }
 
-/// Writes `dir/hosts.txt` naming `processes` free localhost ports and returns its path.
+/// Writes `dir/hosts.txt` naming `processes` distinct free localhost ports and returns its
+/// path.
 pub fn hosts_file(dir: &Path, processes: usize) -> std::io::Result<PathBuf> {
     let hosts = dir.join("hosts.txt");
-    let lines = (0..processes)
-        .map(|_| Ok(format!("127.0.0.1:{}\n", free_port()?)))
-        .collect::<std::io::Result<String>>()?;
+    let lines: String = weir_ports::free_local_ports(processes)?
+        .into_iter()
+        .map(|port| format!("127.0.0.1:{port}\n"))
+        .collect();
     std::fs::write(&hosts, lines)?;
     Ok(hosts)
 }

@@ -32,7 +32,6 @@ use openssl::x509::extension::{
 };
 use openssl::x509::{X509Name, X509};
 
-use weir_testkit::cluster::free_port;
 
 /// A SCRAM user the broker knows.
 pub struct User<'a> {
@@ -70,12 +69,10 @@ impl SecuredBroker {
     /// Starts tansu with its data in `dir`, secured as `security` says.
     pub fn start(dir: &Path, security: &Security) -> Result<SecuredBroker> {
         fs::create_dir_all(dir)?;
-        let plain_port = free_port()?;
-        let client_port = if security.tls {
-            free_port()?
-        } else {
-            plain_port
-        };
+        // Two distinct ports when TLS needs its own listener.
+        let ports = weir_ports::free_local_ports(if security.tls { 2 } else { 1 })?;
+        let plain_port = ports[0];
+        let client_port = *ports.last().unwrap_or(&plain_port);
         let plain = format!("tcp://127.0.0.1:{plain_port}");
         let advertised = format!("tcp://127.0.0.1:{client_port}");
         let mut tansu = spawn_tansu(dir, &plain, &advertised, false)?;
