@@ -18,8 +18,9 @@
 #   P   benches/producer_cpu.rs: a sink producer's CPU and acknowledgement times against a
 #       broker that answers after 1, 20 and 200 ms, against the same producer not idempotent
 #
-# A benchmark is a `run_NAME` function with an entry in BENCHES. A run on a machine that is
-# busy with other work says so: compare load averages.
+# After the runs, scripts/bench_targets.py rewrites the "targets at a glance" table from the
+# sections' tables. A benchmark is a `run_NAME` function with an entry in BENCHES. A run on a
+# machine that is busy with other work says so: compare load averages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -258,3 +259,5 @@ for name in "${selected[@]}"; do
     fi
     "run_$name"
 done
+# The summary table at the top of BENCHMARKS.md, from the sections just written.
+python3 scripts/bench_targets.py

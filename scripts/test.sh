@@ -8,7 +8,9 @@
 #    only if this script started it)
 # 3. cargo fmt --check, cargo clippy -D warnings, the import-ring check
 #    (scripts/import_rings.py), the Kubernetes manifests against the API schemas
-#    (deploy/validate_k8s.py), cargo test, with WEIR_TEST_BROKERS pointing at the broker
+#    (deploy/validate_k8s.py), BENCHMARKS.md's targets at a glance against its tables
+#    (scripts/bench_targets.py --check), cargo test, with WEIR_TEST_BROKERS pointing at the
+#    broker
 #
 # Every check runs even when an earlier one fails, so one run shows every
 # problem; the exit status is non-zero if any failed. Extra arguments go to
@@ -114,6 +116,7 @@ main() {
     run clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
     run import-rings python3 scripts/import_rings.py
     run k8s-manifests .cache/venv/bin/python deploy/validate_k8s.py
+    run bench-targets python3 scripts/bench_targets.py --check
     run test cargo_test "$@"
 
     step "summary ($((SECONDS - t0))s total)"
