@@ -1,11 +1,11 @@
 //! `weir launch job.toml -n N [run flags…]`: a Timely cluster of N local processes for
-//! development. It writes the hosts file itself (N free 127.0.0.1 ports from [`weir_ports`], in a temporary
-//! directory removed at exit), starts `weir run job.toml --processes N --process i --hosts
-//! FILE [run flags…]` for every `i` with its output lines prefixed `[p<i>] `, forwards
-//! Ctrl-C/SIGTERM to all of them and, when one fails, stops the others (they exit by
-//! themselves on losing their peer; after `--grace` they are killed). With `--supervise`
-//! it then restarts all N from the last committed checkpoint ([`crate::supervise`], which
-//! also documents the exit status); without, it exits.
+//! development. It writes the hosts file itself (N free 127.0.0.1 ports from [`weir_ports`],
+//! in a temporary directory removed at exit), starts `weir run job.toml --processes N
+//! --process i --hosts FILE [run flags…]` for every `i` with its output lines prefixed
+//! `[p<i>] `, forwards Ctrl-C/SIGTERM to all of them and, when one fails, stops the others
+//! (they exit by themselves on losing their peer; after `--grace` they are killed). With
+//! `--supervise` it then restarts all N from the last committed checkpoint
+//! ([`crate::supervise`], which also documents the exit status); without, it exits.
 //!
 //! A launcher killed with SIGKILL cannot stop its children (each is in a process group of its
 //! own, so that a terminal's Ctrl-C reaches them only through the launcher): stop them with

@@ -32,7 +32,6 @@ use openssl::x509::extension::{
 };
 use openssl::x509::{X509Name, X509};
 
-
 /// A SCRAM user the broker knows.
 pub struct User<'a> {
     /// `scram256` or `scram512` (tansu's names for SCRAM-SHA-256 and -512).
