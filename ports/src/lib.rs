@@ -9,11 +9,16 @@
 //! connection). So the ports here are drawn at random from below that range (Linux:
 //! `/proc/sys/net/ipv4/ip_local_port_range`), where only an explicit bind can land; each is
 //! bound to prove it free, and all are held until the last is found, so none is given twice.
+//! A port this process handed out recently (the last [`REMEMBERED`]) is not handed out
+//! again even once it is free: the tests of one binary run side by side, and a server that
+//! binds late (a broker starting) would otherwise share its port with the next pick.
 
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
 use std::ops::Range;
+use std::sync::Mutex;
 
 /// Where the kernel's ephemeral range starts when it cannot be read (IANA's dynamic ports).
 const EPHEMERAL_START_DEFAULT: u16 = 49152;
@@ -21,12 +26,19 @@ const EPHEMERAL_START_DEFAULT: u16 = 49152;
 const LOWEST: u16 = 10_000;
 /// Random picks per port asked for before giving up.
 const TRIES_PER_PORT: usize = 200;
+/// How many of the ports this process handed out last are not handed out again.
+const REMEMBERED: usize = 1024;
+
+/// The ports this process handed out last, oldest first.
+static HANDED_OUT: Mutex<VecDeque<u16>> = Mutex::new(VecDeque::new());
 
 /// `n` distinct ports on 127.0.0.1 that were free when asked.
 pub fn free_local_ports(n: usize) -> io::Result<Vec<u16>> {
     let range = pick_range(ephemeral_start());
     let mut held: Vec<TcpListener> = Vec::with_capacity(n);
     let mut random = RandomPorts::new(range.clone());
+    // Held while picking, so two threads' picks cannot coincide either.
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let mut tries = 0;
     while held.len() < n {
         if tries == n * TRIES_PER_PORT {
@@ -39,14 +51,26 @@ pub fn free_local_ports(n: usize) -> io::Result<Vec<u16>> {
             ));
         }
         tries += 1;
+        let port = random.next_port();
+        if handed_out.contains(&port) {
+            continue;
+        }
         // A port we hold already fails to bind again, so the ports are distinct.
-        if let Ok(listener) = TcpListener::bind((Ipv4Addr::LOCALHOST, random.next_port())) {
+        if let Ok(listener) = TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
             held.push(listener);
         }
     }
-    held.iter()
+    let ports = held
+        .iter()
         .map(|listener| Ok(listener.local_addr()?.port()))
-        .collect()
+        .collect::<io::Result<Vec<u16>>>()?;
+    for &port in &ports {
+        if handed_out.len() == REMEMBERED {
+            handed_out.pop_front();
+        }
+        handed_out.push_back(port);
+    }
+    Ok(ports)
 }
 
 /// One free port on 127.0.0.1 (see [`free_local_ports`]).
@@ -120,12 +144,25 @@ mod tests {
         }
     }
 
+    // The tests of this module hand out 50 + 1 + 200 + 256 ports in all, fewer than
+    // REMEMBERED, so none of them sees another's picks push its own out of memory.
+
     #[test]
     fn a_port_held_by_a_server_is_never_picked() {
         let taken = free_local_port().expect("a free port");
         let _server = TcpListener::bind((Ipv4Addr::LOCALHOST, taken)).expect("bind it");
-        for _ in 0..20 {
-            assert!(!free_local_ports(100).expect("100 ports").contains(&taken));
+        for _ in 0..10 {
+            assert!(!free_local_ports(20).expect("20 ports").contains(&taken));
+        }
+    }
+
+    #[test]
+    fn a_port_handed_out_is_not_handed_out_again_while_remembered() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..16 {
+            for port in free_local_ports(16).expect("16 ports") {
+                assert!(seen.insert(port), "{port} handed out twice");
+            }
         }
     }
 
