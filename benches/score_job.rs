@@ -7,7 +7,9 @@
 //! `WEIR_BENCH_S_KEYS` (default 50 000), `WEIR_BENCH_S_ROUNDS` (default 3: every case runs
 //! that many times, in turn, and the table holds each figure's median), `WEIR_BENCH_S_OUT`
 //! (the markdown table, default `<target dir>/bench-results/S.md`), `WEIR_BENCH_S_TICK_MS`
-//! (the job's `[runtime] tick`, default `features`' 2 ms). One case alone:
+//! (the job's `[runtime] tick`, default `features`' 2 ms), `WEIR_BENCH_S_MODELS`
+//! (`label=dir,…`: the models to run instead of the committed three; `scripts/bench.sh SP`
+//! passes production-sized ones). One case alone:
 //! `WEIR_BENCH_S_CASE=job:mlp target/release/deps/score_job-*` (or `features`, `raw_ort:xgboost`, …; `raw_ort` needs the
 //! rows `features` writes).
 //!
@@ -65,10 +67,29 @@ fn rows_path(input: &Path) -> PathBuf {
     input.with_extension("rows.jsonl")
 }
 
+/// The models of this run, (label, directory): `WEIR_BENCH_S_MODELS` (`label=dir,…`), else
+/// the three committed ones.
+fn run_models() -> Result<Vec<(String, PathBuf)>> {
+    let Ok(list) = std::env::var("WEIR_BENCH_S_MODELS") else {
+        return Ok(models()
+            .into_iter()
+            .map(|(label, dir)| (label.to_owned(), dir))
+            .collect());
+    };
+    list.split(',')
+        .map(|item| {
+            let (label, dir) = item
+                .split_once('=')
+                .with_context(|| format!("WEIR_BENCH_S_MODELS: `{item}` is not label=dir"))?;
+            Ok((label.trim().to_owned(), PathBuf::from(dir.trim())))
+        })
+        .collect()
+}
+
 fn model_dir(label: &str) -> Result<PathBuf> {
-    models()
+    run_models()?
         .into_iter()
-        .find(|(l, _)| *l == label)
+        .find(|(l, _)| l == label)
         .map(|(_, dir)| dir)
         .with_context(|| format!("no model {label}"))
 }
@@ -197,8 +218,9 @@ fn main() -> Result<()> {
     }
     // `features` first in each round: `raw_ort` scores the rows it writes.
     let rounds = env_or("WEIR_BENCH_S_ROUNDS", 3_usize).max(1);
+    let models = run_models()?;
     let mut cases = vec!["features".to_owned()];
-    for (label, _) in models() {
+    for (label, _) in &models {
         cases.extend([format!("raw_ort:{label}"), format!("job:{label}")]);
     }
     let medians = median_rounds(CASE_VAR, &cases, rounds, |_, _| Ok(()))?;
@@ -219,7 +241,7 @@ fn main() -> Result<()> {
         features.peak_rss_mb,
         features.ticks.steal_cell()
     );
-    for ((label, _), pair) in models().into_iter().zip(pairs.chunks(2)) {
+    for ((label, _), pair) in models.iter().zip(pairs.chunks(2)) {
         let [raw, job] = pair else {
             anyhow::bail!("{label}: a case has no runs");
         };

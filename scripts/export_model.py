@@ -22,7 +22,8 @@ Training features come from the job's own feature code (no training/serving skew
      the job's ``preprocess.rs`` — and the model is trained on the result
   5. the model is converted to ONNX (input ``input`` float32 [N, F]), checked with
      ``onnx.checker``, and the held-out windows are scored with onnxruntime: the script exits
-     non-zero unless max |p_ort - p_framework| <= 1e-5 (1e-4 for ``mlp``, float32 matmuls)
+     non-zero unless max |p_ort - p_framework| <= 1e-5 (1e-4 for ``mlp``, float32 matmuls;
+     for ``lightgbm`` on all but 0.1 % of rows: its thresholds are doubles, ONNX's float32)
   6. ``model.onnx`` and ``manifest.json`` (format: docs/MODEL_MANIFEST.md) go to ``--out``;
      the baseline is the histogram of held-out ONNX scores over 10 equal bins of [0, 1].
      (The held-out AUC is printed, not stored: the manifest reader rejects unknown fields.)
@@ -57,6 +58,12 @@ from weir_preprocess import preprocess  # noqa: E402  (the twin of preprocess.rs
 
 LABEL_HORIZON_MS = 60_000
 MAX_ABS_DIFF = {"xgboost": 1e-5, "lightgbm": 1e-5, "mlp": 1e-4}
+# Share of held-out rows allowed beyond MAX_ABS_DIFF. LightGBM keeps its split thresholds as
+# doubles and ONNX's TreeEnsemble compares in float32, so an input within one float32 rounding
+# of a threshold can take the other branch: with `--large`'s 500 trees of 63 leaves, 8 of
+# 13 170 held-out rows (seed 42) differ by up to 0.03. XGBoost's thresholds are float32, as
+# ONNX's are.
+MAX_SHARE_BEYOND = {"xgboost": 0.0, "lightgbm": 0.001, "mlp": 0.0}
 HELDOUT_FRACTION = 0.25
 MODEL_NAME = "purchase_propensity"
 
@@ -69,7 +76,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--events", type=int, default=200_000, help="number of generated events")
     p.add_argument("--out", type=Path, required=True, help="directory for model.onnx and manifest.json")
     p.add_argument("--version", default=None, help="model version (default: UTC date-time, e.g. 20260101T120000Z)")
-    p.add_argument("--tiny", action="store_true", help="a smaller model (the committed test fixtures)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--tiny", dest="size", action="store_const", const="tiny",
+                      help="a smaller model (the committed test fixtures)")
+    size.add_argument("--large", dest="size", action="store_const", const="large",
+                      help="a production-sized model (benchmark S at production size, scripts/bench.sh SP)")
     p.add_argument("--model", choices=["xgboost", "lightgbm", "mlp"], default="xgboost", help="model kind")
     p.add_argument("--preprocess", action=argparse.BooleanOptionalAction, default=None,
                    help="fit clip + scale into the manifest (default: on for mlp, off for trees)")
@@ -178,14 +189,30 @@ def fit_preprocessing(names: list[str], raw_train: list[list[float | None]], on:
     return features
 
 
-def fit_model(kind: str, x: np.ndarray, y: np.ndarray, tiny: bool, seed: int):
+# Each kind's capacity by `--tiny` / (neither) / `--large`: trees and their depth (xgboost),
+# trees and their leaves (lightgbm), hidden layer sizes (mlp). `large` is the size of models
+# teams serve in production (hundreds of trees of depth 6, a few hundred hidden units), so
+# that ONNX Runtime's share of a scoring job is what it is there.
+SIZES = {
+    "tiny": {"xgboost": (8, 3), "lightgbm": (8, 8), "mlp": (8,)},
+    None: {"xgboost": (40, 4), "lightgbm": (40, 15), "mlp": (32, 16)},
+    "large": {"xgboost": (500, 6), "lightgbm": (500, 63), "mlp": (256, 128)},
+}
+
+# Learning rate of the boosted trees: many trees learn in smaller steps.
+LEARNING_RATE = {"tiny": 0.3, None: 0.3, "large": 0.05}
+
+
+def fit_model(kind: str, x: np.ndarray, y: np.ndarray, size: str | None, seed: int):
+    capacity = SIZES[size][kind]
     if kind == "xgboost":
         import xgboost
 
+        trees, depth = capacity
         model = xgboost.XGBClassifier(
-            n_estimators=8 if tiny else 40,
-            max_depth=3 if tiny else 4,
-            learning_rate=0.3,
+            n_estimators=trees,
+            max_depth=depth,
+            learning_rate=LEARNING_RATE[size],
             base_score=0.5,
             tree_method="hist",
             random_state=seed,
@@ -194,10 +221,11 @@ def fit_model(kind: str, x: np.ndarray, y: np.ndarray, tiny: bool, seed: int):
     elif kind == "lightgbm":
         import lightgbm
 
+        trees, leaves = capacity
         model = lightgbm.LGBMClassifier(
-            n_estimators=8 if tiny else 40,
-            num_leaves=8 if tiny else 15,
-            learning_rate=0.3,
+            n_estimators=trees,
+            num_leaves=leaves,
+            learning_rate=LEARNING_RATE[size],
             random_state=seed,
             n_jobs=2,
             verbose=-1,
@@ -206,7 +234,7 @@ def fit_model(kind: str, x: np.ndarray, y: np.ndarray, tiny: bool, seed: int):
         from sklearn.neural_network import MLPClassifier
 
         model = MLPClassifier(
-            hidden_layer_sizes=(8,) if tiny else (32, 16),
+            hidden_layer_sizes=capacity,
             max_iter=200,
             early_stopping=True,
             random_state=seed,
@@ -290,18 +318,22 @@ def main() -> int:
         sys.exit("training or held-out split has a single class; generate more --events")
     print(f"model={args.model} rows={len(y)} train={train.sum()} heldout={held.sum()} positive_rate={y.mean():.4f}")
 
-    model = fit_model(args.model, x[train], y[train], args.tiny, args.seed)
+    model = fit_model(args.model, x[train], y[train], args.size, args.seed)
     onx = to_onnx(args.model, model, len(names))
 
     session = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     label, probabilities = session.run(["label", "probabilities"], {"input": x[held]})
     p_ort = probabilities[:, 1].astype(np.float64)
     p_framework = model.predict_proba(x[held])[:, 1].astype(np.float64)
-    diff = float(np.max(np.abs(p_ort - p_framework)))
+    gaps = np.abs(p_ort - p_framework)
+    diff = float(np.max(gaps))
+    beyond = float(np.mean(gaps > MAX_ABS_DIFF[args.model]))
     auc = float(roc_auc_score(y[held], p_ort))
-    print(f"heldout_auc={auc:.4f} heldout_max_abs_diff={diff:.3g}")
-    if diff > MAX_ABS_DIFF[args.model]:
-        print(f"ONNX and {args.model} disagree by {diff} > {MAX_ABS_DIFF[args.model]}", file=sys.stderr)
+    print(f"heldout_auc={auc:.4f} heldout_max_abs_diff={diff:.3g} heldout_share_beyond={beyond:.2g}")
+    if beyond > MAX_SHARE_BEYOND[args.model]:
+        print(f"ONNX and {args.model} disagree by up to {diff} (> {MAX_ABS_DIFF[args.model]} on "
+              f"{beyond:.2%} of held-out rows, at most {MAX_SHARE_BEYOND[args.model]:.2%} allowed)",
+              file=sys.stderr)
         return 1
     clear = np.abs(p_ort - 0.5) > 1e-6  # rows whose label cannot depend on a tie rule
     if not np.array_equal(label[clear], (p_ort[clear] > 0.5).astype(np.int64)):
