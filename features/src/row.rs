@@ -92,15 +92,76 @@ pub fn score_id(key: &str, window_end: EventTime, model_version: &str) -> String
     format!("{:016x}", score_id_digest(key, window_end, model_version))
 }
 
-/// The number [`score_id`] writes in hex.
+/// The number [`score_id`] writes in hex: the XXH3 of the key's length, the key, the window
+/// end and the version. Hashed in one call from a stack buffer when they fit it (XXH3's
+/// one-shot path; the streaming hasher was ~8 % of writing a score record, BENCHMARKS.md, S),
+/// else streamed: both give the same digest.
 pub(crate) fn score_id_digest(key: &str, window_end: EventTime, model_version: &str) -> u64 {
+    const ROOM: usize = 128;
+    let (key_len, key, end) = (
+        (key.len() as u64).to_le_bytes(),
+        key.as_bytes(),
+        window_end.to_le_bytes(),
+    );
+    let parts = [&key_len[..], key, &end[..], model_version.as_bytes()];
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len <= ROOM {
+        let mut buf = [0_u8; ROOM];
+        let mut at = 0;
+        for part in parts {
+            buf[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        return xxhash_rust::xxh3::xxh3_64_with_seed(&buf[..len], SCORE_ID_SEED);
+    }
     let mut hasher = xxhash_rust::xxh3::Xxh3::with_seed(SCORE_ID_SEED);
-    hasher.update(&(key.len() as u64).to_le_bytes());
-    hasher.update(key.as_bytes());
-    hasher.update(&window_end.to_le_bytes());
-    hasher.update(model_version.as_bytes());
+    parts.iter().for_each(|part| hasher.update(part));
     hasher.digest()
 }
 
 /// Fixed seed of score ids. Changing it changes every id: never do.
 const SCORE_ID_SEED: u64 = 0x5745_4952_5343_0001; // "WEIRSC" + format 1
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`score_id_digest`] as first written: the four parts streamed.
+    fn streamed(key: &str, window_end: EventTime, model_version: &str) -> u64 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::with_seed(SCORE_ID_SEED);
+        hasher.update(&(key.len() as u64).to_le_bytes());
+        hasher.update(key.as_bytes());
+        hasher.update(&window_end.to_le_bytes());
+        hasher.update(model_version.as_bytes());
+        hasher.digest()
+    }
+
+    /// Ids never change: the one-shot path and the streamed one agree on every length, on
+    /// both sides of the stack buffer's room.
+    #[test]
+    fn score_ids_are_the_streamed_digest_at_every_length() {
+        for key_len in 0..150 {
+            for version_len in [0, 1, 7, 24, 60, 130] {
+                let key = "k".repeat(key_len);
+                let version = "v".repeat(version_len);
+                let end = 1_767_225_600_000 + key_len as i64;
+                assert_eq!(
+                    score_id_digest(&key, end, &version),
+                    streamed(&key, end, &version),
+                    "key {key_len} bytes, version {version_len} bytes"
+                );
+            }
+        }
+    }
+
+    /// One id pinned, as `weir run` wrote it before the one-shot path (the committed model,
+    /// `tiny-1`, over the clickstream's first events): consumers deduplicate by ids that
+    /// earlier runs wrote.
+    #[test]
+    fn a_score_id_is_what_earlier_runs_wrote() {
+        assert_eq!(
+            score_id("u000000", 1_767_225_600_000, "tiny-1"),
+            "8560eb21fb9ba70f"
+        );
+    }
+}

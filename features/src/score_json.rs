@@ -9,13 +9,16 @@
 //! serde_json formats them with and strings escaped by serde_json where they need it, so the
 //! bytes are those the `Value` encoding gave (a test compares them).
 
+use std::cell::RefCell;
+
 use crate::encode::{write_json_string, Numbers};
 use crate::row::{score_id_digest, ModelTag};
 use crate::scored::ScoreView;
 use crate::vocab::SourcePosition;
 
 /// Writes the score records of one job: its feature names, in the order a JSON object keeps
-/// its keys, and its source topic are escaped once, not per record.
+/// its keys, and its source topic are escaped once, not per record; so is the last model it
+/// wrote (a sink's records nearly all name one model).
 #[derive(Clone, Debug)]
 pub struct ScoreJson {
     /// Each feature's `"name":` and its index in a row's values, sorted by name (a stable
@@ -23,6 +26,8 @@ pub struct ScoreJson {
     features: Vec<(usize, Vec<u8>)>,
     /// `"topic":"…"`: the source the rows were read from.
     topic: Vec<u8>,
+    /// The last primary model written and its `{"name":…,"version":…}`.
+    last_model: RefCell<Option<(ModelTag, Vec<u8>)>>,
 }
 
 /// A score: `null` when absent or not finite.
@@ -58,7 +63,25 @@ impl ScoreJson {
             .collect();
         let mut topic = br#""topic":"#.to_vec();
         write_json_string(source_topic, &mut topic);
-        ScoreJson { features, topic }
+        ScoreJson {
+            features,
+            topic,
+            last_model: RefCell::new(None),
+        }
+    }
+
+    /// [`write_model`], from the text of the last model written when it is the same one.
+    fn write_primary_model(&self, model: &ModelTag, out: &mut Vec<u8>) {
+        let mut last = self.last_model.borrow_mut();
+        match &*last {
+            Some((tag, json)) if tag == model => out.extend_from_slice(json),
+            _ => {
+                let mut json = Vec::new();
+                write_model(model, &mut json);
+                out.extend_from_slice(&json);
+                *last = Some((model.clone(), json));
+            }
+        }
     }
 
     /// Appends the score record of `scored` to `out`; returns its score id's text
@@ -84,7 +107,7 @@ impl ScoreJson {
         out.extend_from_slice(br#","key":"#);
         write_json_string(row.key.as_str(), out);
         out.extend_from_slice(br#","model":"#);
-        write_model(scored.model, out);
+        self.write_primary_model(scored.model, out);
         out.extend_from_slice(br#","revision":"#);
         numbers.integer(row.revision, out);
         out.extend_from_slice(br#","score":"#);
@@ -242,21 +265,27 @@ mod tests {
                 error: Some("shadow failed"),
             }),
         ];
+        // One writer for every record, its primary model changing from record to record (as a
+        // canary's rows do) and back: each record names its own model.
+        let canary = ModelTag {
+            name: "purchase \"canary\"".into(),
+            version: "v5".into(),
+        };
+        let json = ScoreJson::new(&names, "clicks \"a\"");
         for (score, error) in [
             (Some(0.125), None),
             (Some(f64::NAN), None),
             (None, Some("bad")),
         ] {
-            for shadow in shadows {
+            for (shadow, model) in shadows.into_iter().zip([&primary, &canary, &primary]) {
                 let view = ScoreView {
                     row: &row,
-                    model: &primary,
+                    model,
                     score,
                     error,
                     inference_ts_ms: 1_767_225_600_123,
                     shadow,
                 };
-                let json = ScoreJson::new(&names, "clicks \"a\"");
                 assert_eq!(
                     String::from_utf8_lossy(&record(&json, &view)),
                     String::from_utf8_lossy(&score_through_value(&view, &names, "clicks \"a\""))
