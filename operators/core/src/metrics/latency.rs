@@ -14,13 +14,15 @@ use std::sync::{Mutex, PoisonError};
 
 use hdrhistogram::Histogram as Hdr;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::{Registry, Unit};
 use weir_features::row::FeatureRow;
 
+use super::batch_histogram::BatchHistogram;
+
 /// Buckets from 1 ms to about 9 min, doubling.
-fn latency_buckets() -> Histogram {
-    Histogram::new(exponential_buckets(0.001, 2.0, 20))
+fn latency_buckets() -> BatchHistogram {
+    BatchHistogram::new(exponential_buckets(0.001, 2.0, 20))
 }
 
 /// Scores recorded in one HDR histogram and their p50, p99 and p99.9, µs (`None`: none).
@@ -98,10 +100,10 @@ impl Drop for SourceBehind {
 /// The job's latency histograms.
 #[derive(Debug)]
 pub struct Latencies {
-    close_to_score: Histogram,
-    event_to_score: Histogram,
-    ingest_to_score: Histogram,
-    close_to_acked: Histogram,
+    close_to_score: BatchHistogram,
+    event_to_score: BatchHistogram,
+    ingest_to_score: BatchHistogram,
+    close_to_acked: BatchHistogram,
     /// Close → acknowledged of live scores, and of scores acknowledged while catching up.
     live_hdr: Mutex<Option<Hdr<u64>>>,
     catch_up_hdr: Mutex<Option<Hdr<u64>>>,
@@ -132,31 +134,41 @@ impl Default for Latencies {
 impl Latencies {
     /// Scores produced at `now_ms` (wall clock) for `rows`: each row's window closed at
     /// `fired_at_ns`, ends at event time `window_end` and its latest record was read at
-    /// `ingested_at_ms` (either 0: unknown, not observed). Live ingest → score times also go
-    /// to the summary's HDR histogram, locked once for all of `rows`.
-    pub fn scores_produced<'a>(&self, rows: impl IntoIterator<Item = &'a FeatureRow>, now_ms: u64) {
-        let live = !self.catching_up();
-        let mut ingest_hdr = None;
-        for row in rows {
-            if row.fired_at_ns > 0 {
-                let waited_ms = now_ms.saturating_sub(row.fired_at_ns / 1_000_000);
-                self.close_to_score.observe(waited_ms as f64 / 1e3);
+    /// `ingested_at_ms` (either 0: unknown, not observed). Each histogram takes all of
+    /// `rows` under one lock, as does the summary's HDR histogram of live ingest → score
+    /// times.
+    pub fn scores_produced<'a, R>(&self, rows: R, now_ms: u64)
+    where
+        R: IntoIterator<Item = &'a FeatureRow> + Clone,
+    {
+        let seconds = |ms: u64| ms as f64 / 1e3;
+        let rows = || rows.clone().into_iter();
+        self.close_to_score.observe_all(
+            rows()
+                .filter(|row| row.fired_at_ns > 0)
+                .map(|row| seconds(now_ms.saturating_sub(row.fired_at_ns / 1_000_000))),
+        );
+        let ingest_ms = || {
+            rows()
+                .filter(|row| row.ingested_at_ms > 0)
+                .map(|row| now_ms.saturating_sub(row.ingested_at_ms))
+        };
+        self.ingest_to_score.observe_all(ingest_ms().map(seconds));
+        if !self.catching_up() {
+            let mut hdr = None;
+            for waited_ms in ingest_ms() {
+                let hdr = hdr.get_or_insert_with(|| {
+                    self.ingest_live_hdr
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                });
+                record(hdr, waited_ms * 1_000);
             }
-            if row.ingested_at_ms > 0 {
-                let waited_ms = now_ms.saturating_sub(row.ingested_at_ms);
-                self.ingest_to_score.observe(waited_ms as f64 / 1e3);
-                if live {
-                    let hdr = ingest_hdr.get_or_insert_with(|| {
-                        self.ingest_live_hdr
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                    });
-                    record(hdr, waited_ms * 1_000);
-                }
-            }
-            let behind_ms = (now_ms as i64).saturating_sub(row.window_end).max(0);
-            self.event_to_score.observe(behind_ms as f64 / 1e3);
         }
+        self.event_to_score.observe_all(rows().map(|row| {
+            let behind_ms = (now_ms as i64).saturating_sub(row.window_end).max(0);
+            behind_ms as f64 / 1e3
+        }));
     }
 
     /// Marks the run as a bounded replay (every latency is catch-up time).

@@ -9,6 +9,7 @@
 //! per ordinary record. Names follow Prometheus conventions under the `weir_` prefix
 //! (`docs/JOB_FILE.md`, `[metrics]`, lists them).
 
+mod batch_histogram;
 mod checkpoints;
 mod labeled;
 mod latency;
