@@ -142,10 +142,14 @@ TEXT
 LARGE_MODELS=target/bench-data/models-large
 
 run_SP() {
-    local kind models=()
+    local kind models=() python=.cache/venv/bin/python
+    if [ ! -x "$python" ]; then
+        echo "SP trains its models with the project venv: run scripts/setup.sh first ($python is missing)" >&2
+        exit 2
+    fi
     cargo build --release --locked -p weir --bin weir
     for kind in xgboost lightgbm mlp; do
-        .cache/venv/bin/python scripts/export_model.py --model "$kind" --large --seed 42 \
+        "$python" scripts/export_model.py --model "$kind" --large --seed 42 \
             --events 200000 --version "large-$kind-1" --weir target/release/weir \
             --out "$LARGE_MODELS/$kind" >/dev/null
         models+=("$kind=$PWD/$LARGE_MODELS/$kind")  # absolute: a job resolves paths from its file
