@@ -51,16 +51,12 @@ use serde::Deserialize;
 static ALLOCATOR: weir::allocator::JobAllocator = weir::allocator::JobAllocator;
 
 const CASE_VAR: &str = "WEIR_BENCH_F_CASE";
+/// Each case's label and `[window]` table (benches/windows/, which scripts/build_pgo.sh's
+/// training runs read too).
 const WINDOWS: [(&str, &str); 3] = [
-    ("tumbling 1 m", "kind = \"tumbling\"\nsize = \"1m\""),
-    (
-        "hopping 5 m / 1 m",
-        "kind = \"hopping\"\nsize = \"5m\"\nslide = \"1m\"",
-    ),
-    (
-        "session 30 s",
-        "kind = \"session\"\ngap = \"30s\"\nmax_length = \"1h\"",
-    ),
+    ("tumbling 1 m", include_str!("windows/tumbling.toml")),
+    ("hopping 5 m / 1 m", include_str!("windows/hopping.toml")),
+    ("session 30 s", include_str!("windows/session.toml")),
 ];
 
 /// What the baseline parses each line into: the clickstream's fields.

@@ -6,12 +6,13 @@
 # `weir features` runs, 8 % off a scoring run and 5 % off a Kafka run (BENCHMARKS.md, F, "A
 # profile-guided build").
 #
-# Usage: scripts/build_pgo.sh [OUT]   (default OUT: target/pgo/weir)
+# Usage: scripts/build_pgo.sh [OUT]   (default OUT: target/pgo/weir; deploy/Dockerfile builds
+# its image's binary with it)
 #
 # Training (each run with the instrumented binary, on a generated clickstream of 1 M events
 # over 50 000 users, as run F's input):
-#   - `weir features` with tumbling 1 m, hopping 5 m / 1 m and session 30 s windows
-#     (jobs/clickstream.toml's features), with 1 and 2 workers;
+#   - `weir features` with run F's windows, tumbling 1 m, hopping 5 m / 1 m and session 30 s
+#     (benches/windows/, over jobs/clickstream.toml's features), with 1 and 2 workers;
 #   - `weir run jobs/clickstream.toml` from that file to a scores file: the job's model on
 #     ONNX Runtime (WEIR_ORT_LIB, as scripts/setup.sh installs it).
 # Not trained: the Kafka source and sinks (librdkafka itself is C, built without the
@@ -56,21 +57,19 @@ step "training runs"
 rm -rf "$TRAIN"
 mkdir -p "$TRAIN"
 "$WEIR" gen --seed 42 --events 1000000 --users 50000 --out "$TRAIN/clicks.jsonl"
-# jobs/clickstream.toml with its [window] table replaced by WINDOW (TOML lines).
+# jobs/clickstream.toml with its [window] table replaced by the file WINDOW's.
 job_with_window() {
     local window=$1 job=$2
     awk '/^\[window\]/ { skip = 1; next } /^\[/ { skip = 0 } !skip' jobs/clickstream.toml >"$job"
-    printf '\n[window]\n%b\n' "$window" >>"$job"
+    printf '\n[window]\n' >>"$job"
+    cat "$window" >>"$job"
 }
-windows=(
-    'kind = "tumbling"\nsize = "1m"'
-    'kind = "hopping"\nsize = "5m"\nslide = "1m"'
-    'kind = "session"\ngap = "30s"\nmax_length = "1h"'
-)
-for i in "${!windows[@]}"; do
-    job_with_window "${windows[$i]}" "$TRAIN/job-$i.toml"
+# Run F's three windows (tumbling 1 m, hopping 5 m / 1 m, session 30 s).
+for window in benches/windows/*.toml; do
+    job="$TRAIN/job-$(basename "$window")"
+    job_with_window "$window" "$job"
     for workers in 1 2; do
-        "$WEIR" features "$TRAIN/job-$i.toml" --input "$TRAIN/clicks.jsonl" \
+        "$WEIR" features "$job" --input "$TRAIN/clicks.jsonl" \
             --output "$TRAIN/rows.jsonl" --workers "$workers"
     done
 done
