@@ -338,9 +338,9 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
     }
 }
 
-/// `payload` as text, checked by `simdutf8` (SIMD, several times std's speed on ASCII; std's
-/// check was ~2 % of run F); an invalid payload is checked again by std for its error's
-/// wording and position.
+/// `payload` as text, checked by `simdutf8` (SIMD; up to 4× std's speed on ASCII by its
+/// authors' measurements, and std's check was ~2 % of run F); an invalid payload is checked
+/// again by std for its error's wording and position.
 fn utf8(payload: &[u8]) -> Result<&str, DecodeError> {
     if let Ok(text) = simdutf8::basic::from_utf8(payload) {
         return Ok(text);
