@@ -7,14 +7,16 @@
 //! BENCHMARKS.md). Optional: `WEIR_BENCH_L_SECONDS` (each live run's length, default 30),
 //! `WEIR_BENCH_L_MAX_EVENTS` (the maximum-rate run's input, default 100 000),
 //! `WEIR_BENCH_L_SHARES` (default `0.5,0.8`), `WEIR_BENCH_L_RATE` (events/s taken as the
-//! maximum rate instead of measuring it: the same load for runs that compare settings), `WEIR_BENCH_L_SINK` (`name=value,…` librdkafka
-//! properties for the job's score producer and the baseline's, e.g. `linger.ms=0`),
+//! maximum rate instead of measuring it: the same load for runs that compare settings),
+//! `WEIR_BENCH_L_SINK` (`name=value,…` librdkafka properties for the job's score producer
+//! and the baseline's, e.g. `linger.ms=0`),
 //! `WEIR_BENCH_L_SOURCE` (the same for the job's consumers, e.g. `fetch.wait.max.ms=10`),
 //! `WEIR_BENCH_L_INPUT` (the same for the producer of the job's input, which is not
 //! idempotent unless told: `input_properties`),
 //! `WEIR_BENCH_L_TICK_MS` (the job's `[runtime] tick`, default 100 as in the job file: windows
 //! fire and scores are batched per tick), `WEIR_BENCH_L_BATCH_DELAY_MS` (the job's `[model]
-//! max_batch_delay`, default the job file's 2 ms; 0 sends each activation's rows at once), `WEIR_BENCH_L_OUT` (the markdown table, default `<target dir>/bench-results/L.md`),
+//! max_batch_delay`, default the job file's 2 ms; 0 sends each activation's rows at once),
+//! `WEIR_BENCH_L_OUT` (the markdown table, default `<target dir>/bench-results/L.md`),
 //! `WEIR_BENCH_L_USERS` (default 20 000), `WEIR_BENCH_L_METRICS` (`host:port`: the job serves
 //! `/metrics` there during each run, for its latency histograms by stage),
 //! `WEIR_TEST_BROKERS` (default 127.0.0.1:9092), `WEIR_BENCH_L_BROKER=mock` (every topic on

@@ -167,7 +167,7 @@ impl Latencies {
         }
         self.event_to_score.observe_all(rows().map(|row| {
             let behind_ms = (now_ms as i64).saturating_sub(row.window_end).max(0);
-            behind_ms as f64 / 1e3
+            seconds(behind_ms as u64)
         }));
     }
 
