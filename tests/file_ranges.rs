@@ -381,6 +381,19 @@ fn a_checkpointed_file_run_restored_on_more_instances_ends_with_the_oracles_rows
         .filter(|at| at.watermark != Watermark::MAX)
         .count();
     ensure!(unfinished > 0, "the checkpoint has no range left to read");
+    // The ranges read to their end are spans of ids, not a position each: the two instances
+    // take ranges in file order, so the done ones are one span, or two around a range the
+    // other instance is still reading.
+    let spans = manifest
+        .finished
+        .values()
+        .map(|f| f.iter().count())
+        .sum::<usize>();
+    ensure!(
+        manifest.finished.values().any(|f| !f.is_empty()) && spans <= unfinished + 1,
+        "{spans} spans of finished ranges beside {unfinished} being read: {:?}",
+        manifest.finished
+    );
     let summary = checkpointed_run(&dir, &input, 3, Arc::new(AtomicBool::new(false)))?;
     ensure!(
         summary.events_in < events.len() as u64,

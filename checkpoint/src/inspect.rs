@@ -144,9 +144,18 @@ impl fmt::Display for EpochSummary {
             .map(|(model, v)| format!("{model}@{v}"))
             .collect();
         writeln!(f, "  models: {}", models.join(", "))?;
-        for (source, partitions) in &m.sources {
+        for source in m.source_names() {
             writeln!(f, "  source {source}:")?;
-            for (partition, at) in partitions {
+            let positions = m.positions_of(source);
+            if !positions.finished.is_empty() {
+                let spans: Vec<String> = positions
+                    .finished
+                    .iter()
+                    .map(|span| format!("{}..{}", span.start, span.end))
+                    .collect();
+                writeln!(f, "    partitions read to their end: {}", spans.join(", "))?;
+            }
+            for (partition, at) in &positions.open {
                 writeln!(
                     f,
                     "    partition {partition}: next offset {}, watermark {}",

@@ -7,32 +7,34 @@
 //!
 //! On disk it is JSON: `{"format_version": 2, "body_xxh3": "<hex>", "body": {...}}`, where
 //! the checksum covers the exact bytes of `body`. [`decode`] dispatches on `format_version`
-//! (the migration hook for older manifests; version 1 had no `stored_in`).
+//! (the migration hook for older manifests; version 1 had no `stored_in`, version 2 no
+//! `finished`). A manifest that lists finished partitions is version 3, so that an older build
+//! refuses it instead of reading those partitions again; one that lists none is still written
+//! as version 2.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use rangemap::RangeSet;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_64;
 
-use weir_features::vocab::{Epoch, Watermark};
+use weir_features::vocab::Epoch;
 
 use crate::error::{CheckpointError, Result};
+pub use crate::positions::SourceOffset;
+use crate::positions::SourcePositions;
 use crate::range::{self, check_operator_name, KeyGroupRange};
 pub use crate::range::{Section, SnapshotEntry};
 
-/// Manifest format version this build writes (and the newest it reads).
-pub const MANIFEST_VERSION: u32 = 2;
+/// Manifest format version this build writes when the manifest lists finished source
+/// partitions ([`Manifest::finished`]), and the newest it reads. Without any it writes
+/// version 2, which a build from before version 3 reads the same way.
+pub const MANIFEST_VERSION: u32 = 3;
 
-/// Where one source partition resumes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceOffset {
-    /// The first offset not yet reflected in the state (seek here on restore).
-    pub next_offset: i64,
-    /// The partition's watermark at the epoch.
-    pub watermark: Watermark,
-}
+/// The version of a manifest without finished partitions.
+const VERSION_WITHOUT_FINISHED: u32 = 2;
 
 /// The committed description of one checkpoint epoch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,8 +47,12 @@ pub struct Manifest {
     pub key_groups: u32,
     /// Parallelism of each operator (stateless ones included).
     pub parallelism: BTreeMap<String, usize>,
-    /// Per source, per partition: where to resume.
+    /// Per source, per partition being read: where to resume ([`SourcePositions::open`]).
     pub sources: BTreeMap<String, BTreeMap<i32, SourceOffset>>,
+    /// Per source, the partitions read to their end as half-open spans of ids
+    /// ([`SourcePositions::finished`]; a file source's finished ranges). Since version 3.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub finished: BTreeMap<String, RangeSet<i32>>,
     /// Version of each model in use, by model name.
     pub model_versions: BTreeMap<String, String>,
     /// Hash of the job's topology and feature definitions (refuse incompatible restores).
@@ -84,12 +90,45 @@ impl Manifest {
             key_groups,
             parallelism: BTreeMap::new(),
             sources: BTreeMap::new(),
+            finished: BTreeMap::new(),
             model_versions: BTreeMap::new(),
             topology_hash: 0,
             tick_ms: 0,
             window_watermark: None,
             files: Vec::new(),
         }
+    }
+
+    /// Where source `source` resumes (nothing when the manifest has no position of it).
+    pub fn positions_of(&self, source: &str) -> SourcePositions {
+        SourcePositions {
+            open: self.sources.get(source).cloned().unwrap_or_default(),
+            finished: self.finished.get(source).cloned().unwrap_or_default(),
+        }
+    }
+
+    /// Records where every source resumes.
+    pub fn set_positions(&mut self, positions: &BTreeMap<String, SourcePositions>) {
+        self.sources = positions
+            .iter()
+            .map(|(source, p)| (source.clone(), p.open.clone()))
+            .collect();
+        self.finished = positions
+            .iter()
+            .filter(|(_, p)| !p.finished.is_empty())
+            .map(|(source, p)| (source.clone(), p.finished.clone()))
+            .collect();
+    }
+
+    /// Every source the manifest has positions of, open or finished.
+    pub fn source_names(&self) -> impl Iterator<Item = &str> {
+        let names: std::collections::BTreeSet<&str> = self
+            .sources
+            .keys()
+            .chain(self.finished.keys())
+            .map(String::as_str)
+            .collect();
+        names.into_iter()
     }
 
     /// Total bytes of the listed snapshots (the state's full size).
@@ -113,6 +152,14 @@ impl Manifest {
         };
         if self.key_groups == 0 {
             return Err(invalid("key_groups is 0".into()));
+        }
+        for (source, finished) in &self.finished {
+            let open = self.sources.get(source).into_iter().flat_map(|p| p.keys());
+            if let Some(partition) = open.into_iter().find(|p| finished.contains(p)) {
+                return Err(invalid(format!(
+                    "source `{source}`: partition {partition} has a position but is also listed as finished"
+                )));
+            }
         }
         let mut by_operator: BTreeMap<&str, Vec<KeyGroupRange>> = BTreeMap::new();
         for file in &self.files {
@@ -197,8 +244,13 @@ impl Manifest {
                 epoch: self.epoch,
                 detail: format!("cannot serialize: {source}"),
             })?;
+        let format_version = if self.finished.is_empty() {
+            VERSION_WITHOUT_FINISHED
+        } else {
+            MANIFEST_VERSION
+        };
         let envelope = Envelope {
-            format_version: MANIFEST_VERSION,
+            format_version,
             body_xxh3: format!("{:016x}", xxh3_64(body.as_bytes())),
             body: RawValue::from_string(body).map_err(|source| {
                 CheckpointError::InvalidManifest {
@@ -286,7 +338,7 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
         });
     }
     match envelope.format_version {
-        1 | 2 => serde_json::from_slice(body).map_err(parse_error),
+        1..=MANIFEST_VERSION => serde_json::from_slice(body).map_err(parse_error),
         version => Err(CheckpointError::UnsupportedVersion {
             path: path.into(),
             version,

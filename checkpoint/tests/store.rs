@@ -1,5 +1,5 @@
-//! The local store end to end: round trip, corruption, truncation, missing files, crash
-//! before the commit point, retention and inspection.
+//! The local store end to end: round trip (finished source partitions included), corruption,
+//! truncation, missing files, crash before the commit point, retention and inspection.
 
 mod common;
 
@@ -8,6 +8,7 @@ use std::fs;
 use common::{payload, store, two_epochs, write_epoch, G};
 use weir_checkpoint::{
     inspect, CheckpointError, Epoch, EpochStatus, KeyGroupRange, Manifest, SnapshotStore,
+    SourcePositions,
 };
 
 fn window0(store: &weir_checkpoint::LocalDirStore, epoch: u64) -> std::path::PathBuf {
@@ -45,6 +46,56 @@ fn round_trip() -> anyhow::Result<()> {
             "window/kg-0-8",
             "window/kg-8-16"
         ]
+    );
+    Ok(())
+}
+
+/// The manifest's `"format_version"`.
+fn format_version(store: &weir_checkpoint::LocalDirStore, epoch: u64) -> anyhow::Result<u64> {
+    let text = fs::read_to_string(store.manifest_path(Epoch(epoch)))?;
+    let envelope: serde_json::Value = serde_json::from_str(&text)?;
+    Ok(envelope["format_version"].as_u64().unwrap_or(0))
+}
+
+#[test]
+fn finished_partitions_round_trip_as_spans_in_a_version_3_manifest() -> anyhow::Result<()> {
+    let (_dir, store) = store()?;
+    let without = write_epoch(&store, 5)?;
+    assert_eq!(
+        format_version(&store, 5)?,
+        2,
+        "nothing finished: still version 2"
+    );
+    let mut manifest = without.clone();
+    manifest.epoch = Epoch(6);
+    let mut positions = manifest.positions_of("events");
+    for partition in (2..10_000).chain([10_001]) {
+        positions.finish(partition);
+    }
+    manifest.set_positions(&[("events".to_owned(), positions.clone())].into());
+    for entry in &mut manifest.files {
+        entry.stored_in = Some(Epoch(5));
+    }
+    store.commit_manifest(&manifest)?;
+    assert_eq!(format_version(&store, 6)?, 3);
+    let text = fs::read_to_string(store.manifest_path(Epoch(6)))?;
+    assert!(text.contains(r#""finished":{"events":[[2,10000],[10001,10002]]}"#));
+    assert!(text.len() < 2_000, "{} bytes", text.len());
+    let read = store.read_manifest(Epoch(6))?;
+    assert_eq!(read, manifest);
+    assert_eq!(read.positions_of("events"), positions);
+    assert_eq!(read.positions_of("other"), SourcePositions::default());
+    assert_eq!(read.source_names().collect::<Vec<_>>(), ["events"]);
+    // A partition cannot both resume at a position and be finished.
+    let mut both = manifest.clone();
+    both.epoch = Epoch(7);
+    let mut finished_too = both.positions_of("events").finished;
+    finished_too.insert(0..1);
+    both.finished.insert("events".into(), finished_too);
+    let err = store.commit_manifest(&both).err();
+    assert!(
+        matches!(&err, Some(CheckpointError::InvalidManifest { detail, .. }) if detail.contains("partition 0")),
+        "{err:?}"
     );
     Ok(())
 }

@@ -203,8 +203,8 @@ fn check_compatible(job: &CompiledJob, manifest: &Manifest) -> Result<()> {
         );
     }
     let source = &job.source.name;
-    if !manifest.sources.is_empty() && !manifest.sources.contains_key(source) {
-        let read: Vec<&str> = manifest.sources.keys().map(String::as_str).collect();
+    let read: Vec<&str> = manifest.source_names().collect();
+    if !read.is_empty() && !read.contains(&source.as_str()) {
         bail!(
             "checkpoint {epoch} was written by a job reading {} but this job reads {source}; its window state and offsets belong to that input (a replay over files, or another job sharing the directory?) — use another checkpoint directory ([checkpoint] dir or --checkpoint-dir), or start over with --restore none",
             read.join(", ")

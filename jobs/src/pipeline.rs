@@ -23,7 +23,7 @@ use anyhow::{bail, Result};
 use timely::dataflow::operators::{Concat, Probe};
 use timely::dataflow::{Scope, Stream};
 
-use weir_checkpoint::SourceOffset;
+use weir_checkpoint::SourcePositions;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::decode::JsonDecoder;
 use weir_features::encode::{dead_letter_json, FeatureRowsJson};
@@ -194,11 +194,14 @@ impl JobPlan {
         let Some(checkpoints) = &self.checkpoints else {
             return;
         };
-        let restored_offsets = checkpoints
+        let restored_positions = checkpoints
             .restore
             .as_ref()
-            .map(|m| m.sources.clone())
-            .unwrap_or_default();
+            .map_or_else(BTreeMap::new, |m| {
+                m.source_names()
+                    .map(|source| (source.to_owned(), m.positions_of(source)))
+                    .collect()
+            });
         parts.commit_checkpoints(CommitterConfig {
             store: checkpoints.store.clone(),
             epochs: checkpoints.clock,
@@ -210,7 +213,7 @@ impl JobPlan {
             topology_hash: checkpoints.topology_hash,
             tick_ms: millis(self.job.runtime.tick),
             retain: checkpoints.retain,
-            restored_offsets,
+            restored_positions,
             worker: self.job.runtime.placement.worker_of(0),
             metrics: self.metrics.clone(),
             on_commit: self.on_commit.clone(),
@@ -224,11 +227,11 @@ impl JobPlan {
     }
 
     /// Resume positions of the source from the restored checkpoint.
-    fn resume(&self) -> BTreeMap<i32, SourceOffset> {
+    fn resume(&self) -> SourcePositions {
         self.checkpoints
             .as_ref()
             .and_then(|c| c.restore.as_ref())
-            .and_then(|m| m.sources.get(&self.job.source.name).cloned())
+            .map(|m| m.positions_of(&self.job.source.name))
             .unwrap_or_default()
     }
 
@@ -318,7 +321,8 @@ impl JobPlan {
             max_out_of_orderness_ms: source.max_out_of_orderness,
             idle_timeout_ms: millis(source.idle_timeout),
             max_batch: source.max_batch,
-            resume: self.resume(),
+            // A Kafka partition never finishes: its positions are all open.
+            resume: self.resume().open,
             partition_discovery_ms: kafka.partition_discovery.map(millis),
         }
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
-use weir_checkpoint::{Manifest, SnapshotEntry, SnapshotStore, SourceOffset};
+use weir_checkpoint::{Manifest, SnapshotEntry, SnapshotStore, SourcePositions};
 use weir_features::vocab::{Epoch, Tick};
 
 use crate::clock::unix_ms;
@@ -51,8 +51,9 @@ pub struct CommitterConfig {
     pub tick_ms: u64,
     /// Committed epochs to keep.
     pub retain: usize,
-    /// Positions of the restored checkpoint (partitions that have not moved since keep them).
-    pub restored_offsets: BTreeMap<String, BTreeMap<i32, SourceOffset>>,
+    /// Positions of the restored checkpoint, per source (partitions that have not moved since
+    /// keep them).
+    pub restored_positions: BTreeMap<String, SourcePositions>,
     /// The worker that commits.
     pub worker: usize,
     /// Counters.
@@ -71,7 +72,7 @@ impl CommitCheckpoints for CheckpointStream<'_> {
     fn commit_checkpoints(self, config: CommitterConfig) {
         let worker = config.worker as u64;
         let mut stash: BTreeMap<Tick, Vec<CheckpointPart>> = BTreeMap::new();
-        let mut offsets = config.restored_offsets.clone();
+        let mut offsets = config.restored_positions.clone();
         // Set once a sink reports lost output: no later epoch commits (the run fails anyway).
         let mut output_lost = false;
         self.sink(
@@ -93,8 +94,8 @@ impl CommitCheckpoints for CheckpointStream<'_> {
                     let mut watermark: Option<i64> = None;
                     for part in parts {
                         match part {
-                            CheckpointPart::Offsets { source, partitions } => {
-                                offsets.entry(source).or_default().extend(partitions);
+                            CheckpointPart::Offsets { source, positions } => {
+                                offsets.entry(source).or_default().merge(positions);
                             }
                             CheckpointPart::Snapshot(file) => files.push(file),
                             CheckpointPart::Watermark(w) => {
@@ -125,13 +126,13 @@ fn commit(
     config: &CommitterConfig,
     tick: Tick,
     mut files: Vec<SnapshotEntry>,
-    offsets: &BTreeMap<String, BTreeMap<i32, SourceOffset>>,
+    offsets: &BTreeMap<String, SourcePositions>,
     window_watermark: Option<i64>,
 ) {
     files.sort_by(|a, b| (&a.operator, a.range).cmp(&(&b.operator, b.range)));
     let mut manifest = Manifest::new(Epoch(tick), config.key_groups);
     manifest.parallelism = config.parallelism.clone();
-    manifest.sources = offsets.clone();
+    manifest.set_positions(offsets);
     let serving = config.serving.versions();
     manifest.model_versions = if serving.is_empty() {
         config.model_versions.clone()

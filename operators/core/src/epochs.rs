@@ -6,13 +6,12 @@
 //! output is flushed), so the committer's input frontier passing `E` means the whole epoch is
 //! durable and its manifest can be committed.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use timely::dataflow::Stream;
 
-use weir_checkpoint::{Manifest, SnapshotEntry, SnapshotStore, SourceOffset};
+use weir_checkpoint::{Manifest, SnapshotEntry, SnapshotStore, SourcePositions};
 use weir_features::vocab::Tick;
 
 /// Which ticks are checkpoint epochs: every `every_ticks`-th tick (`tick % every_ticks == 0`),
@@ -73,12 +72,13 @@ impl EpochClock {
 /// What one instance contributes to the manifest of an epoch (sent at that epoch's tick).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum CheckpointPart {
-    /// A source instance's resume positions: partition → (next offset, watermark).
+    /// A source instance's resume positions: partition → (next offset, watermark), and the
+    /// partitions it has read to their end.
     Offsets {
         /// Source name (topic or files).
         source: String,
         /// Its partitions.
-        partitions: BTreeMap<i32, SourceOffset>,
+        positions: SourcePositions,
     },
     /// A snapshot file written for the epoch.
     Snapshot(SnapshotEntry),

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 
-use weir_checkpoint::SourceOffset;
+use weir_checkpoint::{SourceOffset, SourcePositions};
 use weir_features::vocab::Watermark;
 
 use crate::error::{OperatorError, Result};
@@ -36,17 +36,14 @@ pub struct RangeProgress {
 }
 
 impl RangeProgress {
-    /// Its resume position, with `watermark` while it is being read.
+    /// Its resume position while it is being read, with `watermark` (the recorded one when
+    /// the tracker has none); `None` before it is started. A done range has none: it is
+    /// finished ([`SourcePositions::finished`]).
     pub fn position(&self, watermark: Option<Watermark>) -> Option<SourceOffset> {
-        let next = self.next?;
-        let watermark = if self.done {
-            Watermark::MAX
-        } else {
-            watermark.unwrap_or(self.recorded)
-        };
+        let next = self.next.filter(|_| !self.done)?;
         Some(SourceOffset {
             next_offset: i64::try_from(next).unwrap_or(i64::MAX),
-            watermark,
+            watermark: watermark.unwrap_or(self.recorded),
         })
     }
 }
@@ -97,18 +94,19 @@ pub enum LineRead<'a> {
 
 impl Lane {
     /// Opens `file`'s lane over `ranges` (in file order, non-empty), checking and applying the
-    /// checkpoint's positions in `resume` (by range id), positioned at its first unread line.
+    /// checkpoint's positions in `resume` (by range id; a finished range is done), positioned
+    /// at its first unread line.
     pub fn open(
         file: &InputFile,
         file_index: usize,
         ranges: Vec<InputRange>,
-        resume: &BTreeMap<i32, SourceOffset>,
+        resume: &SourcePositions,
     ) -> Result<Lane> {
         let seekable = file.splittable_size.is_some();
         let input = if seekable {
             let handle = open_file(&file.path)?;
             let mut ranges = ranges.iter();
-            let checked = ranges.try_for_each(|r| check_line_start(&handle, file, r, resume));
+            let checked = ranges.try_for_each(|r| check_line_start(&handle, file, r, &resume.open));
             checked?;
             LaneInput::Seekable(BufReader::with_capacity(READ_BUFFER_BYTES, handle))
         } else {
@@ -117,10 +115,15 @@ impl Lane {
         let ranges = ranges
             .into_iter()
             .map(|range| {
-                let at = resume.get(&range.id);
+                let at = resume.open.get(&range.id);
+                let finished = resume.is_finished(range.id);
                 let next = at.map(|at| u64::try_from(at.next_offset).unwrap_or(0));
+                let next = if finished { range.end.or(next) } else { next };
                 let recorded = at.map_or(Watermark::MIN, |at| at.watermark);
-                let done = recorded == Watermark::MAX || (next.is_some() && next == range.end);
+                // Manifests before format version 3 record a finished range at its end with
+                // the watermark `MAX`.
+                let done =
+                    finished || recorded == Watermark::MAX || (next.is_some() && next == range.end);
                 RangeProgress {
                     range,
                     next,
@@ -156,7 +159,7 @@ impl Lane {
         let Some(first) = claims.take_first(file_index, rank) else {
             return Ok(None);
         };
-        let mut lane = Lane::open(file, file_index, vec![first], &BTreeMap::new())?;
+        let mut lane = Lane::open(file, file_index, vec![first], &SourcePositions::default())?;
         lane.claims = Some(claims.clone());
         Ok(Some(lane))
     }
@@ -169,6 +172,13 @@ impl Lane {
     /// The range being read.
     pub fn current_range(&self) -> Option<&RangeProgress> {
         self.ranges.get(self.current)
+    }
+
+    /// The ranges not done, from the current one on (every range before it is done): the
+    /// started ones among them have a position ([`RangeProgress::position`]).
+    pub fn unfinished(&self) -> impl Iterator<Item = &RangeProgress> {
+        let rest = self.ranges.get(self.current..).unwrap_or_default();
+        rest.iter().filter(|r| !r.done)
     }
 
     /// Reads the current range's next line. A line that lies whole in the reader's buffer (all

@@ -19,14 +19,13 @@
 //! with any number of instances; the instances read neighbouring ranges, so the window state
 //! held open between the slowest and the fastest one spans a few ranges, not the file.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use timely::dataflow::Scope;
 
-use weir_checkpoint::SourceOffset;
+use weir_checkpoint::SourcePositions;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
 use weir_features::vocab::{SourcePosition, Tick};
@@ -60,8 +59,8 @@ pub struct FileSourceConfig {
     /// Lines read per activation at most.
     pub max_batch: usize,
     /// Where to resume, per range, from a checkpoint: the offset of the range's first unread
-    /// line and its watermark.
-    pub resume: BTreeMap<i32, SourceOffset>,
+    /// line and its watermark, or finished.
+    pub resume: SourcePositions,
     /// The ranges the instances of this process take in turn when the run starts from the
     /// beginning (`resume` empty): one value, cloned into every worker's config.
     pub claims: RangeClaims,
@@ -77,6 +76,10 @@ struct FileReader {
     max_batch: usize,
     /// Set on a read error: every source stops without declaring the end of input.
     stop: Arc<AtomicBool>,
+    /// Ranges done since the last [`SourceReader::positions`] (the committer keeps the
+    /// earlier ones): a checkpoint's work stays proportional to what changed since the last
+    /// one, not to the ranges read so far.
+    newly_finished: Vec<i32>,
 }
 
 /// Builds the file source on every worker.
@@ -98,11 +101,13 @@ impl FileReader {
             .map(|path| InputFile::open(path))
             .collect::<Result<Vec<_>>>()?;
         let layout = RangeLayout::new(files, config.range_bytes)?;
-        if let Some((&id, _)) = config
-            .resume
-            .iter()
-            .find(|(&id, _)| id < 0 || id >= layout.len())
-        {
+        let bounds = config.resume.id_bounds();
+        let outside = bounds.and_then(|(low, high)| {
+            (low < 0)
+                .then_some(low)
+                .or((high >= layout.len()).then_some(high))
+        });
+        if let Some(id) = outside {
             return Err(OperatorError::InputResume {
                 path: PathBuf::from(&config.decoder.source_name),
                 reason: format!(
@@ -136,6 +141,14 @@ impl FileReader {
         // Idle detection is pointless for files: a file is never "caught up" until it is done.
         let mut watermarks = PartitionWatermarks::new(config.max_out_of_orderness_ms, u64::MAX);
         let now = unix_ms();
+        // Ranges a checkpoint from before manifest format 3 recorded as positions at their
+        // end: reported as finished, so that the next manifest lists them as spans.
+        let newly_finished = lanes
+            .iter()
+            .flat_map(|lane| &lane.ranges)
+            .filter(|r| r.done && !config.resume.is_finished(r.range.id))
+            .map(|r| r.range.id)
+            .collect();
         for lane in &lanes {
             if let Some(range) = lane.current_range() {
                 watermarks.assign(range.range.id, now);
@@ -150,6 +163,7 @@ impl FileReader {
             decoder: config.decoder.clone(),
             max_batch: config.max_batch.max(1),
             stop: config.stage.pacing.stop.clone(),
+            newly_finished,
         })
     }
 
@@ -186,6 +200,7 @@ impl FileReader {
                     // The next range of this file inherits this one's watermark.
                     let carried = self.watermarks.partition_watermark(id);
                     self.watermarks.finish(id);
+                    self.newly_finished.push(id);
                     let path = self.files[lane.file].path.clone();
                     match lane.advance(&path) {
                         Ok(Some(next)) => {
@@ -277,17 +292,20 @@ impl SourceReader for FileReader {
         &self.decoder.source_name
     }
 
-    /// Every range started or done: done ones at their end with `Watermark::MAX`, so a
-    /// restore never reads them again; ranges not started are left out (they start over).
-    fn positions(&self) -> BTreeMap<i32, SourceOffset> {
-        self.lanes
-            .iter()
-            .flat_map(|lane| &lane.ranges)
-            .filter_map(|r| {
-                let id = r.range.id;
-                let position = r.position(self.watermarks.partition_watermark(id))?;
-                Some((id, position))
-            })
-            .collect()
+    /// The ranges being read at their next line, and the ranges done since the last call as
+    /// finished (a restore never reads them again); ranges not started are left out (they
+    /// start over).
+    fn positions(&mut self) -> SourcePositions {
+        let open = self.lanes.iter().flat_map(Lane::unfinished);
+        let open = open.filter_map(|r| {
+            let id = r.range.id;
+            let position = r.position(self.watermarks.partition_watermark(id))?;
+            Some((id, position))
+        });
+        let mut positions = SourcePositions::open(open.collect());
+        for id in self.newly_finished.drain(..) {
+            positions.finish(id);
+        }
+        positions
     }
 }

@@ -24,7 +24,6 @@
 //! `E`, so every window instance has a tick `E` to snapshot at and the manifest of `E` holds
 //! offsets that match exactly the records emitted at ticks `<= E`.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +35,7 @@ use timely::dataflow::operators::probe::Handle as ProbeHandle;
 use timely::dataflow::operators::{Capability, Probe};
 use timely::dataflow::Scope;
 
-use weir_checkpoint::SourceOffset;
+use weir_checkpoint::SourcePositions;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
 use weir_features::vocab::Tick;
@@ -71,8 +70,10 @@ pub trait SourceReader: 'static {
     /// The source's name in checkpoint manifests (topic, or the input files).
     fn source_name(&self) -> &str;
     /// Resume positions of this instance's partitions: the first offset not yet emitted and
-    /// the partition's watermark. Partitions that have not read anything may be left out.
-    fn positions(&self) -> BTreeMap<i32, SourceOffset>;
+    /// the partition's watermark, or finished for a partition read to its end whose position
+    /// the reader derives on restore (a file range's end). Partitions that have not read
+    /// anything may be left out.
+    fn positions(&mut self) -> SourcePositions;
 }
 
 /// What holds a source instance back (see the module header).
@@ -404,9 +405,9 @@ impl SourceCapabilities {
 }
 
 /// The reader's resume positions as a checkpoint part.
-fn offsets_part(reader: &impl SourceReader) -> CheckpointPart {
+fn offsets_part(reader: &mut impl SourceReader) -> CheckpointPart {
     CheckpointPart::Offsets {
         source: reader.source_name().to_owned(),
-        partitions: reader.positions(),
+        positions: reader.positions(),
     }
 }

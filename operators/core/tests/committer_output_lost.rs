@@ -9,7 +9,7 @@ use std::sync::Arc;
 use timely::dataflow::operators::{Input, Probe};
 use timely::dataflow::ProbeHandle;
 
-use weir_checkpoint::{KeyGroupRange, LocalDirStore, SnapshotStore, SourceOffset};
+use weir_checkpoint::{KeyGroupRange, LocalDirStore, SnapshotStore, SourceOffset, SourcePositions};
 use weir_features::vocab::{Epoch, Tick, Watermark};
 use weir_operators::committer::{CommitCheckpoints, CommitterConfig};
 use weir_operators::epochs::{CheckpointPart, EpochClock};
@@ -35,7 +35,7 @@ fn epoch_parts(store: &dyn SnapshotStore, tick: Tick) -> Vec<CheckpointPart> {
         CheckpointPart::Snapshot(entry),
         CheckpointPart::Offsets {
             source: "clicks".to_owned(),
-            partitions: offsets,
+            positions: SourcePositions::open(offsets),
         },
     ]
 }
@@ -62,7 +62,7 @@ fn committed_epochs(lost_at: Option<Tick>) -> Vec<u64> {
         topology_hash: 7,
         tick_ms: 1,
         retain: 10,
-        restored_offsets: BTreeMap::new(),
+        restored_positions: BTreeMap::new(),
         worker: 0,
         metrics: Arc::new(JobMetrics::default()),
         on_commit: None,

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{ensure, Context, Result};
 use timely::dataflow::operators::Inspect;
 
-use weir_checkpoint::SourceOffset;
+use weir_checkpoint::{SourceOffset, SourcePositions};
 use weir_features::vocab::Watermark;
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
@@ -170,6 +170,8 @@ fn restored_positions_resume_exactly_on_another_number_of_instances() -> Result<
     let lines = lines_at(&text);
     // A checkpoint as two instances might have left it: range 0 done, range 1 read up to its
     // 10th line, range 2 not started, and the gzip file (range `gz_range`) read up to line 700.
+    // Range 0 is done the way manifests record it since format version 3 (finished) and the
+    // way they did before (a position at its end with the watermark MAX).
     let metrics = Arc::new(JobMetrics::default());
     let layout_of = |instances| config(vec![plain.clone(), gz.clone()], instances, &metrics);
     let ranges = weir_operators::file_ranges::RangeLayout::new(
@@ -220,28 +222,33 @@ fn restored_positions_resume_exactly_on_another_number_of_instances() -> Result<
         .flat_map(|file| lines.iter().map(move |l| (file, l.0)))
         .filter(|&(file, offset)| offset >= lines[if file == 0 { resume_line } else { 700 }].0)
         .collect();
-    for instances in 1..=3 {
-        let mut config = layout_of(instances);
-        config.resume = resume.clone();
-        let read = read_all(config)?;
-        let got: Vec<(i32, i64)> = read.iter().map(|r| (r.1, r.2)).collect();
-        ensure!(
-            got == want,
-            "{instances} instances: read {} lines, expected {}",
-            got.len(),
-            want.len()
-        );
+    let before_format_3 = SourcePositions::open(resume.clone());
+    let mut finished = before_format_3.clone();
+    finished.finish(0);
+    for (resume, form) in [(before_format_3, "at its end"), (finished, "finished")] {
+        for instances in 1..=3 {
+            let mut config = layout_of(instances);
+            config.resume = resume.clone();
+            let read = read_all(config)?;
+            let got: Vec<(i32, i64)> = read.iter().map(|r| (r.1, r.2)).collect();
+            ensure!(
+                got == want,
+                "range 0 {form}, {instances} instances: read {} lines, expected {}",
+                got.len(),
+                want.len()
+            );
+        }
     }
     // Not a line start: refused when the source is built (on one worker: a worker that cannot
     // build leaves the others waiting; the job's process exits then, `weir::run`).
     let mut config = layout_of(1);
-    config.resume = BTreeMap::from([(
+    config.resume = SourcePositions::open(BTreeMap::from([(
         1,
         SourceOffset {
             next_offset: lines[resume_line].0 + 1,
             watermark,
         },
-    )]);
+    )]));
     let refused = read_all(config)
         .err()
         .context("a resume position mid-line was accepted")?;

@@ -4,14 +4,13 @@
 //! idle. Otherwise another source that resumes first moves the watermark past the waiting
 //! records and they all become late.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::Inspect;
 
-use weir_checkpoint::SourceOffset;
+use weir_checkpoint::SourcePositions;
 use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
 use weir_features::vocab::Watermark;
@@ -65,8 +64,8 @@ impl SourceReader for CaughtUpReader {
         "waiting"
     }
 
-    fn positions(&self) -> BTreeMap<i32, SourceOffset> {
-        BTreeMap::new()
+    fn positions(&mut self) -> SourcePositions {
+        SourcePositions::default()
     }
 }
 

@@ -18,7 +18,7 @@ use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use timely::dataflow::Scope;
 
-use weir_checkpoint::SourceOffset;
+use weir_checkpoint::{SourceOffset, SourcePositions};
 use weir_features::dead_letter::DeadLetter;
 use weir_features::record::Event;
 use weir_features::vocab::{SourcePosition, Tick};
@@ -204,9 +204,9 @@ impl SourceReader for Reader {
         &self.config.topic
     }
 
-    fn positions(&self) -> BTreeMap<i32, SourceOffset> {
+    fn positions(&mut self) -> SourcePositions {
         let next = self.next_offsets.iter().map(|(&p, &offset)| (p, offset));
-        resume_positions(&self.watermarks, next)
+        SourcePositions::open(resume_positions(&self.watermarks, next))
     }
 }
 

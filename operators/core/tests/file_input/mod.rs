@@ -3,11 +3,11 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use weir_checkpoint::SourcePositions;
 use weir_features::decode::JsonDecoder;
 use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::epochs::EpochClock;
@@ -61,7 +61,7 @@ pub fn file_config(
         },
         max_out_of_orderness_ms: 0,
         max_batch: 64,
-        resume: BTreeMap::new(),
+        resume: SourcePositions::default(),
         claims: Default::default(),
     }
 }

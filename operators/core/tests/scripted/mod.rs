@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::Inspect;
 
-use weir_checkpoint::SourceOffset;
+use weir_checkpoint::SourcePositions;
 use weir_features::aggregate::AggKind::{Count, Sum};
 use weir_features::dead_letter::DeadLetter;
 use weir_features::feature::FeatureSet;
@@ -285,8 +285,8 @@ impl SourceReader for ScriptedReader {
     }
 
     /// Checkpoints are off in these tests.
-    fn positions(&self) -> BTreeMap<i32, SourceOffset> {
-        BTreeMap::new()
+    fn positions(&mut self) -> SourcePositions {
+        SourcePositions::default()
     }
 
     /// Releases the next step if it is this instance's, every instance has polled, and the
