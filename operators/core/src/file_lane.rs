@@ -75,7 +75,7 @@ pub struct Lane {
     spill: Vec<u8>,
     /// The reader's offset in the file (or decompressed stream), after the last line returned.
     offset: u64,
-    /// Ranges in file order.
+    /// Ranges in file order: a restored lane's fixed ones, or the one a claiming lane reads.
     pub ranges: Vec<RangeProgress>,
     /// Index in `ranges` of the range being read; `ranges.len()` once all are done.
     pub current: usize,
@@ -243,6 +243,10 @@ impl Lane {
         self.current = self.next_undone(self.current + 1);
         let claimed = self.claims.as_ref().filter(|_| self.done());
         if let Some(range) = claimed.and_then(|claims| claims.take(self.file)) {
+            // Its ranges are all done and reported finished: a lane that claims ranges holds
+            // only the one it reads, not every range it has read (a run's whole input).
+            self.ranges.clear();
+            self.current = 0;
             self.ranges.push(RangeProgress {
                 range,
                 next: None,

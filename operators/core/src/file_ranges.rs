@@ -25,8 +25,10 @@ use crate::input_file::{input_error, open_file, InputFile};
 
 /// Default `[source] range_bytes`: small enough that two instances reading neighbouring ranges
 /// keep little window state open between their watermarks (run F with 2 workers: 30–41 MB
-/// resident, against 37–56 MB with 4 MiB ranges; BENCHMARKS.md, fix 27), large enough that a
-/// manifest of a 100 GB input holds ~100 000 entries (~6 MB of JSON).
+/// resident, against 37–56 MB with 4 MiB ranges; BENCHMARKS.md, fix 27), large enough that
+/// what each range costs (a short read at its boundary, a claim, a watermark partition) stays
+/// small beside its ~15 000 lines of clickstream. Checkpoints hold finished ranges as spans of
+/// ids, so the number of ranges does not grow them (fix 60).
 pub const DEFAULT_RANGE_BYTES: u64 = 1024 * 1024;
 
 /// The defaults `[source] range_bytes` had before [`DEFAULT_RANGE_BYTES`], newest first: a

@@ -4,7 +4,8 @@
 //! than one worker reads. A gzip and a zstd copy of the same lines, given as further inputs,
 //! are read whole with the same offsets (in the decompressed stream). A checkpoint's
 //! positions (per range) restored on another number of instances read exactly the lines after
-//! them; a position that is not a line start is refused.
+//! them, and what the instances report turns every range into one span of finished ranges; a
+//! position that is not a line start is refused.
 
 mod file_input;
 
@@ -18,6 +19,7 @@ use timely::dataflow::operators::Inspect;
 
 use weir_checkpoint::{SourceOffset, SourcePositions};
 use weir_features::vocab::Watermark;
+use weir_operators::epochs::{CheckpointPart, EpochClock};
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::Placement;
@@ -76,6 +78,34 @@ fn read_all(config: FileSourceConfig) -> Result<Read> {
     let mut read = read.lock().expect("events").clone();
     read.sort_by_key(|r| (r.1, r.2));
     Ok(read)
+}
+
+/// Runs the file source with an epoch every tick and merges every position it reports onto
+/// `config.resume`, as the committer does: where a restore after the run would resume.
+fn positions_after(mut config: FileSourceConfig) -> Result<SourcePositions> {
+    let tick_ms = config.stage.tick_ms;
+    config.stage.epochs = EpochClock::every(tick_ms, tick_ms);
+    let merged = Arc::new(Mutex::new(config.resume.clone()));
+    let into = merged.clone();
+    let workers = config.stage.parallelism;
+    timely::execute(timely::Config::process(workers), move |worker| {
+        let (config, into) = (config.clone(), into.clone());
+        worker.dataflow::<u64, _, _>(move |scope| {
+            let source = file_source(scope, config).expect("a valid config");
+            source.checkpoint.inspect(move |part| {
+                if let CheckpointPart::Offsets { positions, .. } = part {
+                    into.lock().expect("positions").merge(positions.clone());
+                }
+            });
+        });
+    })
+    .map_err(|e| anyhow::anyhow!("timely: {e}"))?
+    .join()
+    .into_iter()
+    .collect::<std::result::Result<Vec<_>, _>>()
+    .map_err(|e| anyhow::anyhow!("a worker failed: {e}"))?;
+    let merged = merged.lock().expect("positions").clone();
+    Ok(merged)
 }
 
 /// (offset, key, ts) of every line of `text`.
@@ -238,6 +268,16 @@ fn restored_positions_resume_exactly_on_another_number_of_instances() -> Result<
                 want.len()
             );
         }
+        // The instances report the ranges they finish (range 0 too, when the checkpoint had
+        // it as a position at its end): once read, the input is one span of finished ranges.
+        let mut config = layout_of(2);
+        config.resume = resume.clone();
+        let after = positions_after(config)?;
+        let spans: Vec<_> = after.finished.iter().cloned().collect();
+        ensure!(
+            spans.len() == 1 && spans[0] == (0..ranges.len()) && after.open.is_empty(),
+            "range 0 {form}: the read input resumes from {after:?}"
+        );
     }
     // Not a line start: refused when the source is built (on one worker: a worker that cannot
     // build leaves the others waiting; the job's process exits then, `weir::run`).
