@@ -118,7 +118,6 @@ impl Lane {
                 let at = resume.open.get(&range.id);
                 let finished = resume.is_finished(range.id);
                 let next = at.map(|at| u64::try_from(at.next_offset).unwrap_or(0));
-                let next = if finished { range.end.or(next) } else { next };
                 let recorded = at.map_or(Watermark::MIN, |at| at.watermark);
                 // Manifests before format version 3 record a finished range at its end with
                 // the watermark `MAX`.

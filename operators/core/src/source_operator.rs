@@ -72,7 +72,8 @@ pub trait SourceReader: 'static {
     /// Resume positions of this instance's partitions: the first offset not yet emitted and
     /// the partition's watermark, or finished for a partition read to its end whose position
     /// the reader derives on restore (a file range's end). Partitions that have not read
-    /// anything may be left out.
+    /// anything may be left out, and a finished partition need be reported only once: the
+    /// committer merges every report ([`weir_checkpoint::SourcePositions::merge`]).
     fn positions(&mut self) -> SourcePositions;
 }
 
