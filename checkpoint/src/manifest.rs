@@ -8,15 +8,17 @@
 //! On disk it is JSON: `{"format_version": 2, "body_xxh3": "<hex>", "body": {...}}`, where
 //! the checksum covers the exact bytes of `body`. [`decode`] dispatches on `format_version`
 //! (the migration hook for older manifests; version 1 had no `stored_in`, version 2 no
-//! `finished`). A manifest that lists finished partitions is version 3, so that an older build
-//! refuses it instead of reading those partitions again; one that lists none is still written
-//! as version 2.
+//! `finished`). A manifest that lists finished partitions is version 3, which an older build
+//! cannot read, so it never reads those partitions again from a misread manifest: it skips the
+//! epoch as it skips any manifest it cannot read, restoring an earlier version-2 epoch if one
+//! is left or starting over. A manifest that lists none is still written as version 2.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use rangemap::RangeSet;
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -51,7 +53,11 @@ pub struct Manifest {
     pub sources: BTreeMap<String, BTreeMap<i32, SourceOffset>>,
     /// Per source, the partitions read to their end as half-open spans of ids
     /// ([`SourcePositions::finished`]; a file source's finished ranges). Since version 3.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "finished_spans"
+    )]
     pub finished: BTreeMap<String, RangeSet<i32>>,
     /// Version of each model in use, by model name.
     pub model_versions: BTreeMap<String, String>,
@@ -69,6 +75,28 @@ pub struct Manifest {
     pub window_watermark: Option<i64>,
     /// Every snapshot file of the epoch.
     pub files: Vec<SnapshotEntry>,
+}
+
+/// Reads [`Manifest::finished`], refusing an empty or reversed span (which `RangeSet` would
+/// panic on) with an error that names it.
+fn finished_spans<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<BTreeMap<String, RangeSet<i32>>, D::Error> {
+    let listed = BTreeMap::<String, Vec<(i32, i32)>>::deserialize(deserializer)?;
+    let mut finished = BTreeMap::new();
+    for (source, spans) in listed {
+        let mut set = RangeSet::new();
+        for (lo, hi) in spans {
+            if lo >= hi {
+                return Err(D::Error::custom(format!(
+                    "source `{source}`: the finished span [{lo}, {hi}] is empty or reversed"
+                )));
+            }
+            set.insert(lo..hi);
+        }
+        finished.insert(source, set);
+    }
+    Ok(finished)
 }
 
 #[derive(Serialize, Deserialize)]

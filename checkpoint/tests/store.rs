@@ -4,6 +4,7 @@
 mod common;
 
 use std::fs;
+use std::path::Path;
 
 use common::{payload, store, two_epochs, write_epoch, G};
 use weir_checkpoint::{
@@ -86,6 +87,18 @@ fn finished_partitions_round_trip_as_spans_in_a_version_3_manifest() -> anyhow::
     assert_eq!(read.positions_of("events"), positions);
     assert_eq!(read.positions_of("other"), SourcePositions::default());
     assert_eq!(read.source_names().collect::<Vec<_>>(), ["events"]);
+    // An empty span (hand-edited, with its checksum recomputed) is an error, not a panic.
+    let body = serde_json::to_string(&manifest)?.replace("[2,10000]", "[5,5]");
+    let envelope = format!(
+        r#"{{"format_version":3,"body_xxh3":"{:016x}","body":{body}}}"#,
+        xxhash_rust::xxh3::xxh3_64(body.as_bytes())
+    );
+    let err = weir_checkpoint::manifest::decode(Path::new("MANIFEST"), envelope.as_bytes()).err();
+    assert!(
+        err.as_ref()
+            .is_some_and(|e| e.to_string().contains("[5, 5] is empty or reversed")),
+        "{err:?}"
+    );
     // A partition cannot both resume at a position and be finished.
     let mut both = manifest.clone();
     both.epoch = Epoch(7);

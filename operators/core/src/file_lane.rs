@@ -4,10 +4,13 @@
 //! restored run) or taken one at a time from the process's queue ([`crate::file_claims`]). The instance
 //! ([`crate::file_source`]) reads its lanes round-robin and keeps their watermarks.
 //!
-//! Restoring checks each checkpointed position against the file as it is: inside its range and
-//! at a line start (the byte before it ends a line), so a replaced file, a changed
-//! `range_bytes` or a checkpoint of another input fails with a clear error instead of reading
-//! from the middle of a line.
+//! Restoring checks the position of each range being read against the file as it is: inside
+//! its range and at a line start (the byte before it ends a line), so a replaced file, a
+//! changed `range_bytes` or a checkpoint of another input fails with a clear error instead of
+//! reading from the middle of a line. Finished ranges are trusted: since manifest format 3
+//! they are kept as spans of ids, without the offsets where they ended, so a file replaced by
+//! one whose ranges all still end at line starts goes unnoticed where no range was being read
+//! (manifests before format 3 had every finished range's end checked too).
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -7,7 +7,8 @@
 //! restored run assigns them `r % p == i`), so one large file is read by all of them. A record's position is
 //! `(partition = file index, offset = byte offset of its line)` — in the decompressed stream
 //! for a compressed file — whatever the number of instances; checkpoints record, per range
-//! (its id as the partition), the offset of its first unread line and its watermark.
+//! being read (its id as the partition), the offset of its first unread line and its
+//! watermark, and the ranges read to their end as spans of ids ([`SourcePositions`]).
 //!
 //! Watermarks: each range is a partition of [`PartitionWatermarks`]. An instance reads its
 //! ranges of a file one after another in file order ([`crate::file_lane`]), and a range it
