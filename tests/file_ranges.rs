@@ -6,7 +6,8 @@
 //! of the file (one range) gives the same rows. Dead letters carry the same
 //! `(partition, offset)` = (file, byte offset of the line) whatever the instance count, and
 //! the offset finds the line. A run with checkpoints stopped midway on 2 workers and restored
-//! on 3 (a rescale: ranges move between instances) ends with the oracle's rows.
+//! on 3 (a rescale: ranges move between instances) ends with the oracle's rows; its manifest
+//! holds finished ranges as spans, and it is not resumed over the input file written again.
 //!
 //! The session window has no effective `max_length` (1 h, longer than the input): where a
 //! session is cut at `max_length` depends on the order its key's records arrive (below).
@@ -393,6 +394,22 @@ fn a_checkpointed_file_run_restored_on_more_instances_ends_with_the_oracles_rows
         manifest.finished.values().any(|f| !f.is_empty()) && spans <= unfinished + 1,
         "{spans} spans of finished ranges beside {unfinished} being read: {:?}",
         manifest.finished
+    );
+    // Nor is it resumed over the file written again: the same size with one byte changed near
+    // its end, in no range being read, is refused before the run starts.
+    let original = fs::read(&input)?;
+    let mut replaced = original.clone();
+    let near_end = replaced.len() - 2;
+    replaced[near_end] ^= 1;
+    fs::write(&input, &replaced)?;
+    let refused = checkpointed_run(&dir, &input, 3, Arc::new(AtomicBool::new(false)));
+    fs::write(&input, &original)?;
+    let refused = refused
+        .err()
+        .context("a checkpoint was resumed over a replaced input file")?;
+    ensure!(
+        format!("{refused:#}").contains("taken over other input files"),
+        "{refused:#}"
     );
     let summary = checkpointed_run(&dir, &input, 3, Arc::new(AtomicBool::new(false)))?;
     ensure!(

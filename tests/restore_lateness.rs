@@ -2,7 +2,9 @@
 //! the window stage starts from the combined watermark recorded in the checkpoint, not from
 //! the minimum. A job is stopped mid-file after some checkpoints; its input is then rewritten
 //! with an hour-old record at exactly the position the checkpoint resumes from, so the
-//! restored run reads it first. The uninterrupted run would have found it late (the
+//! restored run reads it first. Only that record's event time changes, digit for digit, past
+//! the file's first and last 64 KiB: what a restore checks of an input file
+//! (`weir_checkpoint::input_files`) stays the same. The uninterrupted run would have found it late (the
 //! watermark stood far past it), so the restored run must dead-letter it as late too.
 
 use std::path::Path;
@@ -43,8 +45,7 @@ fn job(dir: &Path, input: &Path) -> Result<JobFile> {
     job.runtime.workers = 1;
     job.runtime.tick = 1_000;
     job.source.max_batch = 1;
-    // One range: the rewritten input is shorter, and a layout of more ranges would not fit
-    // the checkpoint's (`[source] range_bytes`).
+    // One range: the checkpoint's one position is where the restored run resumes.
     job.source.range_bytes = Some(u64::MAX / 2);
     job.use_input_files(vec![input.to_path_buf()]);
     job.use_output_file(dir.join("scores.jsonl"), Some(dir.join("dead.jsonl")));
@@ -83,7 +84,7 @@ fn records_late_before_a_checkpoint_are_late_after_restoring_it() -> Result<()> 
     write_lines(&input, &lines)?;
 
     // Run 1: stopped (not ended: the watermark stays a point in event time) once a
-    // checkpoint has some of the input behind it.
+    // checkpoint has more than the input's first 64 KiB behind it.
     let stop = Arc::new(AtomicBool::new(false));
     let first = {
         let (job, stop) = (job(&dir, &input)?, stop.clone());
@@ -91,16 +92,16 @@ fn records_late_before_a_checkpoint_are_late_after_restoring_it() -> Result<()> 
     };
     let store = LocalDirStore::open(dir.join("ckpt"))?;
     let deadline = Instant::now() + Duration::from_secs(120);
-    while committed(&store, 10_000)?.is_none() {
+    while committed(&store, 100_000)?.is_none() {
         if first.is_finished() {
             let ended = first
                 .join()
                 .map_err(|_| anyhow::anyhow!("run 1 panicked"))?;
-            anyhow::bail!("run 1 ended before a checkpoint had 10 000 bytes behind it: {ended:?}");
+            anyhow::bail!("run 1 ended before a checkpoint had 100 000 bytes behind it: {ended:?}");
         }
         ensure!(
             Instant::now() < deadline,
-            "no checkpoint with 10 000 bytes behind it"
+            "no checkpoint with 100 000 bytes behind it"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -128,16 +129,21 @@ fn records_late_before_a_checkpoint_are_late_after_restoring_it() -> Result<()> 
         })
         .context("run 1 read the whole file, or resumes mid-line")?;
 
-    // The input again, with an hour-old record where the restored run resumes.
-    let mut late: Value = serde_json::from_slice(&lines[resume])?;
-    late["ts"] = Value::from(watermark - 3_600_000);
-    let mut rewritten = lines[..resume].to_vec();
-    rewritten.push(serde_json::to_vec(&late)?);
-    rewritten.extend(
-        lines[resume + 1..(resume + 200).min(lines.len())]
-            .iter()
-            .cloned(),
+    // The input again, with an hour-old record where the restored run resumes: its event
+    // time's digits replaced by as many others.
+    let ts: Value = serde_json::from_slice::<Value>(&lines[resume])?["ts"].clone();
+    let (ts, hour_old) = (ts.to_string(), (watermark - 3_600_000).to_string());
+    ensure!(
+        ts.len() == hour_old.len(),
+        "{ts} and {hour_old} differ in length"
     );
+    let mut rewritten = lines.clone();
+    let line = &mut rewritten[resume];
+    let at = line
+        .windows(ts.len())
+        .position(|w| w == ts.as_bytes())
+        .context("the resumed line's event time")?;
+    line[at..at + ts.len()].copy_from_slice(hour_old.as_bytes());
     write_lines(&input, &rewritten)?;
 
     let summary = run(job(&dir, &input)?, Arc::new(AtomicBool::new(false)))?;

@@ -29,6 +29,7 @@ pub mod bundle;
 mod durable;
 pub mod error;
 pub mod format;
+pub mod input_files;
 pub mod inspect;
 mod local;
 mod location;
@@ -40,6 +41,7 @@ pub mod s3;
 pub mod store;
 
 pub use error::{CheckpointError, Result};
+pub use input_files::InputFingerprint;
 pub use inspect::{inspect, EpochStatus, EpochSummary};
 pub use local::LocalDirStore;
 pub use location::{is_object_store_url, open_store};

@@ -25,6 +25,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use weir_features::vocab::Epoch;
 
 use crate::error::{CheckpointError, Result};
+use crate::input_files::InputFingerprint;
 pub use crate::positions::SourceOffset;
 use crate::positions::SourcePositions;
 use crate::range::{self, check_operator_name, KeyGroupRange};
@@ -59,6 +60,10 @@ pub struct Manifest {
         deserialize_with = "finished_spans"
     )]
     pub finished: BTreeMap<String, RangeSet<i32>>,
+    /// A file run's input files as they were ([`InputFingerprint`]), which a restore compares
+    /// with the files as they are. Empty for a Kafka source and for earlier manifests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputFingerprint>,
     /// Version of each model in use, by model name.
     pub model_versions: BTreeMap<String, String>,
     /// Hash of the job's topology and feature definitions (refuse incompatible restores).
@@ -119,6 +124,7 @@ impl Manifest {
             parallelism: BTreeMap::new(),
             sources: BTreeMap::new(),
             finished: BTreeMap::new(),
+            inputs: Vec::new(),
             model_versions: BTreeMap::new(),
             topology_hash: 0,
             tick_ms: 0,

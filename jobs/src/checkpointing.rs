@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use weir_checkpoint::{Manifest, SnapshotStore};
+use weir_checkpoint::{InputFingerprint, Manifest, SnapshotStore};
 use weir_features::vocab::Epoch;
 use weir_operators::epochs::{EpochClock, OperatorCheckpoints};
 
@@ -18,7 +18,7 @@ use weir_kafka::{transaction_fence, DeliveryGuarantee};
 
 use crate::config::{CompiledJob, JobFile};
 use crate::plan::millis::millis;
-use crate::plan::SinkPlan;
+use crate::plan::{SinkPlan, SourceInput};
 
 /// What `--restore` asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -63,6 +63,9 @@ pub struct CheckpointPlan {
     pub restore: Option<Arc<Manifest>>,
     /// Hash of the job's features and topology (recorded in every manifest).
     pub topology_hash: u64,
+    /// A file job's input files as they are at its start (recorded in every manifest; a
+    /// restore has checked them against the checkpoint's).
+    pub inputs: Vec<InputFingerprint>,
 }
 
 impl std::fmt::Debug for CheckpointPlan {
@@ -134,9 +137,11 @@ pub fn prepare(job: &mut CompiledJob, choice: RestoreChoice) -> Result<Option<Ch
             })?)
         }
     };
+    let inputs = input_fingerprints(job)?;
     if let Some(manifest) = &manifest {
         keep_checkpoint_ranges(job, manifest);
         check_compatible(job, manifest)?;
+        check_same_inputs(manifest, &inputs)?;
         tracing::info!(
             epoch = manifest.epoch.0,
             dir = %dir.display(),
@@ -153,7 +158,42 @@ pub fn prepare(job: &mut CompiledJob, choice: RestoreChoice) -> Result<Option<Ch
         retain: settings.retain,
         restore: manifest.map(Arc::new),
         topology_hash: job.topology_hash,
+        inputs,
     }))
+}
+
+/// Fingerprints of a file job's input files (none for Kafka; a pipe or other non-regular
+/// input has none either): see [`weir_checkpoint::input_files`].
+fn input_fingerprints(job: &CompiledJob) -> Result<Vec<InputFingerprint>> {
+    let SourceInput::Files { paths, .. } = &job.source.input else {
+        return Ok(Vec::new());
+    };
+    let regular = paths.iter().filter(|path| path.is_file());
+    regular
+        .map(|path| {
+            InputFingerprint::of(path).with_context(|| {
+                format!(
+                    "cannot read input file {} to record it in checkpoints",
+                    path.display()
+                )
+            })
+        })
+        .collect()
+}
+
+/// Refuses to resume `manifest` over input files that changed since it was taken: its
+/// positions and finished ranges belong to the bytes it read.
+fn check_same_inputs(manifest: &Manifest, inputs: &[InputFingerprint]) -> Result<()> {
+    for recorded in &manifest.inputs {
+        let now = inputs.iter().find(|now| now.path == recorded.path);
+        if let Some(change) = now.and_then(|now| recorded.difference(now)) {
+            bail!(
+                "checkpoint {} was taken over other input files: {change}; its positions and finished ranges belong to the bytes it read, so resuming would skip or repeat records — restore with the original files, or start over with --restore none",
+                manifest.epoch.0
+            );
+        }
+    }
+    Ok(())
 }
 
 /// When `manifest` was written by this job with an earlier default range size (the job file

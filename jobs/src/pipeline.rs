@@ -214,6 +214,7 @@ impl JobPlan {
             tick_ms: millis(self.job.runtime.tick),
             retain: checkpoints.retain,
             restored_positions,
+            inputs: checkpoints.inputs.clone(),
             worker: self.job.runtime.placement.worker_of(0),
             metrics: self.metrics.clone(),
             on_commit: self.on_commit.clone(),

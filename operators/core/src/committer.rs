@@ -15,7 +15,7 @@ use std::sync::Arc;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
-use weir_checkpoint::{Manifest, SnapshotEntry, SnapshotStore, SourcePositions};
+use weir_checkpoint::{InputFingerprint, Manifest, SnapshotEntry, SnapshotStore, SourcePositions};
 use weir_features::vocab::{Epoch, Tick};
 
 use crate::clock::unix_ms;
@@ -54,6 +54,8 @@ pub struct CommitterConfig {
     /// Positions of the restored checkpoint, per source (partitions that have not moved since
     /// keep them).
     pub restored_positions: BTreeMap<String, SourcePositions>,
+    /// A file run's input files, recorded in every manifest (empty for Kafka).
+    pub inputs: Vec<InputFingerprint>,
     /// The worker that commits.
     pub worker: usize,
     /// Counters.
@@ -133,6 +135,7 @@ fn commit(
     let mut manifest = Manifest::new(Epoch(tick), config.key_groups);
     manifest.parallelism = config.parallelism.clone();
     manifest.set_positions(offsets);
+    manifest.inputs = config.inputs.clone();
     let serving = config.serving.versions();
     manifest.model_versions = if serving.is_empty() {
         config.model_versions.clone()

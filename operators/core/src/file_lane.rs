@@ -7,10 +7,10 @@
 //! Restoring checks the position of each range being read against the file as it is: inside
 //! its range and at a line start (the byte before it ends a line), so a replaced file, a
 //! changed `range_bytes` or a checkpoint of another input fails with a clear error instead of
-//! reading from the middle of a line. Finished ranges are trusted: since manifest format 3
-//! they are kept as spans of ids, without the offsets where they ended, so a file replaced by
-//! one whose ranges all still end at line starts goes unnoticed where no range was being read
-//! (manifests before format 3 had every finished range's end checked too).
+//! reading from the middle of a line. Finished ranges are kept as spans of ids, without the
+//! offsets where they ended (manifest format 3), so they cannot show a replaced file: the
+//! manifest's fingerprints of the input files do (`weir_checkpoint::input_files`, checked
+//! before the run starts).
 
 use std::collections::BTreeMap;
 use std::fs::File;

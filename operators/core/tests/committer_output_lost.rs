@@ -63,6 +63,7 @@ fn committed_epochs(lost_at: Option<Tick>) -> Vec<u64> {
         tick_ms: 1,
         retain: 10,
         restored_positions: BTreeMap::new(),
+        inputs: Vec::new(),
         worker: 0,
         metrics: Arc::new(JobMetrics::default()),
         on_commit: None,
