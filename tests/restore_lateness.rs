@@ -4,8 +4,9 @@
 //! with an hour-old record at exactly the position the checkpoint resumes from, so the
 //! restored run reads it first. Only that record's event time changes, digit for digit, past
 //! the file's first and last 64 KiB: what a restore checks of an input file
-//! (`weir_checkpoint::input_files`) stays the same. The uninterrupted run would have found it late (the
-//! watermark stood far past it), so the restored run must dead-letter it as late too.
+//! (`weir_checkpoint::input_files`) stays the same. The uninterrupted run would have found it
+//! late (the watermark stood far past it), so the restored run must dead-letter it as late
+//! too.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

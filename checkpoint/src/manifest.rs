@@ -141,6 +141,13 @@ impl Manifest {
         }
     }
 
+    /// Where every source resumes, by source name (what [`Manifest::set_positions`] recorded).
+    pub fn positions(&self) -> BTreeMap<String, SourcePositions> {
+        self.source_names()
+            .map(|source| (source.to_owned(), self.positions_of(source)))
+            .collect()
+    }
+
     /// Records where every source resumes.
     pub fn set_positions(&mut self, positions: &BTreeMap<String, SourcePositions>) {
         self.sources = positions

@@ -85,6 +85,10 @@ fn finished_partitions_round_trip_as_spans_in_a_version_3_manifest() -> anyhow::
     let read = store.read_manifest(Epoch(6))?;
     assert_eq!(read, manifest);
     assert_eq!(read.positions_of("events"), positions);
+    assert_eq!(
+        read.positions(),
+        [("events".to_owned(), positions.clone())].into()
+    );
     assert_eq!(read.positions_of("other"), SourcePositions::default());
     assert_eq!(read.source_names().collect::<Vec<_>>(), ["events"]);
     // An empty span (hand-edited, with its checksum recomputed) is an error, not a panic.

@@ -197,11 +197,8 @@ impl JobPlan {
         let restored_positions = checkpoints
             .restore
             .as_ref()
-            .map_or_else(BTreeMap::new, |m| {
-                m.source_names()
-                    .map(|source| (source.to_owned(), m.positions_of(source)))
-                    .collect()
-            });
+            .map(|m| m.positions())
+            .unwrap_or_default();
         parts.commit_checkpoints(CommitterConfig {
             store: checkpoints.store.clone(),
             epochs: checkpoints.clock,

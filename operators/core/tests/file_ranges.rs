@@ -22,6 +22,7 @@ use weir_features::vocab::Watermark;
 use weir_operators::epochs::{CheckpointPart, EpochClock};
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
+use weir_operators::source::SourceStreams;
 use weir_operators::Placement;
 use weir_testkit::files::scratch_dir;
 
@@ -42,29 +43,21 @@ fn config(paths: Vec<PathBuf>, instances: usize, metrics: &Arc<JobMetrics>) -> F
     config
 }
 
-/// Runs the file source on `config.stage.parallelism` workers; returns what they read.
-fn read_all(config: FileSourceConfig) -> Result<Read> {
-    let read = Arc::new(Mutex::new(Read::new()));
-    let seen = read.clone();
+/// Runs the file source on `config.stage.parallelism` workers, handing each worker's streams
+/// to `attach` with the worker's index; fails when a worker could not build it.
+fn run_source(
+    config: FileSourceConfig,
+    attach: impl for<'s> Fn(usize, SourceStreams<'s>) + Send + Sync + 'static,
+) -> Result<()> {
     let workers = config.stage.parallelism;
     let built = Arc::new(Mutex::new(Vec::new()));
     let errors = built.clone();
+    let attach = Arc::new(attach);
     timely::execute(timely::Config::process(workers), move |worker| {
         let index = worker.index();
-        let (config, seen, errors) = (config.clone(), seen.clone(), errors.clone());
+        let (config, errors, attach) = (config.clone(), errors.clone(), attach.clone());
         worker.dataflow::<u64, _, _>(move |scope| match file_source(scope, config) {
-            Ok(source) => {
-                source.events.inspect(move |e| {
-                    let row = (
-                        index,
-                        e.position.partition,
-                        e.position.offset,
-                        e.key.to_string(),
-                        e.ts,
-                    );
-                    seen.lock().expect("events").push(row);
-                });
-            }
+            Ok(source) => attach(index, source),
             Err(error) => errors.lock().expect("errors").push(error.to_string()),
         });
     })
@@ -75,6 +68,26 @@ fn read_all(config: FileSourceConfig) -> Result<Read> {
     .map_err(|e| anyhow::anyhow!("a worker failed: {e}"))?;
     let errors = built.lock().expect("errors");
     ensure!(errors.is_empty(), "{}", errors.join("; "));
+    Ok(())
+}
+
+/// Runs the file source on `config.stage.parallelism` workers; returns what they read.
+fn read_all(config: FileSourceConfig) -> Result<Read> {
+    let read = Arc::new(Mutex::new(Read::new()));
+    let seen = read.clone();
+    run_source(config, move |index, source| {
+        let seen = seen.clone();
+        source.events.inspect(move |e| {
+            let row = (
+                index,
+                e.position.partition,
+                e.position.offset,
+                e.key.to_string(),
+                e.ts,
+            );
+            seen.lock().expect("events").push(row);
+        });
+    })?;
     let mut read = read.lock().expect("events").clone();
     read.sort_by_key(|r| (r.1, r.2));
     Ok(read)
@@ -87,23 +100,14 @@ fn positions_after(mut config: FileSourceConfig) -> Result<SourcePositions> {
     config.stage.epochs = EpochClock::every(tick_ms, tick_ms);
     let merged = Arc::new(Mutex::new(config.resume.clone()));
     let into = merged.clone();
-    let workers = config.stage.parallelism;
-    timely::execute(timely::Config::process(workers), move |worker| {
-        let (config, into) = (config.clone(), into.clone());
-        worker.dataflow::<u64, _, _>(move |scope| {
-            let source = file_source(scope, config).expect("a valid config");
-            source.checkpoint.inspect(move |part| {
-                if let CheckpointPart::Offsets { positions, .. } = part {
-                    into.lock().expect("positions").merge(positions.clone());
-                }
-            });
+    run_source(config, move |_, source| {
+        let into = into.clone();
+        source.checkpoint.inspect(move |part| {
+            if let CheckpointPart::Offsets { positions, .. } = part {
+                into.lock().expect("positions").merge(positions.clone());
+            }
         });
-    })
-    .map_err(|e| anyhow::anyhow!("timely: {e}"))?
-    .join()
-    .into_iter()
-    .collect::<std::result::Result<Vec<_>, _>>()
-    .map_err(|e| anyhow::anyhow!("a worker failed: {e}"))?;
+    })?;
     let merged = merged.lock().expect("positions").clone();
     Ok(merged)
 }
