@@ -48,10 +48,10 @@ pub struct PartitionWatermarks {
     idle_timeout_ms: u64,
     /// The partitions not finished: what [`PartitionWatermarks::progress`] reads each tick.
     partitions: BTreeMap<i32, PartitionState>,
-    /// The finished ones (watermark `MAX`, caught up, never idle), apart: a file source's
-    /// ranges are its partitions, ~100 000 of them for 100 GB at the default
-    /// `[source] range_bytes`, nearly all finished by the end, and scanning them in every
-    /// tick's progress made a run's cost grow with the square of its input.
+    /// The finished ones (watermark `MAX`, caught up, never idle), apart, so that a tick's
+    /// progress scans only the partitions still read (a Kafka source's, which a bounded run
+    /// finishes). A file source's ranges are not kept here: see
+    /// [`PartitionWatermarks::retire`].
     finished: BTreeSet<i32>,
 }
 
@@ -119,6 +119,15 @@ impl PartitionWatermarks {
         if self.partitions.remove(&partition).is_some() {
             self.finished.insert(partition);
         }
+    }
+
+    /// Stops tracking `partition`, finished, without remembering it: for a source that knows
+    /// its own finished partitions. A file source's ranges are its partitions, ~200 000 for
+    /// 100 GB at the default `[source] range_bytes`, nearly all finished by the end: a set
+    /// of them grew with the input read (~10 bytes per range). Afterwards the partition has
+    /// no watermark (`None`), where [`PartitionWatermarks::finish`] reports `MAX`.
+    pub fn retire(&mut self, partition: i32) {
+        self.partitions.remove(&partition);
     }
 
     /// Whether every assigned partition is finished (true for no partitions).
@@ -346,6 +355,23 @@ mod tests {
         assert!(!w.all_finished());
         assert_eq!(w.partition_watermark(4), Some(Watermark::MIN));
         assert_eq!(w.progress(1_000), SourceProgress::Active(Watermark::MIN));
+    }
+
+    #[test]
+    fn a_retired_partition_is_forgotten_and_holds_nothing_back() {
+        let mut w = PartitionWatermarks::new(0, u64::MAX);
+        w.assign(0, 0);
+        w.assign(1, 0);
+        w.observe(0, 5, 0);
+        w.observe(1, 9, 0);
+        assert_eq!(w.progress(0), SourceProgress::Active(Watermark(5)));
+        w.retire(0);
+        assert_eq!(w.progress(0), SourceProgress::Active(Watermark(9)));
+        assert_eq!(w.partition_watermark(0), None, "not kept as finished");
+        assert_eq!(w.partition_state(0, 0), None);
+        w.retire(1);
+        assert!(w.all_finished());
+        assert_eq!(w.progress(0), SourceProgress::Active(Watermark::MAX));
     }
 
     #[test]

@@ -25,7 +25,8 @@
 //! Ranges are shared only among the instances of one process (each process has its share by
 //! the fixed rule, `r % p` on one of its instances): the queue is memory, not a protocol.
 
-use std::collections::VecDeque;
+use std::fs::File;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use weir_features::ownership::instance_for_partition;
@@ -39,19 +40,48 @@ use crate::file_ranges::{InputRange, RangeLayout};
 /// each read every range.
 #[derive(Clone, Debug, Default)]
 pub struct RangeClaims {
-    /// Per input file, its ranges not taken yet; `None` until the first instance of the
-    /// process opens.
-    queues: Arc<Mutex<Option<Vec<FileQueue>>>>,
+    /// The ranges not taken yet; `None` until the first instance of the process opens.
+    queues: Arc<Mutex<Option<Queues>>>,
+}
+
+/// The ranges of this process not taken yet, as ids: a range's bounds are found when it is
+/// taken (two short reads), not all when the run starts. With every range's bounds found up
+/// front, a 100 GB input at 512 KiB took ~400 000 reads before its first record (scattered
+/// over the file: slow on a cold disk) and ~40 bytes per range for the run.
+#[derive(Debug)]
+struct Queues {
+    layout: RangeLayout,
+    /// Which ids belong to this process.
+    owner: ProcessRanges,
+    files: Vec<FileQueue>,
+}
+
+/// The ranges of one process: those whose fixed instance among `parallelism` runs on
+/// `process` of `processes` (instance `i` runs on process `i % processes`).
+#[derive(Clone, Copy, Debug)]
+struct ProcessRanges {
+    parallelism: usize,
+    processes: usize,
+    process: usize,
+}
+
+impl ProcessRanges {
+    fn owns(&self, id: i32) -> bool {
+        instance_for_partition(id, self.parallelism) % self.processes == self.process
+    }
 }
 
 /// One file's ranges not taken yet.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct FileQueue {
     /// The first range of each instance of the process (by its rank there, `instance /
     /// processes`), until it takes it.
-    first: Vec<Option<InputRange>>,
-    /// The others, in file order.
-    rest: VecDeque<InputRange>,
+    first: Vec<Option<i32>>,
+    /// The ids after the set-aside ones, the next not taken first (those of other processes
+    /// are skipped).
+    rest: Range<i32>,
+    /// The file, opened to find bounds at the first range taken.
+    handle: Option<File>,
 }
 
 impl RangeClaims {
@@ -62,47 +92,82 @@ impl RangeClaims {
         &self,
         layout: &RangeLayout,
         (instance, parallelism, processes): (usize, usize, usize),
-    ) -> Result<()> {
+    ) {
         let mut queues = self.lock();
         if queues.is_some() {
-            return Ok(());
+            return;
         }
         let processes = processes.max(1);
         let process = instance % processes;
+        let owner = ProcessRanges {
+            parallelism,
+            processes,
+            process,
+        };
         let local_instances = (parallelism.max(1) + processes - 1 - process) / processes;
-        let mut per_file: Vec<FileQueue> = std::iter::repeat_with(FileQueue::default)
-            .take(layout.files().len())
-            .collect();
-        for range in layout.ranges_of(0, 1)? {
-            if instance_for_partition(range.id, parallelism) % processes == process {
-                if let Some(queue) = per_file.get_mut(range.file) {
-                    if queue.first.len() < local_instances {
-                        queue.first.push(Some(range));
-                    } else {
-                        queue.rest.push_back(range);
-                    }
+        let files = (0..layout.files().len())
+            .map(|file| {
+                let mut rest = layout.ids_of(file);
+                let first: Vec<Option<i32>> = rest
+                    .by_ref()
+                    .filter(|&id| owner.owns(id))
+                    .take(local_instances)
+                    .map(Some)
+                    .collect();
+                FileQueue {
+                    first,
+                    rest,
+                    handle: None,
                 }
-            }
-        }
-        *queues = Some(per_file);
-        Ok(())
+            })
+            .collect();
+        *queues = Some(Queues {
+            layout: layout.clone(),
+            owner,
+            files,
+        });
     }
 
     /// Takes the first range of file `file` of the instance of rank `rank` in its process
     /// (`instance / processes`): the one set aside for it, or if it has none the next one.
-    pub fn take_first(&self, file: usize, rank: usize) -> Option<InputRange> {
-        let mut queues = self.lock();
-        let queue = queues.as_mut()?.get_mut(file)?;
-        let set_aside = queue.first.get_mut(rank).and_then(Option::take);
-        set_aside.or_else(|| queue.rest.pop_front())
+    /// An error when its bounds cannot be read.
+    pub fn take_first(&self, file: usize, rank: usize) -> Result<Option<InputRange>> {
+        self.take_with(file, |queue| {
+            queue.first.get_mut(rank).and_then(Option::take)
+        })
     }
 
     /// Takes the next range of file `file` (the earliest not set aside or taken), if any.
-    pub fn take(&self, file: usize) -> Option<InputRange> {
-        self.lock().as_mut()?.get_mut(file)?.rest.pop_front()
+    /// An error when its bounds cannot be read.
+    pub fn take(&self, file: usize) -> Result<Option<InputRange>> {
+        self.take_with(file, |_| None)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<FileQueue>>> {
+    /// Takes `set_aside`'s range of `file`'s queue, or else the next one, and finds its
+    /// bounds.
+    fn take_with(
+        &self,
+        file: usize,
+        set_aside: impl FnOnce(&mut FileQueue) -> Option<i32>,
+    ) -> Result<Option<InputRange>> {
+        let mut queues = self.lock();
+        let Some(Queues {
+            layout,
+            owner,
+            files,
+        }) = queues.as_mut()
+        else {
+            return Ok(None);
+        };
+        let Some(queue) = files.get_mut(file) else {
+            return Ok(None);
+        };
+        let id = set_aside(queue).or_else(|| queue.rest.by_ref().find(|&id| owner.owns(id)));
+        id.map(|id| layout.range(file, id, &mut queue.handle))
+            .transpose()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Queues>> {
         self.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -112,7 +177,7 @@ mod tests {
     use std::io::Write;
 
     use super::RangeClaims;
-    use crate::file_ranges::RangeLayout;
+    use crate::file_ranges::{InputRange, RangeLayout};
     use crate::input_file::InputFile;
 
     fn layout(lines: usize, range_bytes: u64) -> RangeLayout {
@@ -132,28 +197,28 @@ mod tests {
     fn ranges_are_taken_in_file_order_once_each() {
         let layout = layout(100, 100);
         let claims = RangeClaims::default();
-        claims.fill_once(&layout, (1, 2, 1)).expect("filled");
+        claims.fill_once(&layout, (1, 2, 1));
         let again = claims.clone();
-        again.fill_once(&layout, (0, 2, 1)).expect("kept");
-        let mut taken: Vec<i32> = [claims.take_first(0, 0), again.take_first(0, 1)]
+        again.fill_once(&layout, (0, 2, 1));
+        let firsts = [claims.take_first(0, 0), again.take_first(0, 1)];
+        let mut taken: Vec<InputRange> = firsts
             .into_iter()
-            .flatten()
-            .map(|r| r.id)
+            .filter_map(|r| r.expect("bounds"))
             .collect();
         while let Some(range) = if taken.len().is_multiple_of(2) {
-            claims.take(0)
+            claims.take(0).expect("bounds")
         } else {
-            again.take(0)
+            again.take(0).expect("bounds")
         } {
-            taken.push(range.id);
+            taken.push(range);
         }
-        let all: Vec<i32> = (0..layout.len()).collect();
+        let all = layout.ranges_of(0, 1).expect("the layout's ranges");
         assert!(all.len() > 2, "{all:?}");
         assert_eq!(
             taken, all,
-            "every range once, in file order, whoever takes it"
+            "every range once, in file order, whoever takes it, with the layout's bounds"
         );
-        assert_eq!(claims.take(1), None, "no second file");
+        assert_eq!(claims.take(1).expect("bounds"), None, "no second file");
     }
 
     #[test]
@@ -161,13 +226,13 @@ mod tests {
         let layout = layout(100, 100);
         // 4 instances over 2 processes: instances 0 and 2 run on process 0.
         let process_zero = RangeClaims::default();
-        process_zero.fill_once(&layout, (2, 4, 2)).expect("filled");
+        process_zero.fill_once(&layout, (2, 4, 2));
         let process_one = RangeClaims::default();
-        process_one.fill_once(&layout, (1, 4, 2)).expect("filled");
+        process_one.fill_once(&layout, (1, 4, 2));
         let drain = |claims: &RangeClaims| {
-            let firsts = (0..2).filter_map(|rank| claims.take_first(0, rank));
+            let firsts = (0..2).filter_map(|rank| claims.take_first(0, rank).expect("bounds"));
             let firsts: Vec<i32> = firsts.map(|r| r.id).collect();
-            let rest = std::iter::from_fn(|| claims.take(0).map(|r| r.id));
+            let rest = std::iter::from_fn(|| claims.take(0).expect("bounds").map(|r| r.id));
             firsts.into_iter().chain(rest).collect::<Vec<_>>()
         };
         let (zero, one) = (drain(&process_zero), drain(&process_one));
@@ -180,12 +245,18 @@ mod tests {
     fn an_instance_that_starts_last_still_reads_its_first_range() {
         let layout = layout(100, 100);
         let claims = RangeClaims::default();
-        claims.fill_once(&layout, (0, 3, 1)).expect("filled");
+        claims.fill_once(&layout, (0, 3, 1));
         // Instances 0 and 1 take their first ranges and then every range left.
-        let mut early = vec![claims.take_first(0, 0), claims.take_first(0, 1)];
-        early.extend(std::iter::from_fn(|| claims.take(0).map(Some)));
+        let mut early = vec![
+            claims.take_first(0, 0).expect("bounds"),
+            claims.take_first(0, 1).expect("bounds"),
+        ];
+        early.extend(std::iter::from_fn(|| {
+            claims.take(0).expect("bounds").map(Some)
+        }));
         let late = claims
             .take_first(0, 2)
+            .expect("bounds")
             .expect("instance 2's range was set aside");
         assert_eq!(late.id, 2, "the third range of the file");
         let mut ids: Vec<i32> = early.into_iter().flatten().map(|r| r.id).collect();
@@ -196,6 +267,6 @@ mod tests {
             (0..layout.len()).collect::<Vec<_>>(),
             "every range once"
         );
-        assert_eq!(claims.take_first(0, 2), None, "taken once");
+        assert_eq!(claims.take_first(0, 2).expect("bounds"), None, "taken once");
     }
 }

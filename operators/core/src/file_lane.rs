@@ -158,7 +158,7 @@ impl Lane {
         claims: &RangeClaims,
         rank: usize,
     ) -> Result<Option<Lane>> {
-        let Some(first) = claims.take_first(file_index, rank) else {
+        let Some(first) = claims.take_first(file_index, rank)? else {
             return Ok(None);
         };
         let mut lane = Lane::open(file, file_index, vec![first], &SourcePositions::default())?;
@@ -244,7 +244,11 @@ impl Lane {
     pub fn advance(&mut self, path: &std::path::Path) -> Result<Option<&RangeProgress>> {
         self.current = self.next_undone(self.current + 1);
         let claimed = self.claims.as_ref().filter(|_| self.done());
-        if let Some(range) = claimed.and_then(|claims| claims.take(self.file)) {
+        if let Some(range) = claimed
+            .map(|claims| claims.take(self.file))
+            .transpose()?
+            .flatten()
+        {
             // Its ranges are all done and reported finished: a lane that claims ranges holds
             // only the one it reads, not every range it has read (a run's whole input).
             self.ranges.clear();

@@ -99,43 +99,55 @@ impl RangeLayout {
         self.len() == 0
     }
 
+    /// The ids of file `file`'s ranges, in offset order.
+    pub fn ids_of(&self, file: usize) -> std::ops::Range<i32> {
+        self.first_ids[file]..self.first_ids[file + 1]
+    }
+
     /// The ranges instance `instance` of `parallelism` reads, in id order (file by file, each
     /// file's in offset order).
     pub fn ranges_of(&self, instance: usize, parallelism: usize) -> Result<Vec<InputRange>> {
         let mut ranges = Vec::new();
-        for (file_index, file) in self.files.iter().enumerate() {
-            let (first, last) = (self.first_ids[file_index], self.first_ids[file_index + 1]);
-            let mine =
-                (first..last).filter(|&id| instance_for_partition(id, parallelism) == instance);
-            let Some(size) = file.splittable_size else {
-                ranges.extend(mine.map(|id| InputRange {
-                    id,
-                    file: file_index,
-                    start: 0,
-                    end: None,
-                }));
-                continue;
-            };
-            let mut opened: Option<File> = None;
+        for file in 0..self.files.len() {
+            let mut handle = None;
+            let mine = self
+                .ids_of(file)
+                .filter(|&id| instance_for_partition(id, parallelism) == instance);
             for id in mine {
-                let handle = match &mut opened {
-                    Some(handle) => handle,
-                    None => opened.insert(open_file(&file.path)?),
-                };
-                let k = u64::try_from(id - first).unwrap_or(0);
-                let bound = |x: u64| line_start_at_or_after(handle, x, size);
-                let error = |source| input_error(&file.path, source);
-                let start = bound(k * self.range_bytes).map_err(error)?;
-                let end = bound((k + 1) * self.range_bytes).map_err(error)?;
-                ranges.push(InputRange {
-                    id,
-                    file: file_index,
-                    start,
-                    end: Some(end),
-                });
+                ranges.push(self.range(file, id, &mut handle)?);
             }
         }
         Ok(ranges)
+    }
+
+    /// Range `id` of file `file` (one of [`RangeLayout::ids_of`]): two short reads find its
+    /// bounds in a plain file, through `handle` (opened on first use; pass the same one for
+    /// the file's next range).
+    pub fn range(&self, file: usize, id: i32, handle: &mut Option<File>) -> Result<InputRange> {
+        let input = &self.files[file];
+        let Some(size) = input.splittable_size else {
+            return Ok(InputRange {
+                id,
+                file,
+                start: 0,
+                end: None,
+            });
+        };
+        let handle = match handle {
+            Some(handle) => handle,
+            None => handle.insert(open_file(&input.path)?),
+        };
+        let k = u64::try_from(id - self.first_ids[file]).unwrap_or(0);
+        let bound = |x: u64| {
+            line_start_at_or_after(handle, x, size)
+                .map_err(|source| input_error(&input.path, source))
+        };
+        Ok(InputRange {
+            id,
+            file,
+            start: bound(k * self.range_bytes)?,
+            end: Some(bound((k + 1) * self.range_bytes)?),
+        })
     }
 }
 

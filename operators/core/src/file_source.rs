@@ -79,8 +79,9 @@ struct FileReader {
     stop: Arc<AtomicBool>,
     /// Ranges done since the last [`SourceReader::positions`] (the committer keeps the
     /// earlier ones): a checkpoint's work stays proportional to what changed since the last
-    /// one, not to the ranges read so far.
-    newly_finished: Vec<i32>,
+    /// one, not to the ranges read so far. `None` without checkpoints: nothing asks for
+    /// positions then, and the list would grow with the input (4 bytes per range).
+    newly_finished: Option<Vec<i32>>,
 }
 
 /// Builds the file source on every worker.
@@ -125,7 +126,7 @@ impl FileReader {
             let (parallelism, processes) =
                 (config.stage.parallelism, config.stage.placement.processes());
             let placed = (instance as usize, parallelism, processes);
-            config.claims.fill_once(&layout, placed)?;
+            config.claims.fill_once(&layout, placed);
             for (index, file) in files.iter().enumerate() {
                 let rank = instance as usize / processes.max(1);
                 lanes.extend(Lane::claiming(file, index, &config.claims, rank)?);
@@ -144,12 +145,14 @@ impl FileReader {
         let now = unix_ms();
         // Ranges a checkpoint from before manifest format 3 recorded as positions at their
         // end: reported as finished, so that the next manifest lists them as spans.
-        let newly_finished = lanes
-            .iter()
-            .flat_map(|lane| &lane.ranges)
-            .filter(|r| r.done && !config.resume.is_finished(r.range.id))
-            .map(|r| r.range.id)
-            .collect();
+        let newly_finished = config.stage.epochs.enabled().then(|| {
+            lanes
+                .iter()
+                .flat_map(|lane| &lane.ranges)
+                .filter(|r| r.done && !config.resume.is_finished(r.range.id))
+                .map(|r| r.range.id)
+                .collect()
+        });
         for lane in &lanes {
             if let Some(range) = lane.current_range() {
                 watermarks.assign(range.range.id, now);
@@ -200,8 +203,11 @@ impl FileReader {
                 Ok(LineRead::RangeDone) => {
                     // The next range of this file inherits this one's watermark.
                     let carried = self.watermarks.partition_watermark(id);
-                    self.watermarks.finish(id);
-                    self.newly_finished.push(id);
+                    // The lane and the checkpoint's spans know it is done (`positions`).
+                    self.watermarks.retire(id);
+                    if let Some(finished) = self.newly_finished.as_mut() {
+                        finished.push(id);
+                    }
                     let path = self.files[lane.file].path.clone();
                     match lane.advance(&path) {
                         Ok(Some(next)) => {
@@ -304,7 +310,7 @@ impl SourceReader for FileReader {
             Some((id, position))
         });
         let mut positions = SourcePositions::open(open.collect());
-        for id in self.newly_finished.drain(..) {
+        for id in self.newly_finished.iter_mut().flat_map(|f| f.drain(..)) {
             positions.finish(id);
         }
         positions
