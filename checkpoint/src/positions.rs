@@ -7,8 +7,8 @@
 //! epoch's manifest ([`crate::Manifest::set_positions`]), and a restored source reads them
 //! back ([`crate::Manifest::positions_of`]).
 //!
-//! Why finished partitions are spans: a file source's byte ranges are its partitions, ~100 000
-//! of them for 100 GB at the default 1 MiB. With a position per finished range, every
+//! Why finished partitions are spans: a file source's byte ranges are its partitions, ~200 000
+//! of them for 100 GB at the default 512 KiB. With a position per finished range, every
 //! manifest grew with the input read so far (6.8 MB and ~33 ms to merge and encode at
 //! 100 000 ranges), so a run's manifests together grew with the square of its input. A
 //! finished range resumes at its end, which the source knows from its layout, so the

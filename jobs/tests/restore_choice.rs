@@ -156,14 +156,22 @@ fn checkpoints_of_another_tick_are_refused_even_when_starting_over() -> Result<(
 
 #[test]
 fn a_file_checkpoint_of_an_earlier_default_range_size_is_restored_in_its_ranges() -> Result<()> {
-    let dir = scratch_dir("restore-earlier-ranges");
+    for &earlier in EARLIER_DEFAULT_RANGE_BYTES {
+        restored_in_earlier_default_ranges(earlier)?;
+    }
+    Ok(())
+}
+
+/// A checkpoint written with the earlier default `earlier` by a job file that leaves
+/// `range_bytes` unset.
+fn restored_in_earlier_default_ranges(earlier: u64) -> Result<()> {
+    let dir = scratch_dir(&format!("restore-earlier-ranges-{earlier}"));
     let mut file = job(&dir)?;
     file.use_input_files(vec![dir.join("events.jsonl")]);
     assert_eq!(
         file.source.range_bytes, None,
         "the clickstream job leaves it unset"
     );
-    let earlier = EARLIER_DEFAULT_RANGE_BYTES[0];
     assert_ne!(earlier, DEFAULT_RANGE_BYTES);
     let mut written = file.clone();
     written.source.range_bytes = Some(earlier);
