@@ -1,27 +1,18 @@
-//! One file source instance's share of one input file: its ranges of that file
-//! ([`crate::file_ranges`]), read one after another in file order through one reader, with the
-//! byte offset of every line and each range's resume position. Its ranges are fixed (a
-//! restored run) or taken one at a time from the process's queue ([`crate::file_claims`]). The instance
+//! One file source instance's share of one input file: the ranges of that file
+//! ([`crate::file_ranges`]) it takes one at a time from its process's queue
+//! ([`crate::file_claims`]), read one after another in file order through one reader, with
+//! the byte offset of every line and the resume position of the range being read. It holds
+//! only that range, so what it holds does not grow with the input. The instance
 //! ([`crate::file_source`]) reads its lanes round-robin and keeps their watermarks.
-//!
-//! Restoring checks the position of each range being read against the file as it is: inside
-//! its range and at a line start (the byte before it ends a line), so a replaced file, a
-//! changed `range_bytes` or a checkpoint of another input fails with a clear error instead of
-//! reading from the middle of a line. Finished ranges are kept as spans of ids, without the
-//! offsets where they ended (manifest format 3), so they cannot show a replaced file: the
-//! manifest's fingerprints of the input files do (`weir_checkpoint::input_files`, checked
-//! before the run starts).
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
 
-use weir_checkpoint::{SourceOffset, SourcePositions};
+use weir_checkpoint::SourceOffset;
 use weir_features::vocab::Watermark;
 
 use crate::error::{OperatorError, Result};
-use crate::file_claims::RangeClaims;
+use crate::file_claims::{ClaimedRange, RangeClaims};
 use crate::file_ranges::InputRange;
 use crate::input_file::{input_error, open_file, InputFile, READ_BUFFER_BYTES};
 
@@ -39,9 +30,20 @@ pub struct RangeProgress {
 }
 
 impl RangeProgress {
+    /// A range just taken, to be read from its checkpoint position if it has one.
+    fn claimed(claimed: ClaimedRange) -> Self {
+        let at = claimed.resume;
+        RangeProgress {
+            range: claimed.range,
+            next: at.map(|at| u64::try_from(at.next_offset).unwrap_or(0)),
+            recorded: at.map_or(Watermark::MIN, |at| at.watermark),
+            done: false,
+        }
+    }
+
     /// Its resume position while it is being read, with `watermark` (the recorded one when
     /// the tracker has none); `None` before it is started. A done range has none: it is
-    /// finished ([`SourcePositions::finished`]).
+    /// finished ([`weir_checkpoint::SourcePositions::finished`]).
     pub fn position(&self, watermark: Option<Watermark>) -> Option<SourceOffset> {
         let next = self.next.filter(|_| !self.done)?;
         Some(SourceOffset {
@@ -78,13 +80,10 @@ pub struct Lane {
     spill: Vec<u8>,
     /// The reader's offset in the file (or decompressed stream), after the last line returned.
     offset: u64,
-    /// Ranges in file order: a restored lane's fixed ones, or the one a claiming lane reads.
-    pub ranges: Vec<RangeProgress>,
-    /// Index in `ranges` of the range being read; `ranges.len()` once all are done.
-    pub current: usize,
-    /// Where the lane takes its next range once its own are done (a run from the start:
-    /// [`crate::file_claims`]); `None`: its ranges are fixed.
-    claims: Option<RangeClaims>,
+    /// The range being read; `None` once the lane is done.
+    current: Option<RangeProgress>,
+    /// Where it takes its next range.
+    claims: RangeClaims,
 }
 
 /// What reading one line gave.
@@ -96,62 +95,9 @@ pub enum LineRead<'a> {
 }
 
 impl Lane {
-    /// Opens `file`'s lane over `ranges` (in file order, non-empty), checking and applying the
-    /// checkpoint's positions in `resume` (by range id; a finished range is done), positioned
-    /// at its first unread line.
-    pub fn open(
-        file: &InputFile,
-        file_index: usize,
-        ranges: Vec<InputRange>,
-        resume: &SourcePositions,
-    ) -> Result<Lane> {
-        let seekable = file.splittable_size.is_some();
-        let input = if seekable {
-            let handle = open_file(&file.path)?;
-            let mut ranges = ranges.iter();
-            let checked = ranges.try_for_each(|r| check_line_start(&handle, file, r, &resume.open));
-            checked?;
-            LaneInput::Seekable(BufReader::with_capacity(READ_BUFFER_BYTES, handle))
-        } else {
-            LaneInput::Stream(file.stream()?)
-        };
-        let ranges = ranges
-            .into_iter()
-            .map(|range| {
-                let at = resume.open.get(&range.id);
-                let finished = resume.is_finished(range.id);
-                let next = at.map(|at| u64::try_from(at.next_offset).unwrap_or(0));
-                let recorded = at.map_or(Watermark::MIN, |at| at.watermark);
-                // Manifests before format version 3 record a finished range at its end with
-                // the watermark `MAX`.
-                let done =
-                    finished || recorded == Watermark::MAX || (next.is_some() && next == range.end);
-                RangeProgress {
-                    range,
-                    next,
-                    recorded,
-                    done,
-                }
-            })
-            .collect();
-        let mut lane = Lane {
-            file: file_index,
-            input,
-            pending: 0,
-            spill: Vec::new(),
-            offset: 0,
-            ranges,
-            current: 0,
-            claims: None,
-        };
-        lane.current = lane.next_undone(0);
-        lane.seek_to_current(&file.path)?;
-        Ok(lane)
-    }
-
-    /// Opens `file`'s lane in a run from the start: it takes its first range from `claims`
-    /// now (the one set aside for the instance of rank `rank` in its process) and the next
-    /// ones as it finishes them; `None` when no range of the file is left for it.
+    /// Opens `file`'s lane: it takes its first range from `claims` now (the one set aside for
+    /// the instance of rank `rank` in its process) and the next ones as it finishes them,
+    /// positioned at the first unread line; `None` when no range of the file is left for it.
     pub fn claiming(
         file: &InputFile,
         file_index: usize,
@@ -161,26 +107,33 @@ impl Lane {
         let Some(first) = claims.take_first(file_index, rank)? else {
             return Ok(None);
         };
-        let mut lane = Lane::open(file, file_index, vec![first], &SourcePositions::default())?;
-        lane.claims = Some(claims.clone());
+        let input = if file.splittable_size.is_some() {
+            let handle = open_file(&file.path)?;
+            LaneInput::Seekable(BufReader::with_capacity(READ_BUFFER_BYTES, handle))
+        } else {
+            LaneInput::Stream(file.stream()?)
+        };
+        let mut lane = Lane {
+            file: file_index,
+            input,
+            pending: 0,
+            spill: Vec::new(),
+            offset: 0,
+            current: Some(RangeProgress::claimed(first)),
+            claims: claims.clone(),
+        };
+        lane.seek_to_current(&file.path)?;
         Ok(Some(lane))
     }
 
     /// Whether every range of the lane is done.
     pub fn done(&self) -> bool {
-        self.current >= self.ranges.len()
+        self.current.is_none()
     }
 
     /// The range being read.
     pub fn current_range(&self) -> Option<&RangeProgress> {
-        self.ranges.get(self.current)
-    }
-
-    /// The ranges not done, from the current one on (every range before it is done): the
-    /// started ones among them have a position ([`RangeProgress::position`]).
-    pub fn unfinished(&self) -> impl Iterator<Item = &RangeProgress> {
-        let rest = self.ranges.get(self.current..).unwrap_or_default();
-        rest.iter().filter(|r| !r.done)
+        self.current.as_ref()
     }
 
     /// Reads the current range's next line. A line that lies whole in the reader's buffer (all
@@ -190,7 +143,7 @@ impl Lane {
     /// fix 52).
     pub fn read_line(&mut self) -> io::Result<LineRead<'_>> {
         self.consume_pending();
-        let Some(range) = self.ranges.get_mut(self.current) else {
+        let Some(range) = self.current.as_mut() else {
             return Ok(LineRead::RangeDone);
         };
         let end = range.range.end;
@@ -239,41 +192,19 @@ impl Lane {
         self.input.reader().consume(pending);
     }
 
-    /// Moves on to the next range that is not done (call after [`LineRead::RangeDone`]);
-    /// returns it, or `None` when the lane is done.
+    /// Moves on to the lane's next range (call after [`LineRead::RangeDone`]); returns it, or
+    /// `None` when the lane is done.
     pub fn advance(&mut self, path: &std::path::Path) -> Result<Option<&RangeProgress>> {
-        self.current = self.next_undone(self.current + 1);
-        let claimed = self.claims.as_ref().filter(|_| self.done());
-        if let Some(range) = claimed
-            .map(|claims| claims.take(self.file))
-            .transpose()?
-            .flatten()
-        {
-            // Its ranges are all done and reported finished: a lane that claims ranges holds
-            // only the one it reads, not every range it has read (a run's whole input).
-            self.ranges.clear();
-            self.current = 0;
-            self.ranges.push(RangeProgress {
-                range,
-                next: None,
-                recorded: Watermark::MIN,
-                done: false,
-            });
-        }
+        let next = self.claims.take(self.file)?;
+        self.current = next.map(RangeProgress::claimed);
         self.seek_to_current(path)?;
-        Ok(self.ranges.get(self.current))
-    }
-
-    fn next_undone(&self, from: usize) -> usize {
-        (from..self.ranges.len())
-            .find(|&i| !self.ranges[i].done)
-            .unwrap_or(self.ranges.len())
+        Ok(self.current.as_ref())
     }
 
     /// Puts the reader at the current range's first unread line.
     fn seek_to_current(&mut self, path: &std::path::Path) -> Result<()> {
         self.consume_pending();
-        let Some(range) = self.ranges.get(self.current) else {
+        let Some(range) = &self.current else {
             return Ok(());
         };
         let target = range.next.unwrap_or(range.range.start);
@@ -291,44 +222,6 @@ impl Lane {
         self.offset = target;
         Ok(())
     }
-}
-
-/// Checks that `range`'s checkpointed position (if any) lies in it at a line start.
-fn check_line_start(
-    handle: &File,
-    file: &InputFile,
-    range: &InputRange,
-    resume: &BTreeMap<i32, SourceOffset>,
-) -> Result<()> {
-    let Some(at) = resume.get(&range.id) else {
-        return Ok(());
-    };
-    let refuse = |reason: String| OperatorError::InputResume {
-        path: file.path.clone(),
-        reason,
-    };
-    let end = range.end.unwrap_or(u64::MAX);
-    let next = u64::try_from(at.next_offset).unwrap_or(u64::MAX);
-    if next < range.start || next > end {
-        return Err(refuse(format!(
-            "range {} is bytes {}..{end} of the file now, but the checkpoint resumes it at byte {} (the file or [source] range_bytes changed)",
-            range.id, range.start, at.next_offset
-        )));
-    }
-    if next == range.start || next == end {
-        return Ok(());
-    }
-    let mut before = [0u8; 1];
-    handle
-        .read_exact_at(&mut before, next - 1)
-        .map_err(|source| input_error(&file.path, source))?;
-    if before[0] != b'\n' {
-        return Err(refuse(format!(
-            "the checkpoint resumes range {} at byte {next}, which is not a line start (the file changed)",
-            range.id
-        )));
-    }
-    Ok(())
 }
 
 /// Reads `reader` (at offset 0) up to offset `target`, checking that a line starts there.

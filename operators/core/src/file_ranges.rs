@@ -1,8 +1,9 @@
 //! How the file source splits its input among its instances (DESIGN.md §2, §5): each plain
 //! file is cut into byte ranges of about `[source] range_bytes`, moved forward to line starts,
 //! and every compressed or non-regular file is one range. Ranges are numbered over the input
-//! files in order (file 0's ranges first); instance `i` of `p` reads the ranges `r` with
-//! `r % p == i` ([`instance_for_partition`]).
+//! files in order (file 0's ranges first). With several processes, process `q` of `n` reads
+//! the ranges whose fixed instance (`r % p`, [`instance_for_partition`]) runs on it
+//! (`r % p % n == q`); its instances take them in turn ([`crate::file_claims`]).
 //!
 //! The layout depends only on the files and `range_bytes`, never on the number of instances,
 //! so a rescale moves whole ranges between instances and every record keeps its position:
@@ -106,8 +107,16 @@ impl RangeLayout {
         self.first_ids[file]..self.first_ids[file + 1]
     }
 
-    /// The ranges instance `instance` of `parallelism` reads, in id order (file by file, each
-    /// file's in offset order).
+    /// The file that range `id` is part of; `None` past the last range.
+    pub fn file_of(&self, id: i32) -> Option<usize> {
+        let after = self.first_ids.partition_point(|&first| first <= id);
+        (id >= 0 && after < self.first_ids.len()).then(|| after - 1)
+    }
+
+    /// The ranges of instance `instance` of `parallelism` by the fixed rule (`r % p == i`), in
+    /// id order (file by file, each file's in offset order), all at once: the source finds
+    /// each range when an instance takes it ([`RangeLayout::range`]); tests check what it
+    /// reads against this.
     pub fn ranges_of(&self, instance: usize, parallelism: usize) -> Result<Vec<InputRange>> {
         let mut ranges = Vec::new();
         for file in 0..self.files.len() {

@@ -3,8 +3,8 @@
 //! Replays, backfills and training sets run the job's own feature code.
 //!
 //! Every instance reads: a plain file is cut into byte ranges ([`crate::file_ranges`]) that
-//! the instances of a process take in turn as they finish one ([`crate::file_claims`]; a
-//! restored run assigns them `r % p == i`), so one large file is read by all of them. A record's position is
+//! the instances of a process take in turn as they finish one ([`crate::file_claims`]), in a
+//! run from the start and in a restored one, so one large file is read by all of them. A record's position is
 //! `(partition = file index, offset = byte offset of its line)` — in the decompressed stream
 //! for a compressed file — whatever the number of instances; checkpoints record, per range
 //! being read (its id as the partition), the offset of its first unread line and its
@@ -50,7 +50,7 @@ pub struct FileSourceConfig {
     /// Plain files are read as ranges of about this many bytes (`[source] range_bytes`); the
     /// layout is part of a file run's checkpoints.
     pub range_bytes: u64,
-    /// Instances (instance `i` reads the ranges `r` with `r % parallelism == i`), tick,
+    /// Instances (those of a process take its ranges in turn: [`crate::file_claims`]), tick,
     /// epochs and pacing (whose `stop` flag also stops every source on a read error).
     pub stage: SourceStage,
     /// Decoding of lines into events.
@@ -62,8 +62,8 @@ pub struct FileSourceConfig {
     /// Where to resume, per range, from a checkpoint: the offset of the range's first unread
     /// line and its watermark, or finished.
     pub resume: SourcePositions,
-    /// The ranges the instances of this process take in turn when the run starts from the
-    /// beginning (`resume` empty): one value, cloned into every worker's config.
+    /// The ranges the instances of this process take in turn: one value, cloned into every
+    /// worker's config.
     pub claims: RangeClaims,
 }
 
@@ -120,39 +120,22 @@ impl FileReader {
             });
         }
         let files = layout.files().to_vec();
+        // Ranges are taken in turn (file_claims.rs), from the start or from the checkpoint's
+        // positions; `ended`: those it recorded at their end (manifests before format 3),
+        // reported as finished so that the next manifest lists them as spans.
+        let (parallelism, processes) =
+            (config.stage.parallelism, config.stage.placement.processes());
+        let placed = (instance as usize, parallelism, processes);
+        let ended = config.claims.fill_once(&layout, placed, &config.resume)?;
         let mut lanes = Vec::new();
-        if config.resume.is_empty() {
-            // From the start: ranges are taken in turn (file_claims.rs).
-            let (parallelism, processes) =
-                (config.stage.parallelism, config.stage.placement.processes());
-            let placed = (instance as usize, parallelism, processes);
-            config.claims.fill_once(&layout, placed);
-            for (index, file) in files.iter().enumerate() {
-                let rank = instance as usize / processes.max(1);
-                lanes.extend(Lane::claiming(file, index, &config.claims, rank)?);
-            }
-        } else {
-            let ranges = layout.ranges_of(instance as usize, config.stage.parallelism)?;
-            for (index, file) in files.iter().enumerate() {
-                let mine: Vec<_> = ranges.iter().filter(|r| r.file == index).copied().collect();
-                if !mine.is_empty() {
-                    lanes.push(Lane::open(file, index, mine, &config.resume)?);
-                }
-            }
+        for (index, file) in files.iter().enumerate() {
+            let rank = instance as usize / processes.max(1);
+            lanes.extend(Lane::claiming(file, index, &config.claims, rank)?);
         }
         // Idle detection is pointless for files: a file is never "caught up" until it is done.
         let mut watermarks = PartitionWatermarks::new(config.max_out_of_orderness_ms, u64::MAX);
         let now = unix_ms();
-        // Ranges a checkpoint from before manifest format 3 recorded as positions at their
-        // end: reported as finished, so that the next manifest lists them as spans.
-        let newly_finished = config.stage.epochs.enabled().then(|| {
-            lanes
-                .iter()
-                .flat_map(|lane| &lane.ranges)
-                .filter(|r| r.done && !config.resume.is_finished(r.range.id))
-                .map(|r| r.range.id)
-                .collect()
-        });
+        let newly_finished = config.stage.epochs.enabled().then_some(ended);
         for lane in &lanes {
             if let Some(range) = lane.current_range() {
                 watermarks.assign(range.range.id, now);
@@ -303,7 +286,7 @@ impl SourceReader for FileReader {
     /// finished (a restore never reads them again); ranges not started are left out (they
     /// start over).
     fn positions(&mut self) -> SourcePositions {
-        let open = self.lanes.iter().flat_map(Lane::unfinished);
+        let open = self.lanes.iter().filter_map(Lane::current_range);
         let open = open.filter_map(|r| {
             let id = r.range.id;
             let position = r.position(self.watermarks.partition_watermark(id))?;
