@@ -296,27 +296,30 @@ mod tests {
     use std::io::Write;
 
     use weir_checkpoint::SourcePositions;
+    use weir_testkit::files::Scratch;
 
     use super::RangeClaims;
     use crate::file_ranges::{InputRange, RangeLayout};
     use crate::input_file::InputFile;
 
-    fn layout(lines: usize, range_bytes: u64) -> RangeLayout {
-        let path = std::env::temp_dir().join(format!(
-            "weir-file-claims-{}-{lines}.jsonl",
-            std::process::id()
-        ));
+    /// The layout of a file of `lines` lines of 12 bytes, in a directory of the test's own
+    /// (removed when the guard drops: the claims read the file as they are taken, and tests
+    /// run in parallel).
+    fn layout(lines: usize, range_bytes: u64) -> (RangeLayout, Scratch) {
+        let dir = Scratch::new("file-claims");
+        let path = dir.path().join("events.jsonl");
         let mut file = std::fs::File::create(&path).expect("temp file");
         for i in 0..lines {
             writeln!(file, "{{\"n\":{i:05}}}").expect("write");
         }
         let input = InputFile::open(&path).expect("the input");
-        RangeLayout::new(vec![input], range_bytes).expect("layout")
+        let layout = RangeLayout::new(vec![input], range_bytes).expect("layout");
+        (layout, dir)
     }
 
     #[test]
     fn ranges_are_taken_in_file_order_once_each() {
-        let layout = layout(100, 100);
+        let (layout, _dir) = layout(100, 100);
         let claims = RangeClaims::default();
         claims
             .fill_once(&layout, (1, 2, 1), &SourcePositions::default())
@@ -352,7 +355,7 @@ mod tests {
 
     #[test]
     fn a_process_takes_only_the_ranges_of_its_own_instances() {
-        let layout = layout(100, 100);
+        let (layout, _dir) = layout(100, 100);
         // 4 instances over 2 processes: instances 0 and 2 run on process 0.
         let process_zero = RangeClaims::default();
         process_zero
@@ -383,7 +386,7 @@ mod tests {
 
     #[test]
     fn an_instance_that_starts_last_still_reads_its_first_range() {
-        let layout = layout(100, 100);
+        let (layout, _dir) = layout(100, 100);
         let claims = RangeClaims::default();
         claims
             .fill_once(&layout, (0, 3, 1), &SourcePositions::default())
@@ -424,7 +427,7 @@ mod tests {
         use weir_checkpoint::SourceOffset;
         use weir_features::vocab::Watermark;
 
-        let layout = layout(100, 100);
+        let (layout, _dir) = layout(100, 100);
         let all = layout.ranges_of(0, 1).expect("the layout's ranges");
         let at = |next_offset: u64, watermark| SourceOffset {
             next_offset: next_offset as i64,
