@@ -15,7 +15,8 @@
 //! positions of the process's ranges are checked against the files when the queues are
 //! filled: inside their range and at a line start (the byte before it ends a line), so a
 //! replaced file, a changed `range_bytes` or a checkpoint of another input fails with a clear
-//! error instead of reading from the middle of a line. Finished ranges are kept as spans of
+//! error instead of reading from the middle of a line (a compressed file's, when its lane
+//! skips the stream to it). Finished ranges are kept as spans of
 //! ids, without the offsets where they ended (manifest format 3), so they cannot show a
 //! replaced file: the manifest's fingerprints of the input files do
 //! (`weir_checkpoint::input_files`, checked before the run starts). A range's position in
@@ -82,6 +83,8 @@ struct Queues {
     /// The restored checkpoint's positions of this process's ranges not taken yet, and its
     /// finished ranges, which no instance takes.
     resume: SourcePositions,
+    /// The bounds of the ranges in `resume.open`, found when their positions were checked.
+    checked: BTreeMap<i32, InputRange>,
     files: Vec<FileQueue>,
 }
 
@@ -109,8 +112,11 @@ struct FileQueue {
     /// The ids after the set-aside ones, the next not taken first (those of other processes
     /// and finished ones are skipped).
     rest: Range<i32>,
-    /// The file, opened to find bounds.
+    /// The file, opened to find bounds; closed once every range is taken.
     handle: Option<File>,
+    /// The end of the last range taken, as the start of the range after it: found once, so
+    /// neighbouring ranges meet even if the file changes under the run (one read per range).
+    next_start: Option<(i32, u64)>,
 }
 
 impl RangeClaims {
@@ -118,9 +124,9 @@ impl RangeClaims {
     /// `layout` whose fixed instance among `parallelism` is on the same process as
     /// `instance`, of `processes` (instance `i` runs on process `i % processes`), resuming
     /// from `resume` (empty: from the start). Returns the ranges that the checkpoint recorded
-    /// at their end (manifests before format version 3), which are finished now and which
-    /// the caller reports as such (only the call that fills). An error when a position does
-    /// not fit the files as they are.
+    /// at their end (as manifests before format version 3 did), which are finished now and
+    /// which the caller reports as such (only the call that fills). An error when a position
+    /// does not fit the files as they are.
     pub fn fill_once(
         &self,
         layout: &RangeLayout,
@@ -141,23 +147,32 @@ impl RangeClaims {
         let mut handles: Vec<Option<File>> = std::iter::repeat_with(|| None)
             .take(layout.files().len())
             .collect();
-        let (own, ended) = checked_positions(layout, owner, resume, &mut handles)?;
+        let restored = checked_positions(layout, owner, resume, &mut handles)?;
+        let own = restored.positions;
         let local_instances = (parallelism.max(1) + processes - 1 - process) / processes;
+        // The rank the next range set aside goes to, in turn across files: files with fewer
+        // ranges than instances (a compressed or small file is one range) spread over the
+        // instances, where each file's first range went to the first instance.
+        let mut next_rank = 0;
         let files = handles
             .into_iter()
             .enumerate()
             .map(|(file, handle)| {
                 let mut rest = layout.ids_of(file);
-                let first: Vec<Option<i32>> = rest
+                let mut first = vec![None; local_instances];
+                let set_aside = rest
                     .by_ref()
                     .filter(|&id| owner.owns(id) && !own.is_finished(id))
-                    .take(local_instances)
-                    .map(Some)
-                    .collect();
+                    .take(local_instances);
+                for id in set_aside {
+                    first[next_rank % local_instances] = Some(id);
+                    next_rank += 1;
+                }
                 FileQueue {
                     first,
                     rest,
                     handle,
+                    next_start: None,
                 }
             })
             .collect();
@@ -165,9 +180,10 @@ impl RangeClaims {
             layout: layout.clone(),
             owner,
             resume: own,
+            checked: restored.bounds,
             files,
         });
-        Ok(ended)
+        Ok(restored.ended)
     }
 
     /// Takes the first range of file `file` of the instance of rank `rank` in its process
@@ -197,6 +213,7 @@ impl RangeClaims {
             layout,
             owner,
             resume,
+            checked,
             files,
         }) = queues.as_mut()
         else {
@@ -209,7 +226,17 @@ impl RangeClaims {
         let Some(id) = set_aside(queue).or_else(|| queue.rest.by_ref().find(available)) else {
             return Ok(None);
         };
-        let range = layout.range(file, id, &mut queue.handle)?;
+        let range = match checked.remove(&id) {
+            Some(range) => range,
+            None => {
+                let start = queue.next_start.filter(|&(next, _)| next == id);
+                layout.range(file, id, start.map(|(_, at)| at), &mut queue.handle)?
+            }
+        };
+        queue.next_start = range.end.map(|end| (id + 1, end));
+        if queue.rest.is_empty() && queue.first.iter().all(Option::is_none) {
+            queue.handle = None;
+        }
         Ok(Some(ClaimedRange {
             range,
             resume: resume.open.remove(&id),
@@ -221,26 +248,38 @@ impl RangeClaims {
     }
 }
 
+/// What a process resumes from a checkpoint ([`checked_positions`]).
+struct Restored {
+    /// The positions of its ranges, and the checkpoint's finished ranges.
+    positions: SourcePositions,
+    /// The bounds of the ranges with a position.
+    bounds: BTreeMap<i32, InputRange>,
+    /// The ranges recorded at their end (finished in `positions`).
+    ended: Vec<i32>,
+}
+
 /// The positions of `resume` for ranges of `owner`, each checked against its file (read
-/// through `handles`, one per file), with `resume`'s finished ranges; and the ranges it
-/// recorded at their end before manifest format 3 (a position at the range's end, or the
-/// watermark `MAX`), returned apart and finished.
+/// through `handles`, one per file), with `resume`'s finished ranges; and the ranges recorded
+/// at their end (a position at the range's end, or the watermark `MAX`: how manifests before
+/// format version 3 recorded a finished range), returned apart and finished. A compressed
+/// file's position is checked when its lane skips its stream to it.
 fn checked_positions(
     layout: &RangeLayout,
     owner: ProcessRanges,
     resume: &SourcePositions,
     handles: &mut [Option<File>],
-) -> Result<(SourcePositions, Vec<i32>)> {
+) -> Result<Restored> {
     let mut own = SourcePositions {
         open: BTreeMap::new(),
         finished: resume.finished.clone(),
     };
+    let mut bounds = BTreeMap::new();
     let mut ended = Vec::new();
     for (&id, &at) in resume.open.iter().filter(|(id, _)| owner.owns(**id)) {
         let Some(file) = layout.file_of(id) else {
             continue;
         };
-        let range = layout.range(file, id, &mut handles[file])?;
+        let range = layout.range(file, id, None, &mut handles[file])?;
         if let Some(handle) = &handles[file] {
             check_line_start(handle, &layout.files()[file], &range, at)?;
         }
@@ -250,9 +289,14 @@ fn checked_positions(
             own.finish(id);
         } else {
             own.open.insert(id, at);
+            bounds.insert(id, range);
         }
     }
-    Ok((own, ended))
+    Ok(Restored {
+        positions: own,
+        bounds,
+        ended,
+    })
 }
 
 /// Checks that `range`'s checkpointed position `at` lies in it at a line start (a plain
@@ -472,5 +516,35 @@ mod tests {
             refused.to_string().contains("not a line start"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn files_of_one_range_each_are_set_aside_for_the_instances_in_turn() {
+        let dir = Scratch::new("file-claims-small");
+        let inputs: Vec<InputFile> = (0..3)
+            .map(|i| {
+                let path = dir.path().join(format!("part-{i}.jsonl"));
+                std::fs::write(&path, "{\"n\":1}\n{\"n\":2}\n").expect("temp file");
+                InputFile::open(&path).expect("the input")
+            })
+            .collect();
+        let layout = RangeLayout::new(inputs, 1 << 20).expect("layout");
+        assert_eq!(layout.len(), 3, "one range per file");
+        let claims = RangeClaims::default();
+        claims
+            .fill_once(&layout, (0, 2, 1), &SourcePositions::default())
+            .expect("filled");
+        let firsts = |rank| -> Vec<i32> {
+            (0..3)
+                .filter_map(|file| claims.take_first(file, rank).expect("bounds"))
+                .map(|c| c.range.id)
+                .collect()
+        };
+        assert_eq!(
+            firsts(0),
+            vec![0, 2],
+            "files 0 and 2 for the first instance"
+        );
+        assert_eq!(firsts(1), vec![1], "file 1 for the second, not none");
     }
 }

@@ -170,7 +170,7 @@ impl Lane {
         match end {
             Some(end) if read == 0 || self.offset > end => {
                 return Err(io::Error::other(format!(
-                    "the file changed while it was read: a line at byte {start} runs past byte {end}, where the file ended or a line started when the source opened it"
+                    "the file changed while it was read: a line at byte {start} runs past byte {end}, where the file ended or a line started when the range was taken"
                 )));
             }
             None if read == 0 => {

@@ -13,8 +13,9 @@
 //! Range `k` of a file of `n` bytes holds the lines that start in
 //! `[line_start(k·B), line_start((k+1)·B))`, where `line_start(x)` is the first line start at
 //! or after byte `x` (`n` when there is none): every line is in exactly one range, a line
-//! longer than `B` leaves the ranges it covers empty, and the layout is found with one short
-//! read per boundary.
+//! longer than `B` leaves the ranges it covers empty, and a range's bounds are found with a
+//! short read per boundary when the range is taken (its start is the end of the range before
+//! it, when that was taken by the same queue: [`crate::file_claims`]).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -28,7 +29,7 @@ use crate::input_file::{input_error, open_file, InputFile};
 /// keep little window state open between their watermarks (run F with 2 workers, hopping:
 /// 36 MB peak resident against 48 MB at 1 MiB and 56 MB at 4 MiB, at the same CPU;
 /// BENCHMARKS.md, fixes 27 and 62), large enough that what each range costs (a short read at
-/// its boundary, a claim, a watermark partition while it is read) stays small beside its
+/// a boundary, a claim, a watermark partition while it is read) stays small beside its
 /// ~7 500 lines of clickstream. What the run keeps per range read is constant: checkpoints
 /// hold finished ranges as spans of ids (fix 60), and neither a lane nor the watermark
 /// tracker keeps the ranges it finished (fixes 61, 62).
@@ -125,16 +126,23 @@ impl RangeLayout {
                 .ids_of(file)
                 .filter(|&id| instance_for_partition(id, parallelism) == instance);
             for id in mine {
-                ranges.push(self.range(file, id, &mut handle)?);
+                ranges.push(self.range(file, id, None, &mut handle)?);
             }
         }
         Ok(ranges)
     }
 
-    /// Range `id` of file `file` (one of [`RangeLayout::ids_of`]): two short reads find its
-    /// bounds in a plain file, through `handle` (opened on first use; pass the same one for
-    /// the file's next range).
-    pub fn range(&self, file: usize, id: i32, handle: &mut Option<File>) -> Result<InputRange> {
+    /// Range `id` of file `file` (one of [`RangeLayout::ids_of`]): a short read finds each of
+    /// its bounds in a plain file (its start only when `start` does not give it: the end of
+    /// the range before it), through `handle` (opened on first use; pass the same one for the
+    /// file's next range).
+    pub fn range(
+        &self,
+        file: usize,
+        id: i32,
+        start: Option<u64>,
+        handle: &mut Option<File>,
+    ) -> Result<InputRange> {
         let input = &self.files[file];
         let Some(size) = input.splittable_size else {
             return Ok(InputRange {
@@ -156,7 +164,10 @@ impl RangeLayout {
         Ok(InputRange {
             id,
             file,
-            start: bound(k * self.range_bytes)?,
+            start: match start {
+                Some(start) => start,
+                None => bound(k * self.range_bytes)?,
+            },
             end: Some(bound((k + 1) * self.range_bytes)?),
         })
     }

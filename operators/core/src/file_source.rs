@@ -14,8 +14,9 @@
 //! ranges of a file one after another in file order ([`crate::file_lane`]), and a range it
 //! starts inherits the watermark of the one it finished before it in that file: the job's
 //! `max_out_of_orderness` bounds disorder along the file (as when the whole file was one
-//! partition), so every line after a finished range is at least its watermark. Ranges an
-//! instance has not started are bounded by its current one and so left out of its minimum.
+//! partition), so every line after a finished range is at least its watermark. Ranges not
+//! taken yet lie after every range being read (they are taken in file order), so they are
+//! left out of an instance's minimum.
 //! A file that keeps that bound therefore has no late record and fires every window once,
 //! with any number of instances; the instances read neighbouring ranges, so the window state
 //! held open between the slowest and the fastest one spans a few ranges, not the file.
