@@ -43,6 +43,7 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use rangemap::RangeSet;
 use weir_checkpoint::{SourceOffset, SourcePositions};
 use weir_features::ownership::instance_for_partition;
 use weir_features::vocab::Watermark;
@@ -72,7 +73,7 @@ pub struct ClaimedRange {
 }
 
 /// The ranges of this process not taken yet, as ids: a range's bounds are found when it is
-/// taken (two short reads), not all when the run starts. With every range's bounds found up
+/// taken (a short read per bound), not all when the run starts. With every range's bounds found up
 /// front, a 100 GB input at 512 KiB took ~400 000 reads before its first record (scattered
 /// over the file: slow on a cold disk) and ~40 bytes per range for the run.
 #[derive(Debug)]
@@ -80,11 +81,11 @@ struct Queues {
     layout: RangeLayout,
     /// Which ids belong to this process.
     owner: ProcessRanges,
-    /// The restored checkpoint's positions of this process's ranges not taken yet, and its
-    /// finished ranges, which no instance takes.
-    resume: SourcePositions,
-    /// The bounds of the ranges in `resume.open`, found when their positions were checked.
-    checked: BTreeMap<i32, InputRange>,
+    /// The process's ranges that the restored checkpoint has a position for, not taken yet,
+    /// with their bounds (found when the positions were checked).
+    positioned: BTreeMap<i32, ClaimedRange>,
+    /// The checkpoint's finished ranges, which no instance takes.
+    finished: RangeSet<i32>,
     files: Vec<FileQueue>,
 }
 
@@ -148,7 +149,7 @@ impl RangeClaims {
             .take(layout.files().len())
             .collect();
         let restored = checked_positions(layout, owner, resume, &mut handles)?;
-        let own = restored.positions;
+        let finished = &restored.finished;
         let local_instances = (parallelism.max(1) + processes - 1 - process) / processes;
         // The rank the next range set aside goes to, in turn across files: files with fewer
         // ranges than instances (a compressed or small file is one range) spread over the
@@ -162,7 +163,7 @@ impl RangeClaims {
                 let mut first = vec![None; local_instances];
                 let set_aside = rest
                     .by_ref()
-                    .filter(|&id| owner.owns(id) && !own.is_finished(id))
+                    .filter(|&id| owner.owns(id) && !finished.contains(&id))
                     .take(local_instances);
                 for id in set_aside {
                     first[next_rank % local_instances] = Some(id);
@@ -179,8 +180,8 @@ impl RangeClaims {
         *queues = Some(Queues {
             layout: layout.clone(),
             owner,
-            resume: own,
-            checked: restored.bounds,
+            positioned: restored.positioned,
+            finished: restored.finished,
             files,
         });
         Ok(restored.ended)
@@ -212,8 +213,8 @@ impl RangeClaims {
         let Some(Queues {
             layout,
             owner,
-            resume,
-            checked,
+            positioned,
+            finished,
             files,
         }) = queues.as_mut()
         else {
@@ -222,25 +223,26 @@ impl RangeClaims {
         let Some(queue) = files.get_mut(file) else {
             return Ok(None);
         };
-        let available = |id: &i32| owner.owns(*id) && !resume.is_finished(*id);
+        let available = |id: &i32| owner.owns(*id) && !finished.contains(id);
         let Some(id) = set_aside(queue).or_else(|| queue.rest.by_ref().find(available)) else {
             return Ok(None);
         };
-        let range = match checked.remove(&id) {
-            Some(range) => range,
+        let claimed = match positioned.remove(&id) {
+            Some(claimed) => claimed,
             None => {
                 let start = queue.next_start.filter(|&(next, _)| next == id);
-                layout.range(file, id, start.map(|(_, at)| at), &mut queue.handle)?
+                let range = layout.range(file, id, start.map(|(_, at)| at), &mut queue.handle)?;
+                ClaimedRange {
+                    range,
+                    resume: None,
+                }
             }
         };
-        queue.next_start = range.end.map(|end| (id + 1, end));
+        queue.next_start = claimed.range.end.map(|end| (id + 1, end));
         if queue.rest.is_empty() && queue.first.iter().all(Option::is_none) {
             queue.handle = None;
         }
-        Ok(Some(ClaimedRange {
-            range,
-            resume: resume.open.remove(&id),
-        }))
+        Ok(Some(claimed))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Queues>> {
@@ -250,11 +252,11 @@ impl RangeClaims {
 
 /// What a process resumes from a checkpoint ([`checked_positions`]).
 struct Restored {
-    /// The positions of its ranges, and the checkpoint's finished ranges.
-    positions: SourcePositions,
-    /// The bounds of the ranges with a position.
-    bounds: BTreeMap<i32, InputRange>,
-    /// The ranges recorded at their end (finished in `positions`).
+    /// Its ranges with a position, and their bounds.
+    positioned: BTreeMap<i32, ClaimedRange>,
+    /// The checkpoint's finished ranges, with `ended`.
+    finished: RangeSet<i32>,
+    /// The ranges recorded at their end.
     ended: Vec<i32>,
 }
 
@@ -269,11 +271,8 @@ fn checked_positions(
     resume: &SourcePositions,
     handles: &mut [Option<File>],
 ) -> Result<Restored> {
-    let mut own = SourcePositions {
-        open: BTreeMap::new(),
-        finished: resume.finished.clone(),
-    };
-    let mut bounds = BTreeMap::new();
+    let mut positioned = BTreeMap::new();
+    let mut finished = resume.finished.clone();
     let mut ended = Vec::new();
     for (&id, &at) in resume.open.iter().filter(|(id, _)| owner.owns(**id)) {
         let Some(file) = layout.file_of(id) else {
@@ -286,15 +285,15 @@ fn checked_positions(
         let next = u64::try_from(at.next_offset).ok();
         if at.watermark == Watermark::MAX || (next.is_some() && next == range.end) {
             ended.push(id);
-            own.finish(id);
+            finished.insert(id..id.saturating_add(1));
         } else {
-            own.open.insert(id, at);
-            bounds.insert(id, range);
+            let resume = Some(at);
+            positioned.insert(id, ClaimedRange { range, resume });
         }
     }
     Ok(Restored {
-        positions: own,
-        bounds,
+        positioned,
+        finished,
         ended,
     })
 }
