@@ -21,7 +21,7 @@ use crate::slot::Slot;
 use crate::vocab::{EventTime, Key, Watermark};
 use crate::window::{Aligned, WindowBounds};
 
-/// One key's state in one pane. Its flag `slot.dirty`: updated after one of its windows
+/// One key's state in one pane. Its flag `slot.dirty()`: updated after one of its windows
 /// was emitted.
 #[derive(Clone, Debug)]
 struct Pane {
@@ -46,7 +46,7 @@ struct PaneIn {
 
 impl Serialize for Pane {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let (slot, dirty) = (&self.slot, self.slot.dirty);
+        let (slot, dirty) = (&self.slot, self.slot.dirty());
         PaneOut { slot, dirty }.serialize(serializer)
     }
 }
@@ -54,7 +54,7 @@ impl Serialize for Pane {
 impl<'de> Deserialize<'de> for Pane {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let PaneIn { mut slot, dirty } = PaneIn::deserialize(deserializer)?;
-        slot.dirty = dirty;
+        slot.set_dirty(dirty);
         Ok(Pane { slot })
     }
 }
@@ -282,7 +282,7 @@ impl PaneWindows {
             .fired_end
             .is_some_and(|f| self.geom.first_end(start) <= f)
         {
-            pane.slot.dirty = true;
+            pane.slot.set_dirty(true);
             self.dirty_from = Some(self.dirty_from.map_or(start, |d| d.min(start)));
         }
     }
@@ -330,8 +330,8 @@ impl PaneWindows {
                         .map(move |i: i64| first.saturating_add(i.saturating_mul(slide)))
                         .take_while(move |&e| e <= last)
                 };
-                for (key, pane) in keys.iter_mut().filter(|(_, p)| p.slot.dirty) {
-                    pane.slot.dirty = false;
+                for (key, pane) in keys.iter_mut().filter(|(_, p)| p.slot.dirty()) {
+                    pane.slot.set_dirty(false);
                     redo.extend(ends.clone().map(|e| (e, key.clone())));
                 }
             }
@@ -449,7 +449,7 @@ impl PaneWindows {
             for (key, pane) in panes.iter().filter(|(k, _)| keys.contains(*k)) {
                 let ends = self
                     .ends_of(start)
-                    .filter(|&e| e > fired || pane.slot.dirty);
+                    .filter(|&e| e > fired || pane.slot.dirty());
                 due.extend(ends.map(|e| (e, key.clone())));
             }
         }

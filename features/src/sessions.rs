@@ -44,7 +44,7 @@ use crate::slot::Slot;
 use crate::vocab::{EventTime, Key, Watermark};
 use crate::window::WindowBounds;
 
-/// One session of a key. Its flag `slot.dirty`: changed since its last emission.
+/// One session of a key. Its flag `slot.dirty()`: changed since its last emission.
 #[derive(Clone, Debug)]
 struct Session {
     start: EventTime,
@@ -83,7 +83,7 @@ impl Serialize for Session {
             end: self.end,
             slot: &self.slot,
             emitted: self.emitted,
-            dirty: self.slot.dirty,
+            dirty: self.slot.dirty(),
         }
         .serialize(serializer)
     }
@@ -93,7 +93,7 @@ impl<'de> Deserialize<'de> for Session {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = SessionIn::deserialize(deserializer)?;
         let mut slot = s.slot;
-        slot.dirty = s.dirty;
+        slot.set_dirty(s.dirty);
         Ok(Session {
             start: s.start,
             end: s.end,
@@ -309,7 +309,7 @@ impl SessionWindows {
                     into.slot.absorb(features, &next.slot);
                     into.emitted = into.emitted.max(next.emitted);
                     (into.start, into.end) = union;
-                    into.slot.dirty = true;
+                    into.slot.set_dirty(true);
                     merged = true;
                 } else {
                     i += 1;
@@ -375,7 +375,7 @@ impl SessionWindows {
             at
         };
         let session = &mut sessions[target];
-        session.slot.dirty = true;
+        session.slot.set_dirty(true);
         if !self.forgotten.is_empty() {
             let touched = self
                 .forgotten
@@ -442,9 +442,10 @@ impl SessionWindows {
         // Only the sessions ending by this timer's time: a key's later ones are due at
         // their own ends, so the rows leave in (end, key) order as the timers do.
         for s in state.sessions.iter_mut() {
-            if s.end <= time && s.slot.dirty {
+            if s.end <= time && s.slot.dirty() {
                 let revision = s.emitted.map_or(0, |r| r + 1);
-                (s.emitted, s.slot.dirty) = (Some(revision), false);
+                s.emitted = Some(revision);
+                s.slot.set_dirty(false);
                 let bounds = WindowBounds {
                     start: s.start,
                     end: s.end,
@@ -454,15 +455,17 @@ impl SessionWindows {
             }
         }
         // Dirty sessions stay: those also due fire when their own timer comes, in this call.
-        state.sessions.retain(|s| s.end >= horizon || s.slot.dirty);
+        state
+            .sessions
+            .retain(|s| s.end >= horizon || s.slot.dirty());
         let due_later = state
             .sessions
             .iter()
-            .any(|s| s.slot.dirty && s.end <= watermark.0);
+            .any(|s| s.slot.dirty() && s.end <= watermark.0);
         // Next look: when a session closes, or when a fired one can be dropped (once the
         // horizon is past its end).
         let next = state.sessions.iter().map(|s| {
-            if s.slot.dirty {
+            if s.slot.dirty() {
                 s.end
             } else {
                 s.end.saturating_add(allowed_lateness).saturating_add(1)
@@ -497,7 +500,7 @@ impl SessionWindows {
                 continue;
             };
             for s in &state.sessions {
-                let revision = if s.slot.dirty {
+                let revision = if s.slot.dirty() {
                     let revision = s.emitted.map_or(0, |r| r + 1);
                     let bounds = WindowBounds {
                         start: s.start,
@@ -627,7 +630,7 @@ mod tests {
         let spans: Vec<_> = state
             .into_iter()
             .flat_map(|state| &state.sessions)
-            .map(|s| (s.start, s.end, s.slot.dirty, s.emitted))
+            .map(|s| (s.start, s.end, s.slot.dirty(), s.emitted))
             .collect();
         assert_eq!(spans, [(0, 20, true, Some(0)), (20, 30, false, Some(0))]);
         assert!(!windows.merge_touching(&features), "nothing left to merge");

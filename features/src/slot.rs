@@ -5,15 +5,16 @@
 //!
 //! Layout (issue #18, run M): a slot is one entry of a key table per open pane, so its size
 //! is most of the window state's memory. The first and last arrivals are stored as columns
-//! ([`Arrivals`]) so the two 4-byte partitions share a word, and the owner's "changed since
-//! emitted" flag lives in the slot's spare bytes: 88 bytes in all. Snapshots keep the older
-//! shape (first and last as `(seq, position)` pairs, the flag written by the owner), so the
-//! bytes of a snapshot do not depend on this layout.
+//! ([`Arrivals`]) so the two 4-byte partitions share a word, and the key group, record count,
+//! latest ingest time and the owner's "changed since emitted" flag share 16 bytes
+//! ([`Tally`]): 80 bytes in all. Snapshots keep the older shape (first and last as
+//! `(seq, position)` pairs, the flag written by the owner), so the bytes of a snapshot do not
+//! depend on this layout.
 
 use crate::feature::{Accumulators, FeatureSet};
 use crate::record::Event;
 use crate::row::{FeatureRow, RowValues};
-use crate::vocab::{Key, KeyGroup, SourcePosition};
+use crate::vocab::{Key, KeyGroup, SourcePosition, MAX_KEY_GROUPS};
 use crate::window::WindowBounds;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -83,20 +84,88 @@ impl Arrivals {
     }
 }
 
+/// Bits of [`Tally::packed`] that hold the record count.
+const RECORD_BITS: u32 = 43;
+
+/// The most records a slot counts (2^43 - 1): at a million records a second for one key,
+/// 100 days in one window. A count that reaches it stays there.
+pub(crate) const MAX_RECORDS: u64 = (1 << RECORD_BITS) - 1;
+
+/// Bit of [`Tally::packed`] that holds the owner's flag.
+const DIRTY_BIT: u64 = 1 << RECORD_BITS;
+
+/// Where the key group starts in [`Tally::packed`]: its 20 bits hold every key group below
+/// [`MAX_KEY_GROUPS`].
+const KEY_GROUP_SHIFT: u32 = RECORD_BITS + 1;
+
+const _: () = assert!(MAX_KEY_GROUPS as u64 <= 1 << (64 - KEY_GROUP_SHIFT));
+
+/// A slot's key group, record count and its owner's flag in one word, beside the latest
+/// ingest time: 16 bytes where a `u64` count and a `u64` time beside the key group and flag
+/// took 24 (run M). `packed`: bits 0–42 the record count (at most [`MAX_RECORDS`]), bit 43
+/// the flag, bits 44–63 the key group. A record's update adds to the count and takes the
+/// later ingest time, as with unpacked fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tally {
+    /// Latest ingest time of the slot's records ([`Event::ingested_ms`]).
+    ingested_ms: u64,
+    packed: u64,
+}
+
+impl Tally {
+    fn new(key_group: KeyGroup, records: u64, ingested_ms: u64) -> Self {
+        debug_assert!(key_group.0 < MAX_KEY_GROUPS, "{key_group:?}");
+        let mut tally = Tally {
+            ingested_ms,
+            packed: u64::from(key_group.0) << KEY_GROUP_SHIFT,
+        };
+        tally.add_records(records);
+        tally
+    }
+
+    fn key_group(&self) -> KeyGroup {
+        KeyGroup((self.packed >> KEY_GROUP_SHIFT) as u32)
+    }
+
+    fn records(&self) -> u64 {
+        self.packed & MAX_RECORDS
+    }
+
+    /// Adds one record, up to [`MAX_RECORDS`]: a compare and an add (a record's update, where
+    /// [`Tally::add_records`] is a merge's).
+    #[inline]
+    fn add_record(&mut self, ingested_ms: u64) {
+        if self.packed & MAX_RECORDS != MAX_RECORDS {
+            self.packed += 1;
+        }
+        self.ingested_ms = self.ingested_ms.max(ingested_ms);
+    }
+
+    /// Adds `n` records, up to [`MAX_RECORDS`].
+    fn add_records(&mut self, n: u64) {
+        let records = self.records().saturating_add(n).min(MAX_RECORDS);
+        self.packed = self.packed & !MAX_RECORDS | records;
+    }
+
+    fn dirty(&self) -> bool {
+        self.packed & DIRTY_BIT != 0
+    }
+
+    fn set_dirty(&mut self, dirty: bool) {
+        self.packed = self.packed & !DIRTY_BIT | if dirty { DIRTY_BIT } else { 0 };
+    }
+}
+
 /// Accumulated state of one key in one pane or session.
 #[derive(Clone, Debug)]
 pub(crate) struct Slot {
-    pub key_group: KeyGroup,
     pub accs: Accumulators,
-    pub records: u64,
     arrivals: Arrivals,
-    /// Latest ingest time of its records ([`Event::ingested_ms`]); not in snapshots (records
-    /// restored from one were read by an earlier run: 0, unknown).
-    pub ingested_ms: u64,
-    /// The owner's flag: changed since one of its windows was emitted. Kept here, in bytes
-    /// the slot's alignment leaves free, rather than beside it; not in the slot's serialized
-    /// form (the owner writes it after, as it always did).
-    pub dirty: bool,
+    /// Key group, record count, latest ingest time of its records (not in snapshots: records
+    /// restored from one were read by an earlier run, 0, unknown) and the owner's flag:
+    /// changed since one of its windows was emitted (not in the slot's serialized form: the
+    /// owner writes it after, as it always did).
+    tally: Tally,
 }
 
 /// A slot's serialized form (its layout before [`Arrivals`]), borrowed for writing.
@@ -124,9 +193,9 @@ struct SlotIn {
 impl Serialize for Slot {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         SlotOut {
-            key_group: self.key_group,
+            key_group: self.tally.key_group(),
             accs: &self.accs,
-            records: self.records,
+            records: self.tally.records(),
             first: self.arrivals.get(FIRST),
             last: self.arrivals.get(LAST),
         }
@@ -138,12 +207,9 @@ impl<'de> Deserialize<'de> for Slot {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = SlotIn::deserialize(deserializer)?;
         Ok(Slot {
-            key_group: s.key_group,
             accs: s.accs,
-            records: s.records,
             arrivals: Arrivals::new(s.first, s.last),
-            ingested_ms: 0,
-            dirty: false,
+            tally: Tally::new(s.key_group, s.records, 0),
         })
     }
 }
@@ -152,12 +218,9 @@ impl Slot {
     /// A slot holding `event` only (`seq` = its arrival number in this state).
     pub fn new(features: &FeatureSet, event: &Event, seq: u64) -> Slot {
         let mut slot = Slot {
-            key_group: event.key_group,
             accs: features.empty(),
-            records: 0,
             arrivals: Arrivals::one(seq, event.position),
-            ingested_ms: 0,
-            dirty: false,
+            tally: Tally::new(event.key_group, 0, 0),
         };
         slot.add(features, event, seq);
         slot
@@ -174,17 +237,25 @@ impl Slot {
     #[inline]
     pub fn add(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
         features.update(&mut self.accs, &event.values, event.ts);
-        self.records += 1;
-        self.ingested_ms = self.ingested_ms.max(event.ingested_ms);
+        self.tally.add_record(event.ingested_ms);
         self.arrivals.widen((seq, event.position));
+    }
+
+    /// The owner's flag: changed since one of its windows was emitted.
+    pub fn dirty(&self) -> bool {
+        self.tally.dirty()
+    }
+
+    pub fn set_dirty(&mut self, dirty: bool) {
+        self.tally.set_dirty(dirty);
     }
 
     /// Merges `other` in: the result describes the union of both slots' records. Pass the
     /// earlier pane or session as `self` (see [`FeatureSet::merge`]).
     pub fn absorb(&mut self, features: &FeatureSet, other: &Slot) {
         features.merge(&mut self.accs, &other.accs);
-        self.records += other.records;
-        self.ingested_ms = self.ingested_ms.max(other.ingested_ms);
+        self.tally.add_records(other.tally.records());
+        self.tally.ingested_ms = self.tally.ingested_ms.max(other.tally.ingested_ms);
         self.arrivals.absorb(&other.arrivals);
     }
 
@@ -206,17 +277,17 @@ impl Slot {
         let len = rows.len();
         rows.spare_capacity_mut()[0].write(FeatureRow {
             key: key.clone(),
-            key_group: self.key_group,
+            key_group: self.tally.key_group(),
             window_start: bounds.start,
             window_end: bounds.end,
             revision,
             values: RowValues::new(),
-            records: self.records,
+            records: self.tally.records(),
             first: self.arrivals.get(FIRST).1,
             last: self.arrivals.get(LAST).1,
             fired_at_ns: 0,
             closed_by_timeout,
-            ingested_at_ms: self.ingested_ms,
+            ingested_at_ms: self.tally.ingested_ms,
         });
         // SAFETY: the place after the last row (room made by `reserve`) now holds a whole row.
         #[allow(unsafe_code)]
@@ -237,12 +308,40 @@ mod tests {
         bincode::serialize(value).unwrap_or_else(|e| panic!("cannot encode: {e}"))
     }
 
-    /// The layout run M counts on: a slot is 88 bytes (a pane's table entry is its key and
+    /// The layout run M counts on: a slot is 80 bytes (a pane's table entry is its key and
     /// this), with the owner's flag inside.
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn a_slot_takes_88_bytes() {
-        assert_eq!(std::mem::size_of::<Slot>(), 88);
+    fn a_slot_takes_80_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 80);
+    }
+
+    /// The count, the flag and the key group share a word without touching each other; the
+    /// count stops at its largest value.
+    #[test]
+    fn a_tally_keeps_count_flag_and_key_group_apart() {
+        let last_group = KeyGroup(MAX_KEY_GROUPS - 1);
+        let mut tally = Tally::new(last_group, 3, 20);
+        tally.set_dirty(true);
+        tally.add_record(10);
+        tally.add_records(2);
+        assert_eq!((tally.records(), tally.ingested_ms), (6, 20));
+        assert_eq!(tally.key_group(), last_group);
+        assert!(tally.dirty());
+        tally.add_record(30);
+        tally.set_dirty(false);
+        assert_eq!((tally.records(), tally.ingested_ms), (7, 30));
+        assert_eq!(tally.key_group(), last_group);
+        assert!(!tally.dirty());
+
+        tally.add_records(MAX_RECORDS);
+        tally.set_dirty(true);
+        assert_eq!(tally.records(), MAX_RECORDS);
+        tally.add_record(40);
+        tally.add_records(1);
+        assert_eq!(tally.records(), MAX_RECORDS);
+        assert_eq!(tally.key_group(), last_group);
+        assert!(tally.dirty());
     }
 
     /// Snapshots keep the shape of the slot before [`Arrivals`]: key group, accumulators,
@@ -259,9 +358,9 @@ mod tests {
         let mut later = Slot::new(&features, &event("k", 6), 9);
         later.arrivals = Arrivals::one(9, at(90));
         slot.absorb(&features, &later);
-        slot.dirty = true;
+        slot.set_dirty(true);
         let expected = bytes(&(
-            slot.key_group,
+            slot.tally.key_group(),
             &slot.accs,
             2_u64,
             (7_u64, at(70)),
@@ -272,8 +371,8 @@ mod tests {
             crate::error::FeatureError::Window(format!("cannot decode a slot: {e}"))
         })?;
         assert_eq!(back.arrivals, slot.arrivals);
-        assert_eq!((back.records, back.accs), (2, slot.accs));
-        assert!(!back.dirty, "the flag is the owner's to restore");
+        assert!(!back.dirty(), "the flag is the owner's to restore");
+        assert_eq!((back.tally.records(), back.accs), (2, slot.accs));
         Ok(())
     }
 }

@@ -51,6 +51,10 @@ pub struct KeyGroup(pub u32);
 /// Default number of key groups (DESIGN.md §4).
 pub const DEFAULT_KEY_GROUPS: u32 = 4096;
 
+/// The most key groups a job may have (2^20): a window slot keeps its key group in 20 bits
+/// (`crate::slot`). Flink's most key groups (its maximum parallelism) are 32 768.
+pub const MAX_KEY_GROUPS: u32 = 1 << 20;
+
 /// Fixed seed of the key-group hash. Changing it re-partitions every persisted state: never do.
 pub const KEY_GROUP_SEED: u64 = 0x5745_4952_4b47_0001; // "WEIRKG" + format 1
 

@@ -15,7 +15,7 @@ use weir_features::feature::FeatureSpec;
 use weir_features::job_features::JobFeatures;
 use weir_features::job_features::Trigger;
 use weir_features::schema::RecordSchema;
-use weir_features::vocab::DEFAULT_KEY_GROUPS;
+use weir_features::vocab::{DEFAULT_KEY_GROUPS, MAX_KEY_GROUPS};
 use weir_features::window::WindowSpec;
 use weir_kafka::DeliveryGuarantee;
 use weir_operators::source::RecordLimits;
@@ -329,8 +329,10 @@ impl JobFile {
         if runtime.connect_timeout < 0 {
             bail!("[runtime] connect_timeout must not be negative (\"0s\" waits forever)");
         }
-        if runtime.key_groups == 0 {
-            bail!("[runtime] key_groups must be at least 1 (default {DEFAULT_KEY_GROUPS})");
+        if runtime.key_groups == 0 || runtime.key_groups > MAX_KEY_GROUPS {
+            bail!(
+                "[runtime] key_groups must be between 1 and {MAX_KEY_GROUPS} (default {DEFAULT_KEY_GROUPS})"
+            );
         }
         if runtime.processes == 0 {
             bail!("[runtime] processes must be at least 1");

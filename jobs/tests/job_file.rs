@@ -300,11 +300,21 @@ fn zero_workers_is_rejected() -> Result<()> {
 }
 
 #[test]
-fn zero_key_groups_is_rejected() -> Result<()> {
-    assert_rejected(
-        &edited("[window]", "[runtime]\nkey_groups = 0\n\n[window]"),
-        &["key_groups must be at least 1"],
-    )
+fn key_groups_outside_their_range_are_rejected() -> Result<()> {
+    for groups in [0, (1 << 20) + 1] {
+        assert_rejected(
+            &edited(
+                "[window]",
+                &format!("[runtime]\nkey_groups = {groups}\n\n[window]"),
+            ),
+            &["key_groups must be between 1 and 1048576"],
+        )?;
+    }
+    let most = edited("[window]", "[runtime]\nkey_groups = 1048576\n\n[window]");
+    if let Err(message) = compile_text(&most) {
+        bail!("2^20 key groups were rejected: {message}");
+    }
+    Ok(())
 }
 
 #[test]
