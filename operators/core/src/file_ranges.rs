@@ -198,24 +198,23 @@ fn line_start_at_or_after(file: &File, at: u64, size: u64) -> std::io::Result<u6
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
+    use weir_testkit::files::Scratch;
 
     use super::*;
     use crate::input_file::Encoding;
 
-    fn plain(text: &[u8]) -> InputFile {
-        let path = std::env::temp_dir().join(format!(
-            "weir-file-ranges-{}-{}.jsonl",
-            std::process::id(),
-            text.len()
-        ));
-        let mut file = File::create(&path).expect("temp file");
-        file.write_all(text).expect("write");
-        InputFile {
+    /// `text` as a plain input file in a directory of the test's own (removed when the guard
+    /// drops; tests run in parallel).
+    fn plain(text: &[u8]) -> (InputFile, Scratch) {
+        let dir = Scratch::new("file-ranges");
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, text).expect("temp file");
+        let file = InputFile {
             path,
             encoding: Encoding::Plain,
             splittable_size: Some(text.len() as u64),
-        }
+        };
+        (file, dir)
     }
 
     #[test]
@@ -230,8 +229,9 @@ mod tests {
             )
             .filter(|&s| s < text.len() as u64)
             .collect();
+        let (file, _dir) = plain(text);
         for range_bytes in 1..=text.len() as u64 + 1 {
-            let layout = RangeLayout::new(vec![plain(text)], range_bytes).expect("layout");
+            let layout = RangeLayout::new(vec![file.clone()], range_bytes).expect("layout");
             let mut seen = Vec::new();
             for parallelism in 1..=3 {
                 let mut ranges: Vec<InputRange> = (0..parallelism)
@@ -262,7 +262,6 @@ mod tests {
                 assert_eq!(covered, starts, "range_bytes {range_bytes}");
                 seen = ranges;
             }
-            let _ = std::fs::remove_file(&layout.files()[0].path);
         }
     }
 
@@ -270,7 +269,7 @@ mod tests {
     fn a_bound_inside_a_line_longer_than_a_read_finds_the_next_line() {
         let long = "x".repeat(3 * 4096 + 17);
         let text = format!("a\n{long}\nb\n");
-        let file = plain(text.as_bytes());
+        let (file, _dir) = plain(text.as_bytes());
         let handle = File::open(&file.path).expect("open");
         let size = text.len() as u64;
         let after_long = (2 + long.len() + 1) as u64;
@@ -285,6 +284,5 @@ mod tests {
             line_start_at_or_after(&handle, after_long + 1, size).ok(),
             Some(size)
         );
-        let _ = std::fs::remove_file(&file.path);
     }
 }
