@@ -37,6 +37,7 @@ pub mod schedule;
 pub mod schema;
 pub mod score_json;
 pub mod scored;
+mod session_list;
 mod session_timers;
 mod sessions;
 mod slot;

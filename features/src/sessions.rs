@@ -39,6 +39,7 @@ use crate::feature::FeatureSet;
 use crate::key_table::{key_hash, FastHash, KeyTable, Place};
 use crate::record::Event;
 use crate::row::FeatureRow;
+use crate::session_list::SessionList;
 use crate::session_timers::SessionTimers;
 use crate::slot::Slot;
 use crate::vocab::{EventTime, Key, Watermark};
@@ -170,12 +171,13 @@ impl ForgottenSessions {
 }
 
 /// A key's sessions; serialized as a sequence, like the `Vec` it replaced.
-type KeySessionList = SmallVec<[Session; 1]>;
+type KeySessionList = SessionList<Session>;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct KeySessions {
     /// Sorted by start. Most keys have one open session: it lives in the key's table entry
-    /// (no allocation of its own; a `Vec` would allocate room for four on the first push).
+    /// (no allocation of its own; a `Vec` would allocate room for four on the first push),
+    /// in the session's own size ([`SessionList`]).
     sessions: KeySessionList,
     /// The time of this key's live entry among the timers (its entries at other times are stale).
     timer: EventTime,
@@ -326,7 +328,7 @@ impl SessionWindows {
         let (place, state, _) =
             self.keys
                 .find_or_insert_with(key_hash(&event.key), &event.key, || KeySessions {
-                    sessions: KeySessionList::new(),
+                    sessions: KeySessionList::default(),
                     timer: EventTime::MAX,
                 });
         let sessions = &mut state.sessions;
@@ -578,6 +580,12 @@ mod tests {
     use super::*;
     use crate::error::Result;
     use crate::test_fixtures::{count_feature, event};
+
+    /// A key's one session costs the session's size in its list ([`SessionList`]; run M).
+    #[test]
+    fn a_key_with_one_session_holds_just_the_session() {
+        assert_eq!(size_of::<KeySessionList>(), size_of::<Session>());
+    }
 
     fn rows(windows: &mut SessionWindows, features: &FeatureSet) -> Vec<(i64, i64, u32, u64)> {
         let mut out = Vec::new();
