@@ -89,7 +89,7 @@ const RECORD_BITS: u32 = 43;
 
 /// The most records a slot counts (2^43 - 1): at a million records a second for one key,
 /// 100 days in one window. A count that reaches it stays there.
-pub(crate) const MAX_RECORDS: u64 = (1 << RECORD_BITS) - 1;
+const MAX_RECORDS: u64 = (1 << RECORD_BITS) - 1;
 
 /// Bit of [`Tally::packed`] that holds the owner's flag.
 const DIRTY_BIT: u64 = 1 << RECORD_BITS;
@@ -206,6 +206,12 @@ impl Serialize for Slot {
 impl<'de> Deserialize<'de> for Slot {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = SlotIn::deserialize(deserializer)?;
+        if s.key_group.0 >= MAX_KEY_GROUPS {
+            return Err(serde::de::Error::custom(format!(
+                "key group {} is not below the most key groups, {MAX_KEY_GROUPS}",
+                s.key_group.0
+            )));
+        }
         Ok(Slot {
             accs: s.accs,
             arrivals: Arrivals::new(s.first, s.last),
@@ -342,6 +348,20 @@ mod tests {
         assert_eq!(tally.records(), MAX_RECORDS);
         assert_eq!(tally.key_group(), last_group);
         assert!(tally.dirty());
+    }
+
+    /// A snapshot's slot whose key group a slot cannot hold is refused, not cut to 20 bits.
+    #[test]
+    fn a_key_group_past_the_most_is_refused() -> Result<()> {
+        let features = count_feature()?;
+        let slot = Slot::new(&features, &event("k", 5), 7);
+        let at = slot.arrivals.get(FIRST);
+        let encoded = |group| bytes(&(KeyGroup(group), &slot.accs, 1_u64, at, at));
+        let last = bincode::deserialize::<Slot>(&encoded(MAX_KEY_GROUPS - 1));
+        assert!(last.is_ok_and(|s| s.tally.key_group() == KeyGroup(MAX_KEY_GROUPS - 1)));
+        let past = bincode::deserialize::<Slot>(&encoded(MAX_KEY_GROUPS));
+        assert!(past.is_err_and(|e| e.to_string().contains("key group 1048576")));
+        Ok(())
     }
 
     /// Snapshots keep the shape of the slot before [`Arrivals`]: key group, accumulators,
