@@ -189,9 +189,9 @@ impl<V> Default for KeyTable<V> {
 }
 
 /// Where an entry is. An entry keeps its place until it is removed; the place may then
-/// hold another key, or none.
+/// hold another key, or none. Four bytes, as in the index (a session timer holds one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Place(usize);
+pub(crate) struct Place(u32);
 
 /// `at` in the index's 4 bytes. A table of 2^32 entries would hold hundreds of GB.
 fn narrow(at: usize) -> u32 {
@@ -245,13 +245,13 @@ impl<V> KeyTable<V> {
         let entries = &self.entries;
         self.index
             .find(hash, |&at| key_at(entries, at) == Some(key))
-            .map(|&at| Place(at as usize))
+            .map(|&at| Place(at))
     }
 
     /// The value at `place`, which holds an entry (from [`Self::place`], no removal since).
     #[inline]
     pub fn at_mut(&mut self, place: Place) -> &mut V {
-        match self.entries.get_mut(place.0) {
+        match self.entries.get_mut(place.0 as usize) {
             Some((_, value)) => value,
             None => unreachable!("a place holds its entry until it is removed"),
         }
@@ -260,19 +260,19 @@ impl<V> KeyTable<V> {
     /// The key at `place`, if it holds one.
     #[inline]
     pub fn key_at(&self, place: Place) -> Option<&Key> {
-        if place.0 >= self.entries.len {
+        if place.0 as usize >= self.entries.len {
             return None;
         }
-        key_at(&self.entries, narrow(place.0))
+        key_at(&self.entries, place.0)
     }
 
     /// The entry at `place`, if it holds one.
     #[inline]
     pub fn entry_at_mut(&mut self, place: Place) -> Option<(&Key, &mut V)> {
-        if place.0 >= self.entries.len {
+        if place.0 as usize >= self.entries.len {
             return None;
         }
-        let (key, value) = self.entries.get_mut(place.0).as_mut()?;
+        let (key, value) = self.entries.get_mut(place.0 as usize).as_mut()?;
         Some((&*key, value))
     }
 
@@ -280,7 +280,10 @@ impl<V> KeyTable<V> {
     #[inline]
     pub fn get_hashed(&self, hash: u64, key: &Key) -> Option<&V> {
         let at = self.place(hash, key)?;
-        self.entries.get(at.0).as_ref().map(|(_, value)| value)
+        self.entries
+            .get(at.0 as usize)
+            .as_ref()
+            .map(|(_, value)| value)
     }
 
     /// Puts a new entry in the last freed place, or after the last one.
@@ -319,10 +322,10 @@ impl<V> KeyTable<V> {
             |&at| hash_at(entries, at),
         );
         let (at, new) = match found {
-            hashbrown::hash_table::Entry::Occupied(entry) => (Place(*entry.get() as usize), false),
+            hashbrown::hash_table::Entry::Occupied(entry) => (Place(*entry.get()), false),
             hashbrown::hash_table::Entry::Vacant(entry) => {
                 entry.insert(next);
-                (Place(self.put((key.clone(), make()))), true)
+                (Place(narrow(self.put((key.clone(), make())))), true)
             }
         };
         (at, self.at_mut(at), new)
@@ -351,6 +354,7 @@ impl<V> KeyTable<V> {
     /// for the next new key. A place holding no entry (beyond the places in use, or freed)
     /// removes nothing.
     pub fn remove_at(&mut self, Place(at): Place) -> Option<V> {
+        let at = at as usize;
         if at >= self.entries.len {
             return None;
         }
