@@ -132,13 +132,19 @@ impl Tally {
     }
 
     /// Adds one record, up to [`MAX_RECORDS`]: a compare and an add (a record's update, where
-    /// [`Tally::add_records`] is a merge's).
+    /// [`Tally::absorb`] is a merge's).
     #[inline]
     fn add_record(&mut self, ingested_ms: u64) {
         if self.packed & MAX_RECORDS != MAX_RECORDS {
             self.packed += 1;
         }
         self.ingested_ms = self.ingested_ms.max(ingested_ms);
+    }
+
+    /// Takes in `other`'s records and later ingest time (a merge of two slots).
+    fn absorb(&mut self, other: &Tally) {
+        self.add_records(other.records());
+        self.ingested_ms = self.ingested_ms.max(other.ingested_ms);
     }
 
     /// Adds `n` records, up to [`MAX_RECORDS`].
@@ -260,8 +266,7 @@ impl Slot {
     /// earlier pane or session as `self` (see [`FeatureSet::merge`]).
     pub fn absorb(&mut self, features: &FeatureSet, other: &Slot) {
         features.merge(&mut self.accs, &other.accs);
-        self.tally.add_records(other.tally.records());
-        self.tally.ingested_ms = self.tally.ingested_ms.max(other.tally.ingested_ms);
+        self.tally.absorb(&other.tally);
         self.arrivals.absorb(&other.arrivals);
     }
 

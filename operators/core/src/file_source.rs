@@ -129,8 +129,8 @@ impl FileReader {
         let placed = (instance as usize, parallelism, processes);
         let ended = config.claims.fill_once(&layout, placed, &config.resume)?;
         let mut lanes = Vec::new();
+        let rank = instance as usize / processes.max(1);
         for (index, file) in files.iter().enumerate() {
-            let rank = instance as usize / processes.max(1);
             lanes.extend(Lane::claiming(file, index, &config.claims, rank)?);
         }
         // Idle detection is pointless for files: a file is never "caught up" until it is done.
