@@ -1,9 +1,15 @@
 //! The file sink's output file, written on a thread of its own: the [`SinkWriter`] of the
 //! sink's one writer instance ([`crate::file_sink`] encodes lines on every worker and hands
-//! their batches here). Writing is the kernel copying bytes into the page cache: in run F
-//! (BENCHMARKS.md, fix 21) it was ~11 % of the job's CPU, all of it on the one worker that
-//! hosts the writer instance, which then finished last. On a thread of its own it runs
-//! wherever a core is free and the worker goes on with its operators.
+//! their batches here). Writing through the page cache was ~11 % of run F's CPU, all of it on
+//! the one worker that hosts the writer instance, which then finished last (BENCHMARKS.md,
+//! fix 21). On a thread of its own it runs wherever a core is free and the worker goes on with
+//! its operators. A regular file is written around the page cache where its file system
+//! allows (`direct_file.rs`, fix 67); anything else through a `BufWriter`.
+//!
+//! Lines are flushed (made visible to the file's readers, not yet durable) before every sync
+//! and whenever the queue has been empty for [`IDLE_FLUSH`]: a live job's scores reach a
+//! reader of the file within that time, while a bounded run's batches, which come closer
+//! together, are written in whole stages.
 //!
 //! Durability follows the sink's marks ([`crate::epoch_sink`]): a mark counts the batches
 //! handed over; a sync request for a mark is queued behind those batches, so when the thread
@@ -31,18 +37,23 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
 
+use crate::direct_file::DirectFile;
 use crate::epoch_sink::SinkWriter;
 use crate::metrics::{JobMetrics, SinkFlow};
 
 /// Batches queued for the thread at most (each up to ~1024 lines).
 const QUEUED_BATCHES: usize = 16;
+
+/// How long the writer's queue stays empty before it flushes the lines written since the last
+/// flush (a bounded run's batches come closer together than this).
+const IDLE_FLUSH: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Bytes written between two of the syncer's `fdatasync`s (at most: a sync asked for while
 /// one runs waits for it to end).
@@ -142,7 +153,7 @@ impl FileWriter {
             .transpose()?;
         let thread = {
             let shared = shared.clone();
-            let out = BufWriter::new(file);
+            let out = Output::of(file)?;
             std::thread::Builder::new()
                 .name("weir:file-writer".to_owned())
                 .spawn(move || write_loop(out, &path, &counters, &commands, &shared, syncer))?
@@ -252,7 +263,7 @@ impl Drop for FileWriter {
 }
 
 fn write_loop(
-    mut out: BufWriter<File>,
+    mut out: Output,
     path: &std::path::Path,
     counters: &WriteCounters,
     commands: &Receiver<Command>,
@@ -265,7 +276,25 @@ fn write_loop(
     let mut failed = false;
     // Bytes written since the syncer was last asked for a sync.
     let mut unsynced = 0;
-    for command in commands {
+    // Lines written since the last flush: a queue idle for IDLE_FLUSH flushes them, so that
+    // the file's readers (a live job's scores) see them without waiting for a mark. A flush
+    // that fails fails the next write or mark.
+    let mut unflushed = false;
+    loop {
+        let next = if unflushed {
+            commands.recv_timeout(IDLE_FLUSH)
+        } else {
+            commands.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        };
+        let command = match next {
+            Ok(command) => command,
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = out.flush();
+                unflushed = false;
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         match command {
             Command::Write(batch) if failed || shared.lock().failed => {
                 failed = true;
@@ -276,12 +305,14 @@ fn write_loop(
                     JobMetrics::add((counters.lines)(metrics), batch.count);
                     counters.flow.acknowledged(batch.count, batch.bytes.len());
                     unsynced += batch.bytes.len();
+                    unflushed = true;
                     // Flushed first, so the sync covers these bytes; a flush that fails
                     // fails the next write or mark.
                     if let Some(syncer) = &syncer {
                         if unsynced >= SYNC_AHEAD_BYTES && out.flush().is_ok() {
                             syncer.ask();
                             unsynced = 0;
+                            unflushed = false;
                         }
                     }
                 }
@@ -292,9 +323,10 @@ fn write_loop(
                 }
             },
             Command::Sync(mark) => {
+                unflushed = false;
                 if !failed {
                     let durable = out.flush().and_then(|()| match syncer {
-                        Some(_) => out.get_ref().sync_data(),
+                        Some(_) => out.file().sync_data(),
                         None => Ok(()),
                     });
                     if let Err(error) = durable {
@@ -313,6 +345,48 @@ fn write_loop(
     drop(syncer);
     shared.lock().ended = true;
     shared.changed.notify_all();
+}
+
+/// Where the writer thread's bytes go.
+enum Output {
+    /// A regular file: staged, and written around the page cache where its file system
+    /// allows (`direct_file.rs`).
+    File(DirectFile),
+    /// Anything else: a pipe, socket, terminal or device.
+    Other(BufWriter<File>),
+}
+
+impl Output {
+    fn of(file: File) -> std::io::Result<Self> {
+        Ok(if file.metadata()?.is_file() {
+            Output::File(DirectFile::new(file)?)
+        } else {
+            Output::Other(BufWriter::new(file))
+        })
+    }
+
+    fn file(&self) -> &File {
+        match self {
+            Output::File(out) => out.get_ref(),
+            Output::Other(out) => out.get_ref(),
+        }
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Output::File(out) => out.write(bytes),
+            Output::Other(out) => out.write(bytes),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Output::File(out) => out.flush(),
+            Output::Other(out) => out.flush(),
+        }
+    }
 }
 
 /// Whether `file` takes an fsync: not a pipe, socket or character device (a terminal,
@@ -448,6 +522,23 @@ mod tests {
         let metrics = Arc::new(JobMetrics::default());
         let file = writer(File::create(&path).expect("the output"), &metrics);
         (dir, path, metrics, file)
+    }
+
+    #[test]
+    fn lines_reach_the_file_when_the_queue_goes_idle_without_a_mark() {
+        // A live job's scores: written in a stage that only a flush hands to the file, so
+        // without the idle flush a reader would not see them before the next checkpoint.
+        let (dir, path, _metrics, mut file) = scratch_writer("idle-flush");
+        file.write(&mut lines("first score\n"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut read = String::new();
+        while read.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            read = std::fs::read_to_string(&path).expect("read back");
+        }
+        assert_eq!(read, "first score\n");
+        drop(file);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

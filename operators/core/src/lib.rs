@@ -8,6 +8,7 @@
 pub mod backpressure;
 pub mod clock;
 pub mod committer;
+mod direct_file;
 pub mod epoch_sink;
 pub mod epochs;
 pub mod error;
