@@ -6,9 +6,10 @@
 //! passes; write errors are counted as delivery failures, which fail the run.
 //! Its lines are counted as the sink's instance 0 (records in: lines received; out and bytes:
 //! lines written). A run restored from a checkpoint appends (at-least-once: rows after the
-//! checkpoint may appear twice, with equal score ids); other runs truncate.
+//! checkpoint may appear twice, with equal score ids), after cutting the unfinished last line
+//! a killed run may have left; other runs truncate.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
@@ -72,6 +73,48 @@ pub trait JsonlSink<'scope, T> {
     ) -> Result<CheckpointStream<'scope>>;
 }
 
+/// Cuts a regular file's last line when it has no newline: the line an earlier run was
+/// writing when it was killed (its writer stages 1 MiB at a time, so a kill can end the file
+/// anywhere in a line). A restored run appends after it; the rows of that line come again
+/// from the checkpoint, like every row after it. Returns the bytes cut (logged).
+fn cut_partial_last_line(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(error) => return Err(error),
+    };
+    let len = file.metadata()?;
+    if !len.is_file() {
+        return Ok(0);
+    }
+    let len = len.len();
+    // Backwards in chunks, to the last newline.
+    let mut chunk = vec![0; 64 << 10];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let bytes = &mut chunk[..(end - start) as usize];
+        file.read_exact_at(bytes, start)?;
+        if let Some(at) = memchr::memrchr(b'\n', bytes) {
+            end = start + at as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    if end < len {
+        file.set_len(end)?;
+        file.sync_all()?;
+        let (path, cut) = (path.display(), len - end);
+        tracing::warn!(%path, bytes = cut, "cut the output's unfinished last line (the run before was stopped while writing it)");
+    }
+    Ok(len - end)
+}
+
 /// The buffer for `records` records encoding to about `record_bytes` each, an eighth over so
 /// that a batch of slightly longer lines (longer keys, more digits) fits without growing.
 fn buffer_for(records: usize, record_bytes: usize) -> usize {
@@ -90,6 +133,14 @@ where
     ) -> Result<CheckpointStream<'scope>> {
         let writer_worker = config.placement.worker_of(0);
         let writer = if self.scope().index() == writer_worker {
+            if config.append {
+                cut_partial_last_line(&config.path).map_err(|source| {
+                    OperatorError::OutputFile {
+                        path: config.path.clone(),
+                        source,
+                    }
+                })?;
+            }
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .write(true)
@@ -147,5 +198,35 @@ where
             config.epochs,
             writer,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_testkit::files::Scratch;
+
+    use super::cut_partial_last_line;
+
+    #[test]
+    fn an_unfinished_last_line_is_cut_and_whole_lines_are_kept() {
+        let dir = Scratch::new("partial-line");
+        let path = dir.path().join("out.jsonl");
+        let long = "x".repeat(100_000);
+        let cases = [
+            (String::new(), ""),
+            ("a\nb\n".to_owned(), "a\nb\n"),
+            ("a\nb\n{\"key\":".to_owned(), "a\nb\n"),
+            ("no newline at all".to_owned(), ""),
+            // The last newline more than one read chunk before the end.
+            (format!("a\n{long}"), "a\n"),
+        ];
+        for (held, kept) in cases {
+            std::fs::write(&path, &held).expect("the earlier output");
+            let cut = cut_partial_last_line(&path).expect("cut");
+            assert_eq!(std::fs::read_to_string(&path).expect("read"), kept);
+            assert_eq!(cut as usize, held.len() - kept.len());
+        }
+        let missing = dir.path().join("missing.jsonl");
+        assert_eq!(cut_partial_last_line(&missing).expect("nothing to cut"), 0);
     }
 }
