@@ -1,9 +1,9 @@
 //! The file sink's output file written around the page cache (`O_DIRECT`), for the writer
 //! thread of [`crate::file_writer`]. A buffered write is the kernel copying each byte into the
-//! page cache, allocating and tracking its pages and writing them back later; for run F's
-//! hopping windows (~270 MB of rows) that was ~20 % of the job's CPU with 2 workers
-//! (BENCHMARKS.md, fix 67), on the 2 cores the workers need. A direct write hands the
-//! device the writer's own buffer.
+//! page cache, allocating and tracking its pages and writing them back later, on the cores
+//! the workers need: in run F's 2-worker hopping case (~270 MB of rows) a build that dropped
+//! the bytes instead took ×0.80 the CPU, and this writer takes ×0.88-0.91 (BENCHMARKS.md,
+//! fix 67). A direct write hands the device the writer's own buffer.
 //!
 //! A direct write's buffer, file offset and length must be multiples of the device's logical
 //! block size; [`BLOCK`] (4 KiB) is a multiple of every common one. Lines are staged in an
