@@ -79,20 +79,18 @@ pub trait JsonlSink<'scope, T> {
 /// from the checkpoint, like every row after it. Returns the bytes cut (logged).
 fn cut_partial_last_line(path: &Path) -> std::io::Result<u64> {
     use std::os::unix::fs::FileExt;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-    {
-        Ok(file) => file,
+    // Only a regular file: a pipe or terminal (`/dev/stdout`) is neither read nor cut.
+    match std::fs::metadata(path) {
+        Ok(kind) if kind.is_file() => {}
+        Ok(_) => return Ok(0),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(error) => return Err(error),
-    };
-    let len = file.metadata()?;
-    if !len.is_file() {
-        return Ok(0);
     }
-    let len = len.len();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let len = file.metadata()?.len();
     // Backwards in chunks, to the last newline.
     let mut chunk = vec![0; 64 << 10];
     let mut end = len;
@@ -228,5 +226,8 @@ mod tests {
         }
         let missing = dir.path().join("missing.jsonl");
         assert_eq!(cut_partial_last_line(&missing).expect("nothing to cut"), 0);
+        // A device (as `/dev/stdout` may be) is left alone, not opened to read.
+        let device = std::path::Path::new("/dev/null");
+        assert_eq!(cut_partial_last_line(device).expect("not a file"), 0);
     }
 }
