@@ -150,7 +150,7 @@ impl DirectFile {
 
 impl Write for DirectFile {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        if self.lead > 0 && !bytes.is_empty() {
+        if self.lead > 0 {
             return self.write_lead(bytes);
         }
         let taken = bytes.len().min(STAGE - self.staged);
