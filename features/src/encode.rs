@@ -196,6 +196,10 @@ impl Numbers {
 
     /// A number as serde_json writes an f64 (`null` when it is not finite). Counts are most of
     /// a feature row's values: those are written by `itoa`, faster than the float formatter.
+    /// Inlined into its callers' loops over a row's values (three callers: feature rows and
+    /// two in score records): run F's CPU ×0.97-0.99, hopping ×0.95-0.98, in three
+    /// interleaved series (BENCHMARKS.md, F, fix 69).
+    #[inline(always)]
     pub(crate) fn f64(&mut self, x: f64, out: &mut Vec<u8>) {
         // A count of 0-9, most of a feature row's values: its three bytes, no formatter and
         // no copy of a formatted text (the cast saturates, and NaN casts to 0 but is not 0).
