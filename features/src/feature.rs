@@ -165,8 +165,7 @@ impl FeatureSet {
         out.extend(self.features.iter().map(|f| {
             match f.agg {
                 // A count's value, read here as `aggregate::value` reads it: a call less for
-                // each of a row's counts (run F's hopping CPU ×0.97-0.98; BENCHMARKS.md, F,
-                // fix 71).
+                // each of a row's counts (run F's CPU ×0.98-0.99; BENCHMARKS.md, F, fix 71).
                 AggKind::Count | AggKind::CountIf => accs
                     .words
                     .get(f.state..)

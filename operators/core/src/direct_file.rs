@@ -44,7 +44,8 @@ const STAGE: usize = 1 << 20;
 const HUGE_PAGE: usize = 2 << 20;
 
 /// Bytes of the stage's room: twice [`HUGE_PAGE`], so a whole aligned huge page lies inside
-/// it wherever the allocator puts it. Only the pages the stage uses are ever touched.
+/// it wherever the allocator puts it. The stage writes only its own page: the rest of a
+/// freshly mapped block is never touched.
 const ROOM: usize = 2 * HUGE_PAGE;
 
 /// A regular file written from a given offset on, directly where the file system allows.
