@@ -218,10 +218,17 @@ pub fn merge(kind: AggKind, into: &mut [u64], other: &[u64]) {
     }
 }
 
+/// The number of records state `w` holds (its first word; 0 for a state without words): the
+/// value of a `count` or `count_if`.
+#[inline]
+pub(crate) fn count(w: &[u64]) -> u64 {
+    w.first().copied().unwrap_or(0)
+}
+
 /// The value of state `w` of kind `kind`; `NaN` encodes "missing". Counts are never missing.
 pub fn value(kind: AggKind, w: &[u64]) -> f64 {
     let finite = |x: f64| if x.is_finite() { x } else { f64::NAN };
-    let n = w.first().copied().unwrap_or(0);
+    let n = count(w);
     match kind {
         AggKind::Count | AggKind::CountIf => n as f64,
         AggKind::Sum if n > 0 => finite(get(w, 1)),

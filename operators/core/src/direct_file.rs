@@ -213,9 +213,9 @@ mod tests {
             .collect()
     }
 
-    /// Writes `chunks` through a [`DirectFile`] of `file`, flushing where `flush_after` says;
-    /// after every flush the file holds exactly `before` and the bytes written so far (a
-    /// reader never sees a byte that was not written), and at the end all of them.
+    /// Writes `chunks` (a length, and whether to flush after it) through a [`DirectFile`] of
+    /// `file`; after every flush the file holds exactly `before` and the bytes written so far
+    /// (a reader never sees a byte that was not written), and at the end all of them.
     fn write_and_check(
         file: File,
         path: &std::path::Path,
