@@ -191,7 +191,7 @@ fn whole_tenths(x: f64) -> Option<i64> {
 impl Numbers {
     /// An integer.
     pub(crate) fn integer(&mut self, n: impl itoa::Integer, out: &mut Vec<u8>) {
-        out.extend_from_slice(self.integers.format(n).as_bytes());
+        append_short(out, self.integers.format(n).as_bytes());
     }
 
     /// A number as serde_json writes an f64 (`null` when it is not finite). Counts are most of
@@ -224,7 +224,7 @@ impl Numbers {
             self.integer(tenths / 10, out);
             out.extend_from_slice(&[b'.', b'0' + (tenths % 10) as u8]);
         } else {
-            out.extend_from_slice(self.floats.format_finite(x).as_bytes());
+            append_short(out, self.floats.format_finite(x).as_bytes());
         }
     }
 }
@@ -238,8 +238,67 @@ pub(crate) fn write_json_string(text: &str, out: &mut Vec<u8>) {
         return;
     }
     out.push(b'"');
-    out.extend_from_slice(text.as_bytes());
+    append_short(out, text.as_bytes());
     out.push(b'"');
+}
+
+/// The longest text [`append_short`] copies itself.
+const SHORT: usize = 32;
+
+/// Appends `bytes` to `out` as `extend_from_slice` does. A formatted number or a key is a
+/// few bytes long: a copy of a length known only at run time is a `memcpy` call, which cost
+/// about as much as formatting the number. Up to [`SHORT`] bytes are copied here as two
+/// fixed-size copies (of 1, 4, 8 or 16 bytes) that overlap in the middle, with no call.
+#[inline(always)]
+fn append_short(out: &mut Vec<u8>, bytes: &[u8]) {
+    let n = bytes.len();
+    if n > SHORT {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    out.reserve(n);
+    let len = out.len();
+    /// Copies `W` bytes from `bytes[at..]` to the room after `out`'s end, at `at`.
+    ///
+    /// SAFETY (callers): `at + W <= n`, and `out` has room for `n` more bytes.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn copy<const W: usize>(from: *const u8, to: *mut u8, at: usize) {
+        // SAFETY: both ranges are in bounds by the caller's contract; a `Vec`'s spare room
+        // never overlaps a borrowed slice.
+        unsafe { std::ptr::copy_nonoverlapping(from.add(at), to.add(at), W) }
+    }
+    let (from, to) = (
+        bytes.as_ptr(),
+        out.spare_capacity_mut().as_mut_ptr().cast::<u8>(),
+    );
+    // SAFETY: each pair of copies is in bounds (its width is at most `n`) and together they
+    // cover all `n` bytes; `reserve` made room for them; the length then counts exactly the
+    // bytes written.
+    #[allow(unsafe_code)]
+    unsafe {
+        match n {
+            0 => {}
+            1..=3 => {
+                copy::<1>(from, to, 0);
+                copy::<1>(from, to, n / 2);
+                copy::<1>(from, to, n - 1);
+            }
+            4..=7 => {
+                copy::<4>(from, to, 0);
+                copy::<4>(from, to, n - 4);
+            }
+            8..=15 => {
+                copy::<8>(from, to, 0);
+                copy::<8>(from, to, n - 8);
+            }
+            _ => {
+                copy::<16>(from, to, 0);
+                copy::<16>(from, to, n - 16);
+            }
+        }
+        out.set_len(len + n);
+    }
 }
 
 #[cfg(test)]
@@ -247,6 +306,21 @@ mod tests {
     use super::*;
     use crate::row::FeatureRow;
     use crate::vocab::{Key, KeyGroup, SourcePosition};
+
+    #[test]
+    fn short_appends_equal_extend_from_slice_at_every_length_and_room() {
+        let text: Vec<u8> = (0..=40u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..=text.len() {
+            for (before, room) in [(0, 0), (3, 3), (5, 64), (17, 17)] {
+                let mut expected = Vec::with_capacity(room);
+                expected.extend(std::iter::repeat_n(b'x', before));
+                let mut got = expected.clone();
+                expected.extend_from_slice(&text[..n]);
+                append_short(&mut got, &text[..n]);
+                assert_eq!(got, expected, "{n} bytes after {before}");
+            }
+        }
+    }
 
     /// The encoding the direct writer replaced: the same object built as a `serde_json::Value`.
     fn through_value(row: &FeatureRow) -> Vec<u8> {
