@@ -338,10 +338,18 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
     }
 }
 
-/// `payload` as text, checked by `simdutf8` (SIMD; up to 4× std's speed on ASCII by its
-/// authors' measurements, and std's check was ~2 % of run F); an invalid payload is checked
-/// again by std for its error's wording and position.
+/// `payload` as text. An ASCII payload (most records) needs no more than std's word-at-a-time
+/// `is_ascii`, inlined: `simdutf8`, which copies a payload shorter than its 64-byte block
+/// before its SIMD check, was ~2.5 % of a features run of ~70-byte lines (BENCHMARKS.md, F,
+/// fix 73). Others are checked by `simdutf8` (up to 4× std's speed by its authors'
+/// measurements); an invalid payload is checked again by std for its error's wording and
+/// position.
 fn utf8(payload: &[u8]) -> Result<&str, DecodeError> {
+    if payload.is_ascii() {
+        // SAFETY: ASCII bytes are valid UTF-8.
+        #[allow(unsafe_code)]
+        return Ok(unsafe { std::str::from_utf8_unchecked(payload) });
+    }
     if let Ok(text) = simdutf8::basic::from_utf8(payload) {
         return Ok(text);
     }
