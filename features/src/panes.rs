@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::feature::FeatureSet;
-use crate::key_table::{key_hash, FastHash, KeyTable};
+use crate::key_table::{key_hash, same_key, FastHash, KeyTable};
 use crate::record::Event;
 use crate::row::FeatureRow;
 use crate::slot::Slot;
@@ -239,11 +239,11 @@ fn for_each_window<'a>(due: &mut [Due<'a>], mut window: impl FnMut(&[Due<'a>])) 
     for run in due.chunk_by_mut(|a, b| a.window() == b.window()) {
         // A window's entries after its first (none for a window of one pane, every tumbling
         // window): comparing the first key with itself cost a `memcmp` call per row.
-        let collision = run[1..].iter().any(|d| d.key != run[0].key);
+        let collision = run[1..].iter().any(|d| !same_key(d.key, run[0].key));
         if collision {
             run.sort_by(|a, b| a.key.cmp(b.key));
         }
-        run.chunk_by(|a, b| !collision || a.key == b.key)
+        run.chunk_by(|a, b| !collision || same_key(a.key, b.key))
             .for_each(&mut window);
     }
 }

@@ -1,6 +1,7 @@
 //! Simple predicates on one field (`type == 'click'`, `amount >= 100`), used by conditional
 //! aggregates such as `count_if`. Parsed once from the job file, evaluated per record.
 
+use crate::key_table::same_key;
 use crate::record::Value;
 use crate::schema::{FieldType, RecordSchema};
 use crate::vocab::Key;
@@ -91,7 +92,7 @@ impl Predicate {
         };
         match (value, &self.literal) {
             (Value::Num(x), Literal::Num(c)) => compare(*x, *c, self.op),
-            (Value::Str(s), Literal::Str(c)) => (s == c) == (self.op == CmpOp::Eq),
+            (Value::Str(s), Literal::Str(c)) => same_key(s, c) == (self.op == CmpOp::Eq),
             (Value::Bool(b), Literal::Bool(c)) => (b == c) == (self.op == CmpOp::Eq),
             _ => false,
         }
