@@ -268,9 +268,13 @@ impl PaneWindows {
     #[inline]
     pub fn apply(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
         let start = self.geom.pane_start(event.ts);
-        let keys = match self.panes.get_mut(&start) {
-            Some(keys) => keys,
-            None => open_pane(&mut self.panes, &mut self.spare, start),
+        // Searched from the latest pane back: a record is most often in the latest pane or
+        // one just before it, where the map's own search compares its key with each earlier
+        // pane's first.
+        let latest = self.panes.iter_mut().rev().find(|(s, _)| **s <= start);
+        let keys = match latest {
+            Some((&s, keys)) if s == start => keys,
+            _ => open_pane(&mut self.panes, &mut self.spare, start),
         };
         let (_, pane, new) = keys.find_or_insert_with(key_hash(&event.key), &event.key, || Pane {
             slot: Slot::new(features, event, seq),
