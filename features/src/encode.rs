@@ -189,9 +189,9 @@ fn whole_tenths(x: f64) -> Option<i64> {
 }
 
 impl Numbers {
-    /// An integer. Inlined into its callers: since [`append_short`] copies its text, the
-    /// compiler no longer did so itself, and the call cost ~1 % of a hopping run (BENCHMARKS.md,
-    /// F, fix 72).
+    /// An integer. Inlined into its callers by hand: with [`append_short`] inside it the
+    /// compiler stopped doing so, and the call cost ~1 % of a hopping run (BENCHMARKS.md, F,
+    /// fix 72).
     #[inline(always)]
     pub(crate) fn integer(&mut self, n: impl itoa::Integer, out: &mut Vec<u8>) {
         append_short(out, self.integers.format(n).as_bytes());
