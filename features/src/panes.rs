@@ -269,8 +269,8 @@ impl PaneWindows {
     pub fn apply(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
         let start = self.geom.pane_start(event.ts);
         // Searched from the latest pane back: a record is most often in the latest pane or
-        // one just before it, where the map's own search compares its key with each earlier
-        // pane's first.
+        // the one before it, which the map's own search reaches only after comparing `start`
+        // with every earlier pane's.
         let latest = self.panes.iter_mut().rev().find(|(s, _)| **s <= start);
         let keys = match latest {
             Some((&s, keys)) if s == start => keys,
