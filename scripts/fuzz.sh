@@ -7,6 +7,11 @@
 # from earlier runs (fuzz/corpus/<target>/, not committed). A finding stops the run with the
 # input in fuzz/artifacts/<target>/: fix it and keep it as a regression test beside the code
 # (e.g. features/tests/decode.rs). Not part of scripts/test.sh: it needs nightly and minutes.
+# The checks themselves are fuzz/oracles/<target>.rs; features/tests/fuzz_seeds.rs runs them
+# over fuzz/seeds/ in every test run. After a long run, refresh the seeds with the corpus
+# minimized to one input per code edge:
+#   cargo +nightly fuzz run <target> <empty dir> corpus/<target> -- -merge=1 -use_counters=0
+# and copy the empty dir's new files into seeds/<target>/.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
