@@ -289,3 +289,25 @@ fn strings_of_every_length_end_where_they_end() {
         }
     }
 }
+
+/// The `json_decoder` fuzz target's committed seeds (`fuzz/seeds/`, the fuzzing corpus
+/// minimized to one input per code edge; `features/tests/fuzz_seeds.rs` runs the target's own
+/// check on them): every one that is UTF-8 text and that the fast path answers is answered
+/// as the serde path answers it.
+#[test]
+fn the_fuzz_seeds_the_fast_path_answers_agree() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/json_decoder");
+    let d = decoder();
+    let (mut texts, mut fast) = (0, 0);
+    for entry in std::fs::read_dir(&dir).expect("the seeds") {
+        let bytes = std::fs::read(entry.expect("a seed").path()).expect("a seed's bytes");
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            texts += 1;
+            fast += usize::from(agrees(&d, text));
+        }
+    }
+    assert!(
+        texts >= 500 && fast >= 10,
+        "{texts} text seeds, {fast} on the fast path"
+    );
+}
