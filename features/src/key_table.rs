@@ -233,6 +233,12 @@ fn key_at<V>(entries: &Chunks<Option<(Key, V)>>, at: u32) -> Option<&Key> {
     entries.get(at as usize).as_ref().map(|(key, _)| key)
 }
 
+/// Whether the entry at `at` holds `key`: the index's match in a lookup and an insert.
+#[inline]
+fn holds_key<V>(entries: &Chunks<Option<(Key, V)>>, at: u32, key: &Key) -> bool {
+    key_at(entries, at).is_some_and(|k| same_key(k, key))
+}
+
 /// The hash of the key at `at`, for the index to grow by.
 fn hash_at<V>(entries: &Chunks<Option<(Key, V)>>, at: u32) -> u64 {
     key_at(entries, at).map_or(0, key_hash)
@@ -273,9 +279,7 @@ impl<V> KeyTable<V> {
     pub fn place(&self, hash: u64, key: &Key) -> Option<Place> {
         let entries = &self.entries;
         self.index
-            .find(hash, |&at| {
-                key_at(entries, at).is_some_and(|k| same_key(k, key))
-            })
+            .find(hash, |&at| holds_key(entries, at, key))
             .map(|&at| Place(at))
     }
 
@@ -349,7 +353,7 @@ impl<V> KeyTable<V> {
         let (entries, next) = (&self.entries, self.next_place());
         let found = self.index.entry(
             hash,
-            |&at| key_at(entries, at).is_some_and(|k| same_key(k, key)),
+            |&at| holds_key(entries, at, key),
             |&at| hash_at(entries, at),
         );
         let (at, new) = match found {
