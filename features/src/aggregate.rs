@@ -108,6 +108,61 @@ pub struct Accumulators {
     pub distinct: ThinVec<Distinct>,
 }
 
+/// A (key, window)'s accumulators, borrowed from wherever they are kept (an
+/// [`Accumulators`], or a slot whose words are a column of its pane's key table).
+#[derive(Clone, Copy, Debug)]
+pub struct AccsRef<'a> {
+    /// Numeric states, each feature at its offset.
+    pub words: &'a [u64],
+    /// Distinct-count states, one per `distinct` feature.
+    pub distinct: &'a [Distinct],
+}
+
+/// [`AccsRef`], mutable: what an update or a merge changes.
+#[derive(Debug)]
+pub struct AccsMut<'a> {
+    /// Numeric states, each feature at its offset.
+    pub words: &'a mut [u64],
+    /// Distinct-count states, one per `distinct` feature.
+    pub distinct: &'a mut [Distinct],
+}
+
+/// Accumulators serialized from a view: the bytes of [`Accumulators`]' own form (its words
+/// and its distinct states, each a sequence).
+#[derive(Serialize)]
+#[serde(rename = "Accumulators")]
+pub(crate) struct AccsOut<'a> {
+    words: &'a [u64],
+    distinct: &'a [Distinct],
+}
+
+impl<'a> From<AccsRef<'a>> for AccsOut<'a> {
+    fn from(accs: AccsRef<'a>) -> Self {
+        AccsOut {
+            words: accs.words,
+            distinct: accs.distinct,
+        }
+    }
+}
+
+impl Accumulators {
+    /// Borrows the words and distinct states.
+    pub fn view(&self) -> AccsRef<'_> {
+        AccsRef {
+            words: &self.words,
+            distinct: &self.distinct,
+        }
+    }
+
+    /// Borrows the words and distinct states mutably.
+    pub fn view_mut(&mut self) -> AccsMut<'_> {
+        AccsMut {
+            words: &mut self.words,
+            distinct: &mut self.distinct,
+        }
+    }
+}
+
 /// `clone_from` copies into the existing allocations when the lengths agree (always, for
 /// states of one job), so a reused copy allocates nothing (beyond a `distinct` set's growth).
 impl Clone for Accumulators {

@@ -3,8 +3,8 @@
 //! records it counts, and where its state lives in a (key, window)'s [`Accumulators`].
 //! The order of the features is the order of the model's input vector.
 
-pub use crate::aggregate::Accumulators;
 use crate::aggregate::{self, AggKind, Words};
+pub use crate::aggregate::{AccsMut, AccsRef, Accumulators};
 use crate::error::{FeatureError, Result};
 pub use crate::feature_spec::FeatureSpec;
 use crate::hll::Distinct;
@@ -15,6 +15,7 @@ use crate::row::RowValues;
 use crate::schema::RecordSchema;
 use crate::update_plan::UpdatePlan;
 use crate::vocab::EventTime;
+use thin_vec::ThinVec;
 
 /// A feature compiled against the record schema.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,15 +126,27 @@ impl FeatureSet {
     /// state's words, and one more when the job has `distinct` features.
     pub fn empty(&self) -> Accumulators {
         Accumulators {
-            words: Words::from(self.template.as_slice()),
-            distinct: (0..self.distinct).map(|_| Distinct::default()).collect(),
+            words: Words::from(self.empty_words()),
+            distinct: self.empty_distinct(),
         }
+    }
+
+    /// The numeric state of a (key, window) with no records yet: what a new slot's words
+    /// start as, in a slot of its own or in a pane table's column.
+    pub fn empty_words(&self) -> &[u64] {
+        &self.template
+    }
+
+    /// The distinct states of a (key, window) with no records yet (nothing allocated for a
+    /// job without `distinct` features).
+    pub fn empty_distinct(&self) -> ThinVec<Distinct> {
+        (0..self.distinct).map(|_| Distinct::default()).collect()
     }
 
     /// Folds one record (its field values and event time) into the accumulators. Never
     /// allocates, except when a `distinct` feature's exact set grows.
     #[inline]
-    pub fn update(&self, accs: &mut Accumulators, values: &[Value], ts: EventTime) {
+    pub fn update(&self, accs: AccsMut<'_>, values: &[Value], ts: EventTime) {
         self.plan.update(accs, values, ts);
     }
 
@@ -141,7 +154,7 @@ impl FeatureSet {
     /// `into` describes the records of `into` followed by those of `other`. "Followed by"
     /// matters only for ties of `first`/`last` and the rounding of sums: pass the
     /// earlier-arriving state as `into`.
-    pub fn merge(&self, into: &mut Accumulators, other: &Accumulators) {
+    pub fn merge(&self, into: AccsMut<'_>, other: AccsRef<'_>) {
         for feature in &self.features {
             if feature.agg == AggKind::Distinct {
                 if let (Some(d), Some(o)) = (
@@ -160,7 +173,7 @@ impl FeatureSet {
     }
 
     /// Writes the feature values (NaN = missing) into `out`, replacing its contents.
-    pub fn values(&self, accs: &Accumulators, out: &mut RowValues) {
+    pub fn values(&self, accs: AccsRef<'_>, out: &mut RowValues) {
         out.clear();
         out.extend(self.features.iter().map(|f| {
             match f.agg {

@@ -65,6 +65,36 @@ const FIRST_CHUNK: usize = 4;
 /// [`FIRST_CHUNK`]).
 const CHUNK_BYTES: usize = 32 << 10;
 
+/// The doubling chunks of a layout whose full chunks hold `full` values (a power of two, at
+/// least [`FIRST_CHUNK`]): `FIRST_CHUNK << k` for `k` below this, then `full` each.
+#[inline]
+fn growing_chunks(full: usize) -> usize {
+    (full.ilog2() - FIRST_CHUNK.ilog2() + 1) as usize
+}
+
+/// Chunk `k`'s room in the layout of [`growing_chunks`].
+fn room_in(k: usize, full: usize) -> usize {
+    if k < growing_chunks(full) {
+        FIRST_CHUNK << k
+    } else {
+        full
+    }
+}
+
+/// The chunk and the place in it of value `at` in the layout of [`growing_chunks`].
+#[inline]
+fn locate_in(at: usize, full: usize) -> (usize, usize) {
+    let growing = growing_chunks(full);
+    let growing_len = FIRST_CHUNK * ((1 << growing) - 1);
+    if at < growing_len {
+        let k = (at / FIRST_CHUNK + 1).ilog2() as usize;
+        (k, at - FIRST_CHUNK * ((1 << k) - 1))
+    } else {
+        let past = at - growing_len;
+        (growing + past / full, past % full)
+    }
+}
+
 /// Values of type `T` in chunks that never reallocate: chunk `k` holds `FIRST_CHUNK << k`
 /// values up to [`Chunks::FULL`], then every chunk holds `FULL`. Chunks emptied by `clear`
 /// or removals keep their memory for the values that come next.
@@ -91,12 +121,6 @@ impl<T> Chunks<T> {
         }
     };
 
-    /// The doubling chunks: `FIRST_CHUNK << k` for `k` in `0..GROWING`, the last one `FULL`.
-    const GROWING: u32 = Self::FULL.ilog2() - FIRST_CHUNK.ilog2() + 1;
-
-    /// Values in the doubling chunks together.
-    const GROWING_LEN: usize = FIRST_CHUNK * ((1 << Self::GROWING) - 1);
-
     fn new() -> Self {
         Chunks {
             chunks: Vec::new(),
@@ -106,26 +130,13 @@ impl<T> Chunks<T> {
 
     /// Chunk `k`'s room.
     fn room(k: usize) -> usize {
-        if k < Self::GROWING as usize {
-            FIRST_CHUNK << k
-        } else {
-            Self::FULL
-        }
+        room_in(k, Self::FULL)
     }
 
     /// The chunk and the place in it of the value at `at`.
     #[inline]
     fn locate(at: usize) -> (usize, usize) {
-        if at < Self::GROWING_LEN {
-            let k = (at / FIRST_CHUNK + 1).ilog2() as usize;
-            (k, at - FIRST_CHUNK * ((1 << k) - 1))
-        } else {
-            let past = at - Self::GROWING_LEN;
-            (
-                Self::GROWING as usize + past / Self::FULL,
-                past % Self::FULL,
-            )
-        }
+        locate_in(at, Self::FULL)
     }
 
     #[inline]
@@ -191,6 +202,89 @@ impl<T: Clone> Clone for Chunks<T> {
     }
 }
 
+/// The most bytes of words one chunk of a [`Column`] holds: a small allocation in
+/// jemalloc's size classes (they end at 14 KiB), where a chunk as long as its entries' chunk
+/// (256 places of 10 words for run F's job: 20 KiB) would be a block of whole pages.
+const COLUMN_CHUNK_BYTES: usize = 8 << 10;
+
+/// A fixed number of words per place beside a table's entries (a pane's accumulator words,
+/// [`crate::panes`]), in chunks of their own that double up to [`COLUMN_CHUNK_BYTES`] and
+/// never move: the table holds them without a pointer per entry or a heap block per key
+/// (run M). Width 0 (a table without words) allocates nothing.
+#[derive(Clone)]
+struct Column {
+    width: usize,
+    /// Places in a full chunk ([`locate_in`]).
+    full: usize,
+    /// Each with room for its places, filled as far as the places in use (a table's last
+    /// chunk touches no pages its places do not use).
+    chunks: Vec<Vec<u64>>,
+}
+
+impl Default for Column {
+    fn default() -> Self {
+        Column::new(0)
+    }
+}
+
+impl Column {
+    /// A column of `width` words per place.
+    fn new(width: usize) -> Self {
+        let fit = COLUMN_CHUNK_BYTES / (width.max(1) * size_of::<u64>());
+        Column {
+            width,
+            full: (1 << fit.max(1).ilog2()).max(FIRST_CHUNK),
+            chunks: Vec::new(),
+        }
+    }
+
+    /// The words of place `at`, which [`Self::reach`] made room for (none for width 0).
+    #[inline]
+    fn get(&self, at: usize) -> &[u64] {
+        let (k, i) = locate_in(at, self.full);
+        match self.chunks.get(k) {
+            Some(chunk) => &chunk[i * self.width..(i + 1) * self.width],
+            None => &[],
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, at: usize) -> &mut [u64] {
+        let (k, i) = locate_in(at, self.full);
+        let width = self.width;
+        match self.chunks.get_mut(k) {
+            Some(chunk) => &mut chunk[i * width..(i + 1) * width],
+            None => &mut [],
+        }
+    }
+
+    /// Makes room for the words of place `at`, the place after the last one in use.
+    fn reach(&mut self, at: usize) {
+        if self.width == 0 {
+            return;
+        }
+        let (k, i) = locate_in(at, self.full);
+        while self.chunks.len() <= k {
+            let places = room_in(self.chunks.len(), self.full);
+            self.chunks.push(Vec::with_capacity(places * self.width));
+        }
+        self.chunks[k].resize((i + 1) * self.width, 0);
+    }
+
+    /// Forgets every place's words, keeping the chunks' memory.
+    fn clear(&mut self) {
+        self.chunks.iter_mut().for_each(Vec::clear);
+    }
+
+    /// The words of each place in use, in place order (endless empty ones for width 0).
+    fn slices(&self) -> impl Iterator<Item = &[u64]> {
+        let width = self.width.max(1);
+        let words = self.chunks.iter().flat_map(move |c| c.chunks_exact(width));
+        let endless = if self.width == 0 { usize::MAX } else { 0 };
+        words.chain(std::iter::repeat_n(&[][..], endless))
+    }
+}
+
 /// Keys and their values, in the order of their places (a new key takes the last freed
 /// place, else the next one). Serialized as a map, as the hash map it replaced.
 #[derive(Clone)]
@@ -200,6 +294,8 @@ pub(crate) struct KeyTable<V> {
     /// Entries by place, a removed one's place empty (`None`: no bigger than an entry, the
     /// key's niche holds it) until a new key takes it.
     entries: Chunks<Option<(Key, V)>>,
+    /// Words of each place ([`Column`]), for the tables that keep them.
+    words: Column,
     /// Empty places, the last freed first.
     free: Vec<u32>,
     /// Entries held (places less `free`).
@@ -211,6 +307,7 @@ impl<V> Default for KeyTable<V> {
         KeyTable {
             index: HashTable::new(),
             entries: Chunks::new(),
+            words: Column::default(),
             free: Vec::new(),
             len: 0,
         }
@@ -253,6 +350,98 @@ impl<V> KeyTable<V> {
         self.len == 0
     }
 
+    /// Keeps `width` words beside each entry from now on ([`Self::words_mut`]); a table
+    /// holding entries keeps the width it has.
+    pub fn keep_words(&mut self, width: usize) {
+        if self.words.chunks.is_empty() && self.words.width != width {
+            self.words = Column::new(width);
+        }
+        debug_assert_eq!(self.words.width, width, "one table, one width");
+    }
+
+    /// The words beside the entry at `place`.
+    #[inline]
+    pub fn words_at(&self, place: Place) -> &[u64] {
+        self.words.get(place.0 as usize)
+    }
+
+    /// The value and the words of the entry at `place`, which holds one (from
+    /// [`Self::find_or_insert_with`] or [`Self::place`], no removal since).
+    #[inline]
+    pub fn words_mut(&mut self, place: Place) -> (&mut V, &mut [u64]) {
+        match self.entries.get_mut(place.0 as usize) {
+            Some((_, value)) => (value, self.words.get_mut(place.0 as usize)),
+            None => unreachable!("a place holds its entry until it is removed"),
+        }
+    }
+
+    /// [`Self::find_or_insert_with`] in a table that keeps `empty.len()` words per entry:
+    /// `key`'s value and words, a new key's words set to `empty`.
+    #[inline]
+    pub fn find_or_insert_words(
+        &mut self,
+        hash: u64,
+        key: &Key,
+        empty: &[u64],
+        make: impl FnOnce() -> V,
+    ) -> (&mut V, &mut [u64], bool) {
+        self.keep_words(empty.len());
+        let (at, new) = self.find_or_insert_place(hash, key, make);
+        let (value, words) = self.words_mut(at);
+        if new {
+            words.copy_from_slice(empty);
+        }
+        (value, words, new)
+    }
+
+    /// Entries with their words, in place order.
+    pub fn iter_words(&self) -> impl Iterator<Item = (&Key, &V, &[u64])> {
+        let entries = self.entries.iter().zip(self.words.slices());
+        entries.filter_map(|(entry, words)| {
+            let (key, value) = entry.as_ref()?;
+            Some((key, value, words))
+        })
+    }
+
+    /// `key`'s value and words, `hash` being its [`key_hash`].
+    #[inline]
+    pub fn get_hashed_words(&self, hash: u64, key: &Key) -> Option<(&V, &[u64])> {
+        let at = self.place(hash, key)?;
+        let (_, value) = self.entries.get(at.0 as usize).as_ref()?;
+        Some((value, self.words_at(at)))
+    }
+
+    /// Sets `key`'s value and words (a table that keeps `words.len()` words).
+    pub fn insert_words(&mut self, key: Key, value: V, words: &[u64]) {
+        self.keep_words(words.len());
+        let hash = key_hash(&key);
+        let place = match self.place(hash, &key) {
+            Some(at) => {
+                *self.at_mut(at) = value;
+                at
+            }
+            None => {
+                let (entries, next) = (&self.entries, self.next_place());
+                self.index
+                    .insert_unique(hash, next, |&at| hash_at(entries, at));
+                Place(narrow(self.put((key, value))))
+            }
+        };
+        self.words_mut(place).1.copy_from_slice(words);
+    }
+
+    /// Moves every entry of `other` (its keys not in this table) here, with its words.
+    pub fn absorb_words(&mut self, other: KeyTable<V>) {
+        self.reserve(other.len());
+        let KeyTable { entries, words, .. } = other;
+        let in_use = entries.chunks.into_iter().flatten().zip(words.slices());
+        for (entry, words) in in_use {
+            if let Some((key, value)) = entry {
+                self.insert_words(key, value, words);
+            }
+        }
+    }
+
     /// Keys the index holds without growing.
     #[cfg(test)]
     pub fn capacity(&self) -> usize {
@@ -270,6 +459,7 @@ impl<V> KeyTable<V> {
     pub fn clear(&mut self) {
         self.index.clear();
         self.entries.clear();
+        self.words.clear();
         self.free.clear();
         self.len = 0;
     }
@@ -312,7 +502,7 @@ impl<V> KeyTable<V> {
     }
 
     /// `key`'s value, `hash` being its [`key_hash`].
-    #[inline]
+    #[cfg(test)]
     pub fn get_hashed(&self, hash: u64, key: &Key) -> Option<&V> {
         let at = self.place(hash, key)?;
         self.entries
@@ -329,7 +519,11 @@ impl<V> KeyTable<V> {
                 *self.entries.get_mut(at as usize) = Some(entry);
                 at as usize
             }
-            None => self.entries.push(Some(entry)),
+            None => {
+                let at = self.entries.push(Some(entry));
+                self.words.reach(at);
+                at
+            }
         }
     }
 
@@ -350,6 +544,19 @@ impl<V> KeyTable<V> {
         key: &Key,
         make: impl FnOnce() -> V,
     ) -> (Place, &mut V, bool) {
+        let (at, new) = self.find_or_insert_place(hash, key, make);
+        (at, self.at_mut(at), new)
+    }
+
+    /// `key`'s place (`hash` its [`key_hash`]), a new entry's value made by `make`, and
+    /// whether it is new.
+    #[inline]
+    fn find_or_insert_place(
+        &mut self,
+        hash: u64,
+        key: &Key,
+        make: impl FnOnce() -> V,
+    ) -> (Place, bool) {
         let (entries, next) = (&self.entries, self.next_place());
         let found = self.index.entry(
             hash,
@@ -363,7 +570,7 @@ impl<V> KeyTable<V> {
                 (Place(narrow(self.put((key.clone(), make())))), true)
             }
         };
-        (at, self.at_mut(at), new)
+        (at, new)
     }
 
     /// Sets `key`'s value, returning the one it replaces.
@@ -408,6 +615,7 @@ impl<V> KeyTable<V> {
         self.len -= 1;
         if self.len == 0 {
             self.entries.clear();
+            self.words.clear();
             self.free.clear();
         } else {
             self.free.push(narrow(at));
@@ -682,5 +890,40 @@ mod tests {
         let back: Map = bincode::deserialize(&bincode::serialize(&table)?)?;
         assert_eq!(back, map);
         Ok(())
+    }
+
+    /// Words of key `i`, three of them.
+    fn words_of(i: usize) -> [u64; 3] {
+        [i as u64, 1000 + i as u64, u64::MAX - i as u64]
+    }
+
+    /// A table's words stay with their keys: past the growing chunks, in a freed place that
+    /// a new key takes, and when another table's entries move in (a rescale).
+    #[test]
+    fn words_stay_with_their_keys() {
+        let (mut table, mut other) = (KeyTable::default(), KeyTable::default());
+        for i in 0..3000 {
+            let into = if i % 3 == 0 { &mut other } else { &mut table };
+            into.insert_words(key(i), i, &words_of(i));
+        }
+        for i in (1..3000).step_by(7).filter(|i| i % 3 != 0) {
+            assert_eq!(table.remove(&key(i)), Some(i));
+        }
+        // New keys take the freed places, which hold the removed keys' words until then.
+        for i in 3000..3100 {
+            table.insert_words(key(i), i, &words_of(i));
+        }
+        table.absorb_words(other);
+        let mut seen = 0;
+        for (k, &i, words) in table.iter_words() {
+            assert_eq!(*k, key(i));
+            assert_eq!(words, words_of(i), "{k}");
+            let place = table.place(key_hash(k), k).map(|p| table.words_at(p));
+            assert_eq!(place, Some(&words_of(i)[..]));
+            seen += 1;
+        }
+        let removed = (1..3000).step_by(7).filter(|i| i % 3 != 0).count();
+        assert_eq!(seen, 3100 - removed);
+        assert_eq!(table.len(), seen);
     }
 }

@@ -28,6 +28,7 @@ mod key_table;
 pub mod keyed_features;
 pub mod over_range;
 pub mod ownership;
+mod pane_table;
 mod panes;
 pub mod predicate;
 pub mod ratio;

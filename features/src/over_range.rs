@@ -166,7 +166,7 @@ impl OverRange {
         let mut records = 0;
         let from = ts.saturating_sub(self.range).saturating_add(1);
         for (_, (event, _)) in buffer.range((from, 0)..=(ts, u64::MAX)) {
-            features.update(&mut accs, &event.values, event.ts);
+            features.update(accs.view_mut(), &event.values, event.ts);
             records += 1;
         }
         let Some((event, pending)) = buffer.get_mut(&(ts, seq)) else {
@@ -175,7 +175,7 @@ impl OverRange {
         *pending = false;
         self.pending = self.pending.saturating_sub(1);
         let mut values = RowValues::new();
-        features.values(&accs, &mut values);
+        features.values(accs.view(), &mut values);
         rows.push(FeatureRow {
             key: key.clone(),
             key_group: event.key_group,

@@ -10,67 +10,24 @@
 //! - A pane is dropped once `wm - allowed_lateness >= end of the last window containing it`:
 //!   no record can reach it any more, and no window containing it can fire or re-fire.
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::feature::FeatureSet;
-use crate::key_table::{key_hash, same_key, FastHash, KeyTable};
+use crate::key_table::{key_hash, same_key, FastHash};
+use crate::pane_table::{PaneKeys, PaneMaps};
 use crate::record::Event;
 use crate::row::FeatureRow;
-use crate::slot::Slot;
+use crate::slot::{Slot, SlotMeta, SlotMut, SlotRef};
 use crate::vocab::{EventTime, Key, Watermark};
 use crate::window::{Aligned, WindowBounds};
-
-/// One key's state in one pane. Its flag `slot.dirty()`: updated after one of its windows
-/// was emitted.
-#[derive(Clone, Debug)]
-struct Pane {
-    slot: Slot,
-}
-
-/// A pane's serialized form: the slot, then its flag (as when the flag was a field here).
-#[derive(Serialize)]
-#[serde(rename = "Pane")]
-struct PaneOut<'a> {
-    slot: &'a Slot,
-    dirty: bool,
-}
-
-/// A pane's serialized form, read.
-#[derive(Deserialize)]
-#[serde(rename = "Pane")]
-struct PaneIn {
-    slot: Slot,
-    dirty: bool,
-}
-
-impl Serialize for Pane {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let (slot, dirty) = (&self.slot, self.slot.dirty());
-        PaneOut { slot, dirty }.serialize(serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for Pane {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let PaneIn { mut slot, dirty } = PaneIn::deserialize(deserializer)?;
-        slot.set_dirty(dirty);
-        Ok(Pane { slot })
-    }
-}
-
-/// The panes of one start, by key: a record's key is hashed once whether it finds its pane
-/// or opens it.
-type PaneKeys = KeyTable<Pane>;
-
-/// Pane start -> key -> pane.
-type PaneMaps = BTreeMap<EventTime, PaneKeys>;
 
 /// Panes of every key of one aligned window definition.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct PaneWindows {
     geom: Aligned,
     /// Pane start -> key -> pane.
+    #[serde(with = "crate::pane_table")]
     panes: PaneMaps,
     /// Window end -> key -> last revision emitted, for windows that may still re-fire.
     emitted: BTreeMap<EventTime, HashMap<Key, u32, FastHash>>,
@@ -124,11 +81,11 @@ fn merged_slot<'a>(
     (key, hash): (&Key, u64),
     bounds: WindowBounds,
     merged: &'a mut Option<Slot>,
-) -> Option<&'a Slot> {
+) -> Option<SlotRef<'a>> {
     let slots = panes
         .range(bounds.start..bounds.end)
-        .filter_map(|(_, keys)| keys.get_hashed(hash, key))
-        .map(|pane| &pane.slot);
+        .filter_map(|(_, keys)| keys.get_hashed_words(hash, key))
+        .map(|(meta, words)| SlotRef { words, meta });
     merge_slots(features, slots, merged)
 }
 
@@ -137,9 +94,9 @@ fn merged_slot<'a>(
 /// hopping windows of a sparse key) is that pane's slot, borrowed, not a copy.
 fn merge_slots<'a>(
     features: &FeatureSet,
-    mut slots: impl Iterator<Item = &'a Slot>,
+    mut slots: impl Iterator<Item = SlotRef<'a>>,
     merged: &'a mut Option<Slot>,
-) -> Option<&'a Slot> {
+) -> Option<SlotRef<'a>> {
     let first = slots.next()?;
     let Some(second) = slots.next() else {
         return Some(first);
@@ -149,11 +106,12 @@ fn merge_slots<'a>(
             slot.assign(first);
             slot
         }
-        None => merged.insert(first.clone()),
+        None => merged.insert(Slot::from_ref(first)),
     };
-    slot.absorb(features, second);
-    slots.for_each(|s| slot.absorb(features, s));
-    Some(slot)
+    let mut into = slot.as_mut();
+    into.absorb(features, second);
+    slots.for_each(|s| into.absorb(features, s));
+    Some(slot.as_ref())
 }
 
 /// The low bits of a key hash that the sort of one window end's entries ([`sort_end`]) holds
@@ -164,8 +122,8 @@ const INDEX_BITS: u32 = 24;
 /// The hash bits that order windows.
 const ORDER_MASK: u64 = !((1 << INDEX_BITS) - 1);
 
-/// One pane of a window of a key that a firing emits (its end, the key, the pane's start and
-/// slot), or a window to emit again whose panes are looked up (`slot: None`: a revision). A
+/// One pane of a window of a key that a firing emits (its end, the key and the pane's slot),
+/// or a window to emit again whose panes are looked up (`slot: None`: a revision). A
 /// firing's entries in the order of [`for_each_window`] hold each window's panes side by side,
 /// in pane order, so its row merges them without looking the key up in each pane again.
 #[derive(Clone, Copy)]
@@ -178,9 +136,7 @@ struct Due<'a> {
     /// tables, so looking a revision's panes up hashes the key no more.
     key_hash: u64,
     key: &'a Key,
-    /// The pane's start (`MIN` for a revision's entry).
-    start: EventTime,
-    slot: Option<&'a Slot>,
+    slot: Option<SlotRef<'a>>,
 }
 
 impl<'a> Due<'a> {
@@ -190,23 +146,23 @@ impl<'a> Due<'a> {
         (self.end, self.key_hash & ORDER_MASK)
     }
 
-    fn new(end: EventTime, key: &'a Key, pane: Option<(EventTime, &'a Slot)>) -> Self {
+    fn new(end: EventTime, key: &'a Key, slot: Option<SlotRef<'a>>) -> Self {
         Due {
             end,
             key_hash: key_hash(key),
             key,
-            start: pane.map_or(EventTime::MIN, |(start, _)| start),
-            slot: pane.map(|(_, slot)| slot),
+            slot,
         }
     }
 }
 
 /// Puts a firing's entries in emission order and returns how many windows they hold (keys
 /// that share their hash's [`ORDER_MASK`] bits count as one: a hint for the rows' room). The
-/// sort compares integers only: windows of one end by key hash (so those bits' order), a
-/// window's entries by pane start.
+/// sort compares integers only: windows by end, then by key hash (so those bits' order); it
+/// is stable, so a window's entries keep the order they come in (pane order, as a firing
+/// gathers them).
 fn sort_windows(due: &mut [Due<'_>]) -> usize {
-    due.sort_unstable_by_key(|d| (d.end, d.key_hash, d.start));
+    due.sort_by_key(|d| (d.end, d.key_hash));
     due.chunk_by(|a, b| a.window() == b.window()).count()
 }
 
@@ -276,17 +232,19 @@ impl PaneWindows {
             Some((&s, keys)) if s == start => keys,
             _ => open_pane(&mut self.panes, &mut self.spare, start),
         };
-        let (_, pane, new) = keys.find_or_insert_with(key_hash(&event.key), &event.key, || Pane {
-            slot: Slot::new(features, event, seq),
-        });
-        if !new {
-            pane.slot.add(features, event, seq);
-        }
+        let (meta, words, _) = keys.find_or_insert_words(
+            key_hash(&event.key),
+            &event.key,
+            features.empty_words(),
+            || SlotMeta::new(features, event, seq),
+        );
+        let mut slot = SlotMut { words, meta };
+        slot.add(features, event, seq);
         if self
             .fired_end
             .is_some_and(|f| self.geom.first_end(start) <= f)
         {
-            pane.slot.set_dirty(true);
+            slot.meta.set_dirty(true);
             self.dirty_from = Some(self.dirty_from.map_or(start, |d| d.min(start)));
         }
     }
@@ -334,8 +292,8 @@ impl PaneWindows {
                         .map(move |i: i64| first.saturating_add(i.saturating_mul(slide)))
                         .take_while(move |&e| e <= last)
                 };
-                for (key, pane) in keys.iter_mut().filter(|(_, p)| p.slot.dirty()) {
-                    pane.slot.set_dirty(false);
+                for (key, pane) in keys.iter_mut().filter(|(_, p)| p.dirty()) {
+                    pane.set_dirty(false);
                     redo.extend(ends.clone().map(|e| (e, key.clone())));
                 }
             }
@@ -402,10 +360,11 @@ impl PaneWindows {
         let (mut words, mut sorted) = (Vec::new(), Vec::new());
         for &end in &closed {
             due.clear();
-            for (&start, keys) in panes.range(end - geom.size..end) {
+            for keys in panes.range(end - geom.size..end).map(|(_, keys)| keys) {
                 due.extend(
-                    keys.iter()
-                        .map(|(key, pane)| Due::new(end, key, Some((start, &pane.slot)))),
+                    keys.iter_words().map(|(key, meta, words)| {
+                        Due::new(end, key, Some(SlotRef { words, meta }))
+                    }),
                 );
             }
             let windows = sort_end(&mut due, &mut words, &mut sorted);
@@ -451,9 +410,7 @@ impl PaneWindows {
         let fired = self.fired_end.unwrap_or(EventTime::MIN);
         for (&start, panes) in &self.panes {
             for (key, pane) in panes.iter().filter(|(k, _)| keys.contains(*k)) {
-                let ends = self
-                    .ends_of(start)
-                    .filter(|&e| e > fired || pane.slot.dirty());
+                let ends = self.ends_of(start).filter(|&e| e > fired || pane.dirty());
                 due.extend(ends.map(|e| (e, key.clone())));
             }
         }
@@ -504,7 +461,7 @@ impl PaneWindows {
     /// history) to this state.
     pub fn absorb(&mut self, other: PaneWindows) {
         for (start, keys) in other.panes {
-            self.panes.entry(start).or_default().extend(keys);
+            self.panes.entry(start).or_default().absorb_words(keys);
         }
         for (end, keys) in other.emitted {
             self.emitted.entry(end).or_default().extend(keys);
@@ -523,20 +480,13 @@ mod tests {
     use crate::error::Result;
     use crate::test_fixtures::{count_feature, event};
 
-    /// A firing's entry for the pane at `start` holding `slot`.
-    fn entry<'a>(
-        end: EventTime,
-        key_hash: u64,
-        key: &'a Key,
-        start: i64,
-        slot: &'a Slot,
-    ) -> Due<'a> {
+    /// A firing's entry for a pane holding `slot`.
+    fn entry<'a>(end: EventTime, key_hash: u64, key: &'a Key, slot: &'a Slot) -> Due<'a> {
         Due {
             end,
             key_hash,
             key,
-            start,
-            slot: Some(slot),
+            slot: Some(slot.as_ref()),
         }
     }
 
@@ -578,31 +528,31 @@ mod tests {
             .collect())
     }
 
-    /// Windows in `(end, key hash, key)` order, each window's panes in start order, with two
-    /// keys of one hash (forced here: a real 64-bit collision is not at hand) kept apart and
-    /// in key order.
+    /// Windows in `(end, key hash, key)` order, each window's panes in the order they came
+    /// (pane order, as a firing gathers them), with two keys of one hash (forced here: a real
+    /// 64-bit collision is not at hand) kept apart and in key order.
     #[test]
     fn windows_come_by_end_then_hash_and_keys_of_one_hash_stay_apart() -> Result<()> {
         let slots = slots(5)?;
         let (a, b, c) = (Key::from("a"), Key::from("b"), Key::from("c"));
         let mut due = vec![
-            entry(20, 7, &b, 2, &slots[2]),
-            entry(20, 7, &a, 1, &slots[1]),
-            entry(20, 7, &b, 0, &slots[0]),
-            entry(20, 7, &a, 3, &slots[3]),
-            entry(10, 9, &c, 0, &slots[4]),
+            entry(20, 7, &b, &slots[0]),
+            entry(20, 7, &a, &slots[1]),
+            entry(10, 9, &c, &slots[4]),
+            entry(20, 7, &b, &slots[2]),
+            entry(20, 7, &a, &slots[3]),
         ];
         let mut windows = Vec::new();
         // Three windows; a and b share a hash, so the hint counts two.
         assert_eq!(sort_windows(&mut due), 2);
         for_each_window(&mut due, |window| {
-            let panes: Vec<*const Slot> = window
+            let panes: Vec<*const u64> = window
                 .iter()
-                .filter_map(|d| d.slot.map(std::ptr::from_ref))
+                .filter_map(|d| d.slot.map(|s| s.words.as_ptr()))
                 .collect();
             windows.push((window[0].end, window[0].key.clone(), panes));
         });
-        let pane = |i: usize| std::ptr::from_ref(&slots[i]);
+        let pane = |i: usize| slots[i].as_ref().words.as_ptr();
         assert_eq!(
             windows,
             [
@@ -625,12 +575,12 @@ mod tests {
         let shared = 5 << INDEX_BITS;
         // Panes 0, 1, 2 in turn, as the firing gathers them, all of the window ending at 60.
         let mut due = vec![
-            entry(60, shared | 2, &b, 0, &slots[0]),
-            entry(60, 9 << INDEX_BITS, &c, 0, &slots[1]),
-            entry(60, shared | 1, &a, 1, &slots[2]),
-            entry(60, shared | 2, &b, 1, &slots[3]),
-            entry(60, shared | 1, &a, 2, &slots[4]),
-            entry(60, 1 << INDEX_BITS, &c, 2, &slots[5]),
+            entry(60, shared | 2, &b, &slots[0]),
+            entry(60, 9 << INDEX_BITS, &c, &slots[1]),
+            entry(60, shared | 1, &a, &slots[2]),
+            entry(60, shared | 2, &b, &slots[3]),
+            entry(60, shared | 1, &a, &slots[4]),
+            entry(60, 1 << INDEX_BITS, &c, &slots[5]),
         ];
         // Counted by order bits: a and b share theirs; the two c entries differ in theirs
         // (a key has one hash; here they stand for two keys ordered apart).
@@ -638,16 +588,24 @@ mod tests {
         assert_eq!(sort_end(&mut due, &mut words, &mut sorted), 3);
         let mut windows = Vec::new();
         for_each_window(&mut due, |window| {
-            let panes: Vec<EventTime> = window.iter().map(|d| d.start).collect();
+            // Each entry as the index of its slot: slots 0-1 are pane 0's, 2-3 pane 1's, 4-5
+            // pane 2's.
+            let of = |d: &Due<'_>| {
+                let words = d.slot.map(|s| s.words.as_ptr());
+                slots
+                    .iter()
+                    .position(|s| Some(s.as_ref().words.as_ptr()) == words)
+            };
+            let panes: Vec<Option<usize>> = window.iter().map(of).collect();
             windows.push((window[0].key.clone(), panes));
         });
         assert_eq!(
             windows,
             [
-                (c.clone(), vec![2]),
-                (a, vec![1, 2]),
-                (b, vec![0, 1]),
-                (c, vec![0]),
+                (c.clone(), vec![Some(5)]),
+                (a, vec![Some(2), Some(4)]),
+                (b, vec![Some(0), Some(3)]),
+                (c, vec![Some(1)]),
             ]
         );
         Ok(())

@@ -453,6 +453,7 @@ impl SessionWindows {
                     end: s.end,
                 };
                 s.slot
+                    .as_ref()
                     .push_row(features, key, bounds, revision, false, rows);
             }
         }
@@ -508,7 +509,9 @@ impl SessionWindows {
                         start: s.start,
                         end: s.end,
                     };
-                    s.slot.push_row(features, key, bounds, revision, true, rows);
+                    s.slot
+                        .as_ref()
+                        .push_row(features, key, bounds, revision, true, rows);
                     revision
                 } else {
                     // Not dirty: it fired and has not changed since.

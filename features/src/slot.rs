@@ -11,12 +11,15 @@
 //! `(seq, position)` pairs, the flag written by the owner), so the bytes of a snapshot do not
 //! depend on this layout.
 
-use crate::feature::{Accumulators, FeatureSet};
+use crate::aggregate::{AccsOut, Words};
+use crate::feature::{AccsMut, AccsRef, Accumulators, FeatureSet};
+use crate::hll::Distinct;
 use crate::record::Event;
 use crate::row::{FeatureRow, RowValues};
 use crate::vocab::{Key, KeyGroup, SourcePosition, MAX_KEY_GROUPS};
 use crate::window::WindowBounds;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use thin_vec::ThinVec;
 
 /// Index of the first record in [`Arrivals`]' columns.
 const FIRST: usize = 0;
@@ -162,10 +165,14 @@ impl Tally {
     }
 }
 
-/// Accumulated state of one key in one pane or session.
+/// What a slot holds beside its accumulator words: its distinct states (a thin pointer,
+/// nothing allocated for a job without `distinct` features), its first and last arrivals,
+/// and its [`Tally`]: 64 bytes. A pane keeps this in its key table's entry and the words in
+/// the table's column ([`crate::key_table::KeyTable`]); a session or a merged window holds
+/// it beside words of its own ([`Slot`]).
 #[derive(Clone, Debug)]
-pub(crate) struct Slot {
-    pub accs: Accumulators,
+pub(crate) struct SlotMeta {
+    distinct: ThinVec<Distinct>,
     arrivals: Arrivals,
     /// Key group, record count, latest ingest time of its records (not in snapshots: records
     /// restored from one were read by an earlier run, 0, unknown) and the owner's flag:
@@ -174,12 +181,34 @@ pub(crate) struct Slot {
     tally: Tally,
 }
 
+/// Accumulated state of one key in one session, or of one merged window: its words and the
+/// rest ([`SlotMeta`]), 80 bytes.
+#[derive(Clone, Debug)]
+pub(crate) struct Slot {
+    words: Words,
+    meta: SlotMeta,
+}
+
+/// A slot, borrowed: its words (its own, or its pane table's column) and the rest.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SlotRef<'a> {
+    pub words: &'a [u64],
+    pub meta: &'a SlotMeta,
+}
+
+/// A slot, borrowed mutably.
+#[derive(Debug)]
+pub(crate) struct SlotMut<'a> {
+    pub words: &'a mut [u64],
+    pub meta: &'a mut SlotMeta,
+}
+
 /// A slot's serialized form (its layout before [`Arrivals`]), borrowed for writing.
 #[derive(Serialize)]
 #[serde(rename = "Slot")]
 struct SlotOut<'a> {
     key_group: KeyGroup,
-    accs: &'a Accumulators,
+    accs: AccsOut<'a>,
     records: u64,
     first: (u64, SourcePosition),
     last: (u64, SourcePosition),
@@ -196,16 +225,23 @@ struct SlotIn {
     last: (u64, SourcePosition),
 }
 
-impl Serialize for Slot {
+impl Serialize for SlotRef<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let meta = self.meta;
         SlotOut {
-            key_group: self.tally.key_group(),
-            accs: &self.accs,
-            records: self.tally.records(),
-            first: self.arrivals.get(FIRST),
-            last: self.arrivals.get(LAST),
+            key_group: meta.tally.key_group(),
+            accs: self.accs().into(),
+            records: meta.tally.records(),
+            first: meta.arrivals.get(FIRST),
+            last: meta.arrivals.get(LAST),
         }
         .serialize(serializer)
+    }
+}
+
+impl Serialize for Slot {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.as_ref().serialize(serializer)
     }
 }
 
@@ -219,38 +255,26 @@ impl<'de> Deserialize<'de> for Slot {
             )));
         }
         Ok(Slot {
-            accs: s.accs,
-            arrivals: Arrivals::new(s.first, s.last),
-            tally: Tally::new(s.key_group, s.records, 0),
+            words: s.accs.words,
+            meta: SlotMeta {
+                distinct: s.accs.distinct,
+                arrivals: Arrivals::new(s.first, s.last),
+                tally: Tally::new(s.key_group, s.records, 0),
+            },
         })
     }
 }
 
-impl Slot {
-    /// A slot holding `event` only (`seq` = its arrival number in this state).
-    pub fn new(features: &FeatureSet, event: &Event, seq: u64) -> Slot {
-        let mut slot = Slot {
-            accs: features.empty(),
+impl SlotMeta {
+    /// The rest of a new slot for `event` (`seq` = its arrival number in this state), before
+    /// the record is folded in ([`SlotMut::add`]) with the slot's words set to
+    /// [`FeatureSet::empty_words`].
+    pub fn new(features: &FeatureSet, event: &Event, seq: u64) -> SlotMeta {
+        SlotMeta {
+            distinct: features.empty_distinct(),
             arrivals: Arrivals::one(seq, event.position),
             tally: Tally::new(event.key_group, 0, 0),
-        };
-        slot.add(features, event, seq);
-        slot
-    }
-
-    /// Makes this slot a copy of `other`, reusing its accumulators' allocations.
-    pub fn assign(&mut self, other: &Slot) {
-        let mut accs = std::mem::take(&mut self.accs);
-        accs.clone_from(&other.accs);
-        *self = Slot { accs, ..*other };
-    }
-
-    /// Folds one record in. Does not allocate.
-    #[inline]
-    pub fn add(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
-        features.update(&mut self.accs, &event.values, event.ts);
-        self.tally.add_record(event.ingested_ms);
-        self.arrivals.widen((seq, event.position));
+        }
     }
 
     /// The owner's flag: changed since one of its windows was emitted.
@@ -261,13 +285,41 @@ impl Slot {
     pub fn set_dirty(&mut self, dirty: bool) {
         self.tally.set_dirty(dirty);
     }
+}
+
+impl<'a> SlotMut<'a> {
+    /// Folds one record in. Does not allocate.
+    #[inline]
+    pub fn add(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
+        let accs = AccsMut {
+            words: self.words,
+            distinct: &mut self.meta.distinct,
+        };
+        features.update(accs, &event.values, event.ts);
+        self.meta.tally.add_record(event.ingested_ms);
+        self.meta.arrivals.widen((seq, event.position));
+    }
 
     /// Merges `other` in: the result describes the union of both slots' records. Pass the
     /// earlier pane or session as `self` (see [`FeatureSet::merge`]).
-    pub fn absorb(&mut self, features: &FeatureSet, other: &Slot) {
-        features.merge(&mut self.accs, &other.accs);
-        self.tally.absorb(&other.tally);
-        self.arrivals.absorb(&other.arrivals);
+    pub fn absorb(&mut self, features: &FeatureSet, other: SlotRef<'_>) {
+        let accs = AccsMut {
+            words: self.words,
+            distinct: &mut self.meta.distinct,
+        };
+        features.merge(accs, other.accs());
+        self.meta.tally.absorb(&other.meta.tally);
+        self.meta.arrivals.absorb(&other.meta.arrivals);
+    }
+}
+
+impl SlotRef<'_> {
+    /// The accumulators, borrowed.
+    pub fn accs(&self) -> AccsRef<'_> {
+        AccsRef {
+            words: self.words,
+            distinct: &self.meta.distinct,
+        }
     }
 
     /// Appends the feature row of this slot for `key` over `bounds` to `rows`. The row is
@@ -284,28 +336,108 @@ impl Slot {
         closed_by_timeout: bool,
         rows: &mut Vec<FeatureRow>,
     ) {
+        let meta = self.meta;
         rows.reserve(1);
         let len = rows.len();
         rows.spare_capacity_mut()[0].write(FeatureRow {
             key: key.clone(),
-            key_group: self.tally.key_group(),
+            key_group: meta.tally.key_group(),
             window_start: bounds.start,
             window_end: bounds.end,
             revision,
             values: RowValues::new(),
-            records: self.tally.records(),
-            first: self.arrivals.get(FIRST).1,
-            last: self.arrivals.get(LAST).1,
+            records: meta.tally.records(),
+            first: meta.arrivals.get(FIRST).1,
+            last: meta.arrivals.get(LAST).1,
             fired_at_ns: 0,
             closed_by_timeout,
-            ingested_at_ms: self.tally.ingested_ms,
+            ingested_at_ms: meta.tally.ingested_ms,
         });
         // SAFETY: the place after the last row (room made by `reserve`) now holds a whole row.
         #[allow(unsafe_code)]
         unsafe {
             rows.set_len(len + 1);
         }
-        features.values(&self.accs, &mut rows[len].values);
+        features.values(self.accs(), &mut rows[len].values);
+    }
+}
+
+impl Slot {
+    /// A slot holding `event` only (`seq` = its arrival number in this state).
+    pub fn new(features: &FeatureSet, event: &Event, seq: u64) -> Slot {
+        let mut slot = Slot {
+            words: Words::from(features.empty_words()),
+            meta: SlotMeta::new(features, event, seq),
+        };
+        slot.add(features, event, seq);
+        slot
+    }
+
+    pub fn as_ref(&self) -> SlotRef<'_> {
+        SlotRef {
+            words: &self.words,
+            meta: &self.meta,
+        }
+    }
+
+    pub fn as_mut(&mut self) -> SlotMut<'_> {
+        SlotMut {
+            words: &mut self.words,
+            meta: &mut self.meta,
+        }
+    }
+
+    /// A copy of `slot`, in a slot of its own.
+    pub fn from_ref(slot: SlotRef<'_>) -> Slot {
+        Slot {
+            words: Words::from(slot.words),
+            meta: slot.meta.clone(),
+        }
+    }
+
+    /// Splits the slot into its words and the rest (a pane table keeps them apart).
+    pub fn into_parts(self) -> (Words, SlotMeta) {
+        (self.words, self.meta)
+    }
+
+    /// Makes this slot a copy of `other`, reusing its allocations.
+    pub fn assign(&mut self, other: SlotRef<'_>) {
+        if self.words.len() == other.words.len() {
+            self.words.copy_from_slice(other.words);
+        } else {
+            self.words = Words::from(other.words);
+        }
+        let mut distinct = std::mem::take(&mut self.meta.distinct);
+        if distinct.len() == other.meta.distinct.len() {
+            let pairs = distinct.iter_mut().zip(&other.meta.distinct);
+            pairs.for_each(|(into, from)| into.clone_from(from));
+        } else {
+            distinct.clone_from(&other.meta.distinct);
+        }
+        self.meta = SlotMeta {
+            distinct,
+            ..*other.meta
+        };
+    }
+
+    /// Folds one record in. Does not allocate.
+    #[inline]
+    pub fn add(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
+        self.as_mut().add(features, event, seq);
+    }
+
+    /// The owner's flag: changed since one of its windows was emitted.
+    pub fn dirty(&self) -> bool {
+        self.meta.dirty()
+    }
+
+    pub fn set_dirty(&mut self, dirty: bool) {
+        self.meta.set_dirty(dirty);
+    }
+
+    /// Merges `other` in (see [`SlotMut::absorb`]).
+    pub fn absorb(&mut self, features: &FeatureSet, other: &Slot) {
+        self.as_mut().absorb(features, other.as_ref());
     }
 }
 
@@ -319,12 +451,22 @@ mod tests {
         bincode::serialize(value).unwrap_or_else(|e| panic!("cannot encode: {e}"))
     }
 
-    /// The layout run M counts on: a slot is 80 bytes (a pane's table entry is its key and
-    /// this), with the owner's flag inside.
+    /// The layout run M counts on: a slot without its words is 64 bytes (a pane's table
+    /// entry is its key and this, its words in the table's column), with the owner's flag
+    /// inside; a slot with words of its own (a session's) 80.
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn a_slot_takes_80_bytes() {
+    fn a_slot_takes_64_bytes_beside_its_words() {
+        assert_eq!(std::mem::size_of::<SlotMeta>(), 64);
         assert_eq!(std::mem::size_of::<Slot>(), 80);
+    }
+
+    /// The slot's accumulators as the type they serialize as.
+    fn accumulators(slot: &Slot) -> Accumulators {
+        Accumulators {
+            words: slot.words.clone(),
+            distinct: slot.meta.distinct.clone(),
+        }
     }
 
     /// The count, the flag and the key group share a word without touching each other; the
@@ -360,10 +502,11 @@ mod tests {
     fn a_key_group_past_the_most_is_refused() -> Result<()> {
         let features = count_feature()?;
         let slot = Slot::new(&features, &event("k", 5), 7);
-        let at = slot.arrivals.get(FIRST);
-        let encoded = |group| bytes(&(KeyGroup(group), &slot.accs, 1_u64, at, at));
+        let at = slot.meta.arrivals.get(FIRST);
+        let accs = accumulators(&slot);
+        let encoded = |group| bytes(&(KeyGroup(group), &accs, 1_u64, at, at));
         let last = bincode::deserialize::<Slot>(&encoded(MAX_KEY_GROUPS - 1));
-        assert!(last.is_ok_and(|s| s.tally.key_group() == KeyGroup(MAX_KEY_GROUPS - 1)));
+        assert!(last.is_ok_and(|s| s.meta.tally.key_group() == KeyGroup(MAX_KEY_GROUPS - 1)));
         let past = bincode::deserialize::<Slot>(&encoded(MAX_KEY_GROUPS));
         assert!(past.is_err_and(|e| e.to_string().contains("key group 1048576")));
         Ok(())
@@ -379,14 +522,14 @@ mod tests {
             offset,
         };
         let mut slot = Slot::new(&features, &event("k", 5), 7);
-        slot.arrivals = Arrivals::one(7, at(70));
+        slot.meta.arrivals = Arrivals::one(7, at(70));
         let mut later = Slot::new(&features, &event("k", 6), 9);
-        later.arrivals = Arrivals::one(9, at(90));
+        later.meta.arrivals = Arrivals::one(9, at(90));
         slot.absorb(&features, &later);
         slot.set_dirty(true);
         let expected = bytes(&(
-            slot.tally.key_group(),
-            &slot.accs,
+            slot.meta.tally.key_group(),
+            &accumulators(&slot),
             2_u64,
             (7_u64, at(70)),
             (9_u64, at(90)),
@@ -395,9 +538,19 @@ mod tests {
         let back: Slot = bincode::deserialize(&expected).map_err(|e| {
             crate::error::FeatureError::Window(format!("cannot decode a slot: {e}"))
         })?;
-        assert_eq!(back.arrivals, slot.arrivals);
+        assert_eq!(back.meta.arrivals, slot.meta.arrivals);
         assert!(!back.dirty(), "the flag is the owner's to restore");
-        assert_eq!((back.tally.records(), back.accs), (2, slot.accs));
+        assert_eq!(back.meta.tally.records(), 2);
+        assert_eq!(accumulators(&back), accumulators(&slot));
+        // A slot borrowed from a pane table (its words elsewhere) writes the same bytes.
+        let (words, meta) = slot.clone().into_parts();
+        assert_eq!(
+            bytes(&SlotRef {
+                words: &words,
+                meta: &meta
+            }),
+            expected
+        );
         Ok(())
     }
 }

@@ -9,7 +9,7 @@
 //! from overlapping that wait with the next record's (BENCHMARKS.md, "Window updates per
 //! window kind": the plan measured ×1.05–1.20 on updates to open slots).
 
-use crate::aggregate::{self, Accumulators, AggKind};
+use crate::aggregate::{self, AccsMut, AggKind};
 use crate::hll::hash_value;
 use crate::predicate::Predicate;
 use crate::record::Value;
@@ -97,9 +97,9 @@ impl UpdatePlan {
     /// Folds one record (its field values and event time) into `accs`. Never allocates,
     /// except when a `distinct` feature's exact set grows.
     #[inline]
-    pub fn update(&self, accs: &mut Accumulators, values: &[Value], ts: EventTime) {
+    pub fn update(&self, accs: AccsMut<'_>, values: &[Value], ts: EventTime) {
         let mask = self.mask(values);
-        let words: &mut [u64] = &mut accs.words;
+        let AccsMut { words, distinct } = accs;
         for step in &self.counts {
             if let Some(n) = words.get_mut(step.state) {
                 *n += u64::from(mask & step.needs == step.needs);
@@ -114,9 +114,7 @@ impl UpdatePlan {
             };
             match (step.agg, value) {
                 (AggKind::Distinct, value) => {
-                    if let (Some(d), Some(h)) =
-                        (accs.distinct.get_mut(step.state), hash_value(value))
-                    {
+                    if let (Some(d), Some(h)) = (distinct.get_mut(step.state), hash_value(value)) {
                         d.insert(h);
                     }
                 }

@@ -97,14 +97,14 @@ fn aggregate(fs: &FeatureSet, recs: &[Rec]) -> Accumulators {
         if let Some(x) = r.x {
             put("x", Value::Num(x));
         }
-        fs.update(&mut accs, &values, r.ts);
+        fs.update(accs.view_mut(), &values, r.ts);
     }
     accs
 }
 
 fn values(fs: &FeatureSet, accs: &Accumulators) -> Vec<f64> {
     let mut out = RowValues::new();
-    fs.values(accs, &mut out);
+    fs.values(accs.view(), &mut out);
     out.to_vec()
 }
 
@@ -236,13 +236,13 @@ proptest! {
         let cut = ((recs.len() as f64) * cut) as usize;
         let (a, b) = recs.split_at(cut);
         let mut merged = aggregate(&fs, a);
-        fs.merge(&mut merged, &aggregate(&fs, b));
+        fs.merge(merged.view_mut(), aggregate(&fs, b).view());
         let whole = values(&fs, &aggregate(&fs, &recs));
         assert_close(&values(&fs, &merged), &whole, &tolerances(&recs, true))?;
         // Merging an empty state changes nothing, on either side.
         let mut left = fs.empty();
-        fs.merge(&mut left, &merged);
-        fs.merge(&mut merged, &fs.empty());
+        fs.merge(left.view_mut(), merged.view());
+        fs.merge(merged.view_mut(), fs.empty().view());
         prop_assert_eq!(left, merged);
     }
 

@@ -304,10 +304,10 @@ fn features_sharing_predicates_count_their_own_records() {
         record(Some(5.0), Some(true), Some("clicks")),
     ];
     for values in &records {
-        features.update(&mut accs, values, 0);
+        features.update(accs.view_mut(), values, 0);
     }
     let mut out = RowValues::new();
-    features.values(&accs, &mut out);
+    features.values(accs.view(), &mut out);
     assert_eq!(out[..], [2.0, 2.0, 12.0, 2.0, 20.0, 3.0]);
 }
 

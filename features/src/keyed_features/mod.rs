@@ -65,7 +65,7 @@ impl KeyedFeatures {
             .iter()
             .map(|g| {
                 let mut values = RowValues::new();
-                g.features.values(&g.features.empty(), &mut values);
+                g.features.values(g.features.empty().view(), &mut values);
                 values.to_vec()
             })
             .collect();

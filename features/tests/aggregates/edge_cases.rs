@@ -78,7 +78,7 @@ fn first_and_last_break_event_time_ties_by_arrival() {
     assert_eq!(value_of(&fs, &accs, "x_last"), 5.0);
     // Merged: `into` counts as the earlier arrivals.
     let mut merged = aggregate(&fs, &recs[..1]);
-    fs.merge(&mut merged, &aggregate(&fs, &recs[1..2]));
+    fs.merge(merged.view_mut(), aggregate(&fs, &recs[1..2]).view());
     assert_eq!(value_of(&fs, &merged, "x_first"), 1.0);
     assert_eq!(value_of(&fs, &merged, "x_last"), 2.0);
 }
