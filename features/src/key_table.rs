@@ -926,4 +926,35 @@ mod tests {
         assert_eq!(seen, 3100 - removed);
         assert_eq!(table.len(), seen);
     }
+
+    /// A table emptied (by `clear`, as a dropped pane's table is kept for the next pane, or
+    /// by removing its last key) starts its words again at the first place: the keys put in
+    /// it after hold their own words, none of the earlier keys'.
+    #[test]
+    fn an_emptied_table_holds_only_the_new_keys_words() {
+        let mut table = KeyTable::default();
+        for i in 0..700 {
+            table.insert_words(key(i), i, &words_of(i));
+        }
+        table.clear();
+        for i in 1000..1010 {
+            table.insert_words(key(i), i, &words_of(i));
+        }
+        let held: Vec<(usize, Vec<u64>)> = table
+            .iter_words()
+            .map(|(_, &i, w)| (i, w.to_vec()))
+            .collect();
+        let expected: Vec<(usize, Vec<u64>)> =
+            (1000..1010).map(|i| (i, words_of(i).to_vec())).collect();
+        assert_eq!(held, expected);
+        for i in 1000..1010 {
+            table.remove(&key(i));
+        }
+        table.insert_words(key(7), 7, &words_of(7));
+        let held: Vec<(usize, Vec<u64>)> = table
+            .iter_words()
+            .map(|(_, &i, w)| (i, w.to_vec()))
+            .collect();
+        assert_eq!(held, [(7, words_of(7).to_vec())]);
+    }
 }
