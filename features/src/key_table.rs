@@ -90,8 +90,10 @@ fn locate_in(at: usize, full: usize) -> (usize, usize) {
         let k = (at / FIRST_CHUNK + 1).ilog2() as usize;
         (k, at - FIRST_CHUNK * ((1 << k) - 1))
     } else {
+        // `full` is a power of two: a shift and a mask, where dividing by a column's `full`,
+        // known only at run time, would be a `div` instruction on every access.
         let past = at - growing_len;
-        (growing + past / full, past % full)
+        (growing + (past >> full.trailing_zeros()), past & (full - 1))
     }
 }
 
