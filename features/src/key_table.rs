@@ -5,10 +5,12 @@
 //!
 //! Why not a hash map of (key, state) entries (issue #18, run M): a hash table is at most 7/8
 //! full and doubles as it grows, so 12–56 % of its buckets are empty, and each empty bucket
-//! is as large as an entry (a pane's key and slot: 104 bytes). Here an empty bucket is 4
+//! is as large as an entry (a pane's key and slot: 88 bytes). Here an empty bucket is 4
 //! bytes, and the entries never move: once past the first doubling chunks, at most one
 //! chunk ([`CHUNK_BYTES`]) is partly filled, and a removed key's place waits for the next
-//! new key. A lookup reads the index, then the entry.
+//! new key. A lookup reads the index, then the entry. A table may keep a fixed number of
+//! words beside each entry ([`Column`]: a pane's accumulator words), found by the entry's
+//! place.
 
 use hashbrown::HashTable;
 use serde::de::{MapAccess, Visitor};

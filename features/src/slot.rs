@@ -7,7 +7,9 @@
 //! is most of the window state's memory. The first and last arrivals are stored as columns
 //! ([`Arrivals`]) so the two 4-byte partitions share a word, and the key group, record count,
 //! latest ingest time and the owner's "changed since emitted" flag share 16 bytes
-//! ([`Tally`]): 80 bytes in all. Snapshots keep the older shape (first and last as
+//! ([`Tally`]): 64 bytes beside the accumulator words ([`SlotMeta`]). A pane's words live in
+//! its key table's column ([`SlotRef`] / [`SlotMut`] borrow both parts); a session's slot
+//! holds its own ([`Slot`], 80 bytes). Snapshots keep the older shape (first and last as
 //! `(seq, position)` pairs, the flag written by the owner), so the bytes of a snapshot do not
 //! depend on this layout.
 
