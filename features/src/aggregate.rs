@@ -175,12 +175,18 @@ impl Clone for Accumulators {
 
     fn clone_from(&mut self, source: &Self) {
         self.words.clone_from(&source.words);
-        if self.distinct.len() == source.distinct.len() {
-            let pairs = self.distinct.iter_mut().zip(&source.distinct);
-            pairs.for_each(|(into, from)| into.clone_from(from));
-        } else {
-            self.distinct.clone_from(&source.distinct);
-        }
+        clone_distinct_from(&mut self.distinct, &source.distinct);
+    }
+}
+
+/// Makes `into` a copy of `source`'s distinct states, into their existing allocations when
+/// the counts agree (always, for states of one job).
+pub(crate) fn clone_distinct_from(into: &mut ThinVec<Distinct>, source: &ThinVec<Distinct>) {
+    if into.len() == source.len() {
+        let pairs = into.iter_mut().zip(source);
+        pairs.for_each(|(into, from)| into.clone_from(from));
+    } else {
+        into.clone_from(source);
     }
 }
 

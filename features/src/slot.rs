@@ -13,7 +13,7 @@
 //! `(seq, position)` pairs, the flag written by the owner), so the bytes of a snapshot do not
 //! depend on this layout.
 
-use crate::aggregate::{AccsOut, Words};
+use crate::aggregate::{clone_distinct_from, AccsOut, Words};
 use crate::feature::{AccsMut, AccsRef, Accumulators, FeatureSet};
 use crate::hll::Distinct;
 use crate::record::Event;
@@ -410,12 +410,7 @@ impl Slot {
             self.words = Words::from(other.words);
         }
         let mut distinct = std::mem::take(&mut self.meta.distinct);
-        if distinct.len() == other.meta.distinct.len() {
-            let pairs = distinct.iter_mut().zip(&other.meta.distinct);
-            pairs.for_each(|(into, from)| into.clone_from(from));
-        } else {
-            distinct.clone_from(&other.meta.distinct);
-        }
+        clone_distinct_from(&mut distinct, &other.meta.distinct);
         self.meta = SlotMeta {
             distinct,
             ..*other.meta
