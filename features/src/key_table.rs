@@ -418,19 +418,7 @@ impl<V> KeyTable<V> {
     /// Sets `key`'s value and words (a table that keeps `words.len()` words).
     pub fn insert_words(&mut self, key: Key, value: V, words: &[u64]) {
         self.keep_words(words.len());
-        let hash = key_hash(&key);
-        let place = match self.place(hash, &key) {
-            Some(at) => {
-                *self.at_mut(at) = value;
-                at
-            }
-            None => {
-                let (entries, next) = (&self.entries, self.next_place());
-                self.index
-                    .insert_unique(hash, next, |&at| hash_at(entries, at));
-                Place(narrow(self.put((key, value))))
-            }
-        };
+        let (place, _) = self.insert_place(key, value);
         self.words_mut(place).1.copy_from_slice(words);
     }
 
@@ -579,15 +567,19 @@ impl<V> KeyTable<V> {
 
     /// Sets `key`'s value, returning the one it replaces.
     pub fn insert(&mut self, key: Key, value: V) -> Option<V> {
+        self.insert_place(key, value).1
+    }
+
+    /// Sets `key`'s value: its place, and the value it replaces.
+    fn insert_place(&mut self, key: Key, value: V) -> (Place, Option<V>) {
         let hash = key_hash(&key);
         if let Some(at) = self.place(hash, &key) {
-            return Some(std::mem::replace(self.at_mut(at), value));
+            return (at, Some(std::mem::replace(self.at_mut(at), value)));
         }
         let (entries, next) = (&self.entries, self.next_place());
         self.index
             .insert_unique(hash, next, |&at| hash_at(entries, at));
-        self.put((key, value));
-        None
+        (Place(narrow(self.put((key, value)))), None)
     }
 
     /// Removes `key`, returning its value.
