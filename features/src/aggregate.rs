@@ -109,8 +109,10 @@ pub struct Accumulators {
 }
 
 /// A (key, window)'s accumulators, borrowed from wherever they are kept (an
-/// [`Accumulators`], or a slot whose words are a column of its pane's key table).
-#[derive(Clone, Copy, Debug)]
+/// [`Accumulators`], or a slot whose words are a column of its pane's key table). Serialized
+/// as an [`Accumulators`] is (its words and its distinct states, each a sequence).
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename = "Accumulators")]
 pub struct AccsRef<'a> {
     /// Numeric states, each feature at its offset.
     pub words: &'a [u64],
@@ -125,24 +127,6 @@ pub struct AccsMut<'a> {
     pub words: &'a mut [u64],
     /// Distinct-count states, one per `distinct` feature.
     pub distinct: &'a mut [Distinct],
-}
-
-/// Accumulators serialized from a view: the bytes of [`Accumulators`]' own form (its words
-/// and its distinct states, each a sequence).
-#[derive(Serialize)]
-#[serde(rename = "Accumulators")]
-pub(crate) struct AccsOut<'a> {
-    words: &'a [u64],
-    distinct: &'a [Distinct],
-}
-
-impl<'a> From<AccsRef<'a>> for AccsOut<'a> {
-    fn from(accs: AccsRef<'a>) -> Self {
-        AccsOut {
-            words: accs.words,
-            distinct: accs.distinct,
-        }
-    }
 }
 
 impl Accumulators {

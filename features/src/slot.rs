@@ -13,7 +13,7 @@
 //! `(seq, position)` pairs, the flag written by the owner), so the bytes of a snapshot do not
 //! depend on this layout.
 
-use crate::aggregate::{clone_distinct_from, AccsOut, Words};
+use crate::aggregate::{clone_distinct_from, Words};
 use crate::feature::{AccsMut, AccsRef, Accumulators, FeatureSet};
 use crate::hll::Distinct;
 use crate::record::Event;
@@ -210,7 +210,7 @@ pub(crate) struct SlotMut<'a> {
 #[serde(rename = "Slot")]
 struct SlotOut<'a> {
     key_group: KeyGroup,
-    accs: AccsOut<'a>,
+    accs: AccsRef<'a>,
     records: u64,
     first: (u64, SourcePosition),
     last: (u64, SourcePosition),
@@ -232,7 +232,7 @@ impl Serialize for SlotRef<'_> {
         let meta = self.meta;
         SlotOut {
             key_group: meta.tally.key_group(),
-            accs: self.accs().into(),
+            accs: self.accs(),
             records: meta.tally.records(),
             first: meta.arrivals.get(FIRST),
             last: meta.arrivals.get(LAST),
