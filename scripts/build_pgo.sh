@@ -8,6 +8,10 @@
 #
 # Usage: scripts/build_pgo.sh [OUT]   (default OUT: target/pgo/weir; deploy/Dockerfile builds
 # its image's binary with it)
+#        scripts/build_pgo.sh --check-training WEIR   runs the training below with the binary
+#        WEIR over 20 000 events, no build, no profile: scripts/test.sh runs it with the
+#        tests' debug binary, so a changed command line or job file breaks CI, not the next
+#        image build.
 #
 # Training (each run with the instrumented binary, on a generated clickstream of 1 M events
 # over 50 000 users, as run F's input):
@@ -23,40 +27,18 @@
 # (installed here when missing). Builds in target/pgo/ (two full release builds, ~14 min on
 # 2 cores); the normal target/release/ is left alone.
 set -euo pipefail
+CALLER_DIR=$PWD
 cd "$(dirname "$0")/.."
 REPO_ROOT=$PWD
 
-OUT=${1:-target/pgo/weir}
 WORK=$REPO_ROOT/target/pgo
 PROFILES=$WORK/profiles
-TRAIN=$WORK/train
-HOST=$(rustc -vV | sed -n 's/^host: //p')
-PROFDATA="$(rustc --print sysroot)/lib/rustlib/$HOST/bin/llvm-profdata"
 export WEIR_ORT_LIB="${WEIR_ORT_LIB:-$REPO_ROOT/.cache/onnxruntime/libonnxruntime.so}"
 # The training runs serve no /metrics (a port in use would fail them).
 export WEIR_METRICS_ADDR=off
 
 step() { printf '\n==> %s\n' "$*"; }
 
-if [[ ! -x "$PROFDATA" ]]; then
-    step "llvm-profdata (rustup component llvm-tools)"
-    rustup component add llvm-tools
-fi
-if [[ ! -f "$WEIR_ORT_LIB" ]]; then
-    echo "no ONNX Runtime at $WEIR_ORT_LIB (the scoring run trains on it): run scripts/setup.sh or set WEIR_ORT_LIB" >&2
-    exit 1
-fi
-
-step "instrumented build (target/pgo/generate)"
-rm -rf "$PROFILES"
-RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$PROFILES" CARGO_TARGET_DIR="$WORK/generate" \
-    cargo build --release --locked -p weir --bin weir
-WEIR="$WORK/generate/release/weir"
-
-step "training runs"
-rm -rf "$TRAIN"
-mkdir -p "$TRAIN"
-"$WEIR" gen --seed 42 --events 1000000 --users 50000 --out "$TRAIN/clicks.jsonl"
 # jobs/clickstream.toml with its [window] table replaced by the file WINDOW's.
 job_with_window() {
     local window=$1 job=$2
@@ -64,19 +46,61 @@ job_with_window() {
     printf '\n[window]\n' >>"$job"
     cat "$window" >>"$job"
 }
-# Run F's three windows (tumbling 1 m, hopping 5 m / 1 m, session 30 s).
-for window in benches/windows/*.toml; do
-    job="$TRAIN/job-$(basename "$window")"
-    job_with_window "$window" "$job"
-    for workers in 1 2; do
-        "$WEIR" features "$job" --input "$TRAIN/clicks.jsonl" \
-            --output "$TRAIN/rows.jsonl" --workers "$workers"
+
+# train WEIR EVENTS DIR: the training workload, run by the binary WEIR over EVENTS generated
+# events in the scratch directory DIR (made and removed here).
+train() {
+    local weir=$1 events=$2 dir=$3
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    "$weir" gen --seed 42 --events "$events" --users 50000 --out "$dir/clicks.jsonl"
+    # Run F's three windows (tumbling 1 m, hopping 5 m / 1 m, session 30 s).
+    local window job workers
+    for window in benches/windows/*.toml; do
+        job="$dir/job-$(basename "$window")"
+        job_with_window "$window" "$job"
+        for workers in 1 2; do
+            "$weir" features "$job" --input "$dir/clicks.jsonl" \
+                --output "$dir/rows.jsonl" --workers "$workers"
+        done
     done
-done
-# The job file's model path is relative to the job file: run it where it is.
-"$WEIR" run jobs/clickstream.toml --input-file "$TRAIN/clicks.jsonl" \
-    --output-file "$TRAIN/scores.jsonl"
-rm -rf "$TRAIN"
+    # The job file's model path is relative to the job file: run it where it is.
+    "$weir" run jobs/clickstream.toml --input-file "$dir/clicks.jsonl" \
+        --output-file "$dir/scores.jsonl"
+    rm -rf "$dir"
+}
+
+if [[ ! -f "$WEIR_ORT_LIB" ]]; then
+    echo "no ONNX Runtime at $WEIR_ORT_LIB (the scoring run trains on it): run scripts/setup.sh or set WEIR_ORT_LIB" >&2
+    exit 1
+fi
+
+if [[ "${1:-}" == --check-training ]]; then
+    weir=$(cd "$CALLER_DIR" && realpath "${2:?usage: scripts/build_pgo.sh --check-training WEIR}")
+    step "the training runs with $weir, 20 000 events"
+    scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
+    train "$weir" 20000 "$scratch"
+    step "done: the training runs pass"
+    exit 0
+fi
+
+OUT=${1:-target/pgo/weir}
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+PROFDATA="$(rustc --print sysroot)/lib/rustlib/$HOST/bin/llvm-profdata"
+
+if [[ ! -x "$PROFDATA" ]]; then
+    step "llvm-profdata (rustup component llvm-tools)"
+    rustup component add llvm-tools
+fi
+
+step "instrumented build (target/pgo/generate)"
+rm -rf "$PROFILES"
+RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$PROFILES" CARGO_TARGET_DIR="$WORK/generate" \
+    cargo build --release --locked -p weir --bin weir
+
+step "training runs"
+train "$WORK/generate/release/weir" 1000000 "$WORK/train"
 
 step "merging the profiles"
 "$PROFDATA" merge -o "$WORK/weir.profdata" "$PROFILES"

@@ -10,7 +10,7 @@
 #    (scripts/import_rings.py), the Kubernetes manifests against the API schemas
 #    (deploy/validate_k8s.py), BENCHMARKS.md's targets at a glance against its tables
 #    (scripts/bench_targets.py --check), cargo test, with WEIR_TEST_BROKERS pointing at the
-#    broker
+#    broker, then scripts/build_pgo.sh's training runs with the tests' weir binary
 #
 # Every check runs even when an earlier one fails, so one run shows every
 # problem; the exit status is non-zero if any failed. Extra arguments go to
@@ -118,6 +118,12 @@ main() {
     run k8s-manifests .cache/venv/bin/python deploy/validate_k8s.py
     run bench-targets python3 scripts/bench_targets.py --check
     run test cargo_test "$@"
+    # The deploy image's profile-guided build trains on `weir features` and `weir run`: the
+    # same runs with the tests' debug binary, over a small input (a few seconds). A narrowed
+    # run (`-p …`) may not have built that binary.
+    if (($# == 0)); then
+        run pgo-training bash scripts/build_pgo.sh --check-training target/debug/weir
+    fi
 
     step "summary ($((SECONDS - t0))s total)"
     printf '  %s\n' "${summary[@]}"
