@@ -9,9 +9,9 @@
 # Usage: scripts/build_pgo.sh [OUT]   (default OUT: target/pgo/weir; deploy/Dockerfile builds
 # its image's binary with it)
 #        scripts/build_pgo.sh --check-training WEIR   runs the training below with the binary
-#        WEIR over 20 000 events, no build, no profile: scripts/test.sh runs it with the
-#        tests' debug binary, so a changed command line or job file breaks CI, not the next
-#        image build.
+#        WEIR (a path from the current directory) over 20 000 events, no build, no profile:
+#        scripts/test.sh runs it with the tests' debug binary, so a changed command line or
+#        job file breaks CI, not the next image build.
 #
 # Training (each run with the instrumented binary, on a generated clickstream of 1 M events
 # over 50 000 users, as run F's input):

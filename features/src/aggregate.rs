@@ -3,7 +3,8 @@
 //! describes their concatenation, which hopping panes and session merges (issue #3) rely on.
 //!
 //! State layout: all numeric states of one (key, window) live in one flat run of 64-bit
-//! words ([`Accumulators::words`]), each feature at a fixed offset, sized by its kind:
+//! words (an [`Accumulators::words`], or a pane's place in its key table's column, borrowed
+//! as [`AccsRef`] / [`AccsMut`]), each feature at a fixed offset, sized by its kind:
 //! `count` 1 word, `min`/`max` 1, `sum`/`mean` 2, `first`/`last` 2, variances 3. Distinct
 //! counts keep a [`Distinct`] each in [`Accumulators::distinct`]; ratios keep no state.
 //! Updating an existing state never allocates, except `distinct`, whose exact set grows.
@@ -93,8 +94,11 @@ impl AggKind {
 }
 
 /// Flat numeric state of all features of one (key, window), exactly as long as the job's
-/// features need (count/sum/max: 4 words): one allocation per new slot, none per update,
-/// and a slot holds only its pointer and length (16 bytes) whatever the job's features.
+/// features need (count/sum/max: 4 words), where it has words of its own (an
+/// [`Accumulators`], a session's or a merged window's slot): one allocation per such slot,
+/// none per update, and the owner holds only its pointer and length (16 bytes) whatever the
+/// job's features. A pane's words are its key table's column instead, with no allocation of
+/// their own.
 pub type Words = Box<[u64]>;
 
 /// The state of all features of one (key, window). Built by `FeatureSet::empty`, changed

@@ -167,7 +167,7 @@ fn sort_windows(due: &mut [Due<'_>]) -> usize {
 }
 
 /// [`sort_windows`] for the entries of one window end gathered pane after pane, in pane
-/// order. The sort moves 8-byte words, not 40-byte entries: each word is an entry's hash
+/// order. The sort moves 8-byte words, not 48-byte entries: each word is an entry's hash
 /// order bits and its index (so a window's entries stay in pane order), and the entries are
 /// then copied into `sorted` in that order. More entries than the index bits hold take the
 /// general sort. Returns the windows' count, as [`sort_windows`] does.

@@ -4,10 +4,10 @@
 //! Why not a `SmallVec<[Session; 1]>` (issue #18, run M): most keys have one open session,
 //! and a small vector of one holds it inline beside a length word (8 bytes more than the
 //! session). Here the three cases are an enum whose tag the compiler keeps in values the
-//! session never holds (its niche: the spare values of a flag's byte), so one session costs
-//! its own size and nothing more; two or more live in a `Vec`, as a small vector's spill
-//! does. It serializes as a
-//! sequence, as the small vector did, so snapshot bytes do not change.
+//! session never holds (its niche: the spare values of `emitted`'s `Option` tag), so one
+//! session costs its own size and nothing more; two or more live in a `Vec`, as a small
+//! vector's spill does. It serializes as a sequence, as the small vector did, so snapshot
+//! bytes do not change.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::ops::{Deref, DerefMut};
