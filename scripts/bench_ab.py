@@ -70,7 +70,7 @@ def main():
             print(
                 f"  {label:<12} wall {statistics.median(wall):.3f} (min {wall[0]:.3f})"
                 f"  cpu {statistics.median(cpu):.3f} (min {cpu[0]:.3f})"
-                f"  rss {statistics.median(rss):.0f}"
+                f"  rss {statistics.median(rss):.0f} ({rss[0]:.0f}-{rss[-1]:.0f})"
                 f"  | paired vs {first}: wall x{paired[0]:.3f} cpu x{paired[1]:.3f}"
                 f"  | steal {steal}"
             )
