@@ -8,7 +8,10 @@
 //! progress goes on. The slack keeps a source from stopping at every tick its peer has not
 //! closed yet: with none, a features run's sources (2 ms ticks) each sat idle waiting for
 //! the other (run F, BENCHMARKS.md fix 25: 3-9 % more wall time than with 5 ticks of slack,
-//! for 6-19 MB less memory). Only instances of one process are compared: hosts' clocks
+//! for 6-19 MB less memory). One tick of a features run (2 ms) is enough since the workers
+//! got faster, and it bounds what a busy worker's peer reads ahead to a fifth (fix 77:
+//! hopping's 2-worker peak memory 37-39 MB instead of 38-40 at the median, 41-48 instead of
+//! 48-57 at the highest, at the same CPU and wall time). Only instances of one process are compared: hosts' clocks
 //! disagree, and a tick measured against another host's clock would hold a source back for
 //! as long as the skew lasts.
 
@@ -18,8 +21,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use weir_features::vocab::Tick;
 
 /// How far, in wall-clock time, a source may read ahead of the slowest source instance of its
-/// process: whole ticks of this (none at ticks longer than it, such as a live job's 100 ms).
-pub const ALIGNMENT_SLACK_MS: u64 = 10;
+/// process: whole ticks of this (one of a features run's 2 ms ticks; none at ticks longer
+/// than it, such as a live job's 100 ms, where a source reads within the slowest's tick).
+pub const ALIGNMENT_SLACK_MS: u64 = 2;
 
 /// The current tick of every running source instance of this process.
 #[derive(Clone, Debug, Default)]
@@ -105,13 +109,16 @@ mod tests {
         let alignment = SourceAlignment::for_tick(2);
         let (a, b) = (alignment.join(0), alignment.join(1));
         assert!(b.may_read(10));
-        assert!(a.may_read(15), "5 ticks of 2 ms ahead");
-        assert!(!a.may_read(16), "6 ticks ahead");
-        assert_eq!(
-            SourceAlignment::for_tick(100).slack,
-            0,
-            "no slack at long ticks"
-        );
+        assert!(a.may_read(11), "1 tick of 2 ms ahead");
+        assert!(!a.may_read(12), "2 ticks ahead");
+        assert_eq!(SourceAlignment::for_tick(1).slack, 2, "2 ticks of 1 ms");
+        for long in [3, 10, 100] {
+            assert_eq!(
+                SourceAlignment::for_tick(long).slack,
+                0,
+                "no slack at {long} ms ticks"
+            );
+        }
     }
 
     #[test]
