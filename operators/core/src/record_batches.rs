@@ -74,7 +74,8 @@ impl<T> RecordBatches<T> {
         if self.current.capacity() == 0 {
             self.current = self.spare.take().unwrap_or_default();
             self.current.clear();
-            self.current.reserve_exact(room_after(self.last_len));
+            self.current
+                .reserve_exact(room_after(self.last_len, BATCH_RECORDS));
         } else if self.current.len() == self.current.capacity() {
             let len = self.current.len();
             self.current.reserve_exact(len.min(BATCH_RECORDS - len));
@@ -88,9 +89,10 @@ impl<T> RecordBatches<T> {
 }
 
 /// The room a batch starts with after one of `last_len` records: that and a quarter more,
-/// within [`FIRST_BATCH`] and [`BATCH_RECORDS`] (also the window operator's row parts).
-pub fn room_after(last_len: usize) -> usize {
-    (last_len + last_len / 4).clamp(FIRST_BATCH, BATCH_RECORDS)
+/// within [`FIRST_BATCH`] and `most` ([`BATCH_RECORDS`] for a batch of records; the window
+/// operator's row parts take their activation's row budget).
+pub fn room_after(last_len: usize, most: usize) -> usize {
+    (last_len + last_len / 4).clamp(FIRST_BATCH, most)
 }
 
 impl<T: 'static> ContainerBuilder for RecordBatches<T> {

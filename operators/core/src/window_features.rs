@@ -64,10 +64,11 @@ pub struct WindowConfig {
     pub checkpoints: OperatorCheckpoints,
 }
 
-/// Rows a tick's firing emits per activation, about (whole shards are fired), in containers of
-/// about [`BATCH_RECORDS`] rows: a bounded input read at full speed closes tens of thousands of
-/// windows per 100 ms tick, and the operators after this one (the sink's encoder and writer)
-/// take them in parts of this size instead of all at once.
+/// Rows a tick's firing emits per activation, about (whole shards are fired), in containers
+/// of whole shards' rows, [`BATCH_RECORDS`] or more but the last: a bounded input read at
+/// full speed closes tens of thousands of windows per 100 ms tick, and the operators after
+/// this one (the sink's encoder and writer) take them in parts of this size instead of all
+/// at once.
 pub const FIRE_BUDGET_ROWS: usize = 8_192;
 
 /// Operator name of the window state in checkpoints.
@@ -187,12 +188,14 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
             // The complete tick whose windows are firing, when they did not all fit into one
             // activation's row budget.
             let mut firing: Option<(Tick, TickCapabilities)> = None;
-            // The rows of one firing call (about BATCH_RECORDS at most: whole shards are
-            // fired), built in place by the window state and handed on as one container,
-            // which starts with room for as many rows as the last one held and a quarter more
-            // (`room_after`): a live stream's few rows a tick do not each hold a full batch's
-            // memory downstream, and a part a little longer than the last is not copied into
-            // a vector twice its size.
+            // The rows of one firing call (BATCH_RECORDS or more: whole shards are fired, and
+            // one shard's windows of a tick can hold several thousand rows), built in place by
+            // the window state and handed on as one container, which starts with room for as
+            // many rows as the last one held and a quarter more, up to the activation's row
+            // budget (`room_after`): a live stream's few rows a tick do not each hold a full
+            // part's memory downstream, and a part a little longer than the last is not
+            // copied into a vector twice its size (capped at BATCH_RECORDS, the room made a
+            // hopping run's parts of 1 500-8 000 rows grow two or three times: fix 78).
             let (mut fired_rows, mut last_part) = (Vec::<FeatureRow>::new(), 0);
             move |frontiers| {
                 let mut rows_handle = rows_out.activate();
@@ -237,11 +240,11 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
                         break;
                     }
                     let now_ms = (unix_nanos() / 1_000_000) as i64;
-                    fired_rows.reserve(room_after(last_part));
+                    fired_rows.reserve(room_after(last_part, FIRE_BUDGET_ROWS));
                     let part = budget.min(BATCH_RECORDS);
                     let fired = window.fire(now_ms, unix_nanos(), part, &mut fired_rows);
                     if !fired_rows.is_empty() {
-                        last_part = fired_rows.len().min(BATCH_RECORDS);
+                        last_part = fired_rows.len();
                         // Handed on whole: no row is copied again on its way to the sink.
                         rows_handle
                             .session(&caps.rows)
