@@ -11,9 +11,9 @@
 //! for 6-19 MB less memory). One tick of a features run (2 ms) is enough since the workers
 //! got faster, and it bounds what a busy worker's peer reads ahead to a fifth (fix 77:
 //! hopping's 2-worker peak memory 37-39 MB instead of 38-40 at the median, 41-48 instead of
-//! 48-57 at the highest, at the same CPU and wall time). Only instances of one process are compared: hosts' clocks
-//! disagree, and a tick measured against another host's clock would hold a source back for
-//! as long as the skew lasts.
+//! 48-57 at the highest, at the same CPU and wall time). Only instances of one process are
+//! compared: hosts' clocks disagree, and a tick measured against another host's clock would
+//! hold a source back for as long as the skew lasts.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
