@@ -693,29 +693,54 @@ impl<V: Serialize> Serialize for KeyTable<V> {
 
 impl<'de, V: Deserialize<'de>> Deserialize<'de> for KeyTable<V> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Entries<V>(PhantomData<V>);
+        deserialize_entries(
+            deserializer,
+            "a map of keys to their state",
+            |table, key, value| {
+                table.insert(key, value);
+            },
+        )
+    }
+}
 
-        impl<'de, V: Deserialize<'de>> Visitor<'de> for Entries<V> {
-            type Value = KeyTable<V>;
+/// Reads a map of keys to entries of type `T` into a table, each entry put there by `put`
+/// (a table's own entries, or a pane's, which also carry words: [`crate::pane_table`]);
+/// `expecting` names the map in an error.
+pub(crate) fn deserialize_entries<'de, D, V, T>(
+    deserializer: D,
+    expecting: &'static str,
+    put: impl FnMut(&mut KeyTable<V>, Key, T),
+) -> Result<KeyTable<V>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Entries<V, T, P>(&'static str, P, PhantomData<(V, T)>);
 
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of keys to their state")
-            }
+    impl<'de, V, T, P> Visitor<'de> for Entries<V, T, P>
+    where
+        T: Deserialize<'de>,
+        P: FnMut(&mut KeyTable<V>, Key, T),
+    {
+        type Value = KeyTable<V>;
 
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut table = KeyTable::default();
-                // A length read from the input is a hint, not a promise: room for at most
-                // 4 096 keys up front.
-                table.reserve(map.size_hint().unwrap_or(0).min(4096));
-                while let Some((key, value)) = map.next_entry()? {
-                    table.insert(key, value);
-                }
-                Ok(table)
-            }
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
         }
 
-        deserializer.deserialize_map(Entries(PhantomData))
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut table = KeyTable::default();
+            // A length read from the input is a hint, not a promise: room for at most
+            // 4 096 keys up front.
+            table.reserve(map.size_hint().unwrap_or(0).min(4096));
+            while let Some((key, entry)) = map.next_entry()? {
+                (self.1)(&mut table, key, entry);
+            }
+            Ok(table)
+        }
     }
+
+    deserializer.deserialize_map(Entries(expecting, put, PhantomData))
 }
 
 #[cfg(test)]

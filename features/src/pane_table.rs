@@ -6,15 +6,13 @@
 //! snapshot still holds each (key, pane) as the slot it was before, then the pane's flag, so
 //! snapshot bytes do not depend on where the words live.
 
-use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
-use std::fmt;
 
-use crate::key_table::KeyTable;
+use crate::key_table::{deserialize_entries, KeyTable};
 use crate::slot::{Slot, SlotMeta, SlotRef};
-use crate::vocab::{EventTime, Key};
+use crate::vocab::EventTime;
 
 /// The panes of one start, by key: each key's slot without its words, which the table's
 /// column holds. Its flag `dirty()`: updated after one of its windows was emitted.
@@ -64,30 +62,13 @@ struct TableIn(PaneKeys);
 
 impl<'de> Deserialize<'de> for TableIn {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Panes;
-
-        impl<'de> Visitor<'de> for Panes {
-            type Value = TableIn;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of keys to their panes")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TableIn, A::Error> {
-                let mut table = PaneKeys::default();
-                // A length read from the input is a hint, not a promise: room for at most
-                // 4 096 keys up front.
-                table.reserve(map.size_hint().unwrap_or(0).min(4096));
-                while let Some((key, pane)) = map.next_entry::<Key, PaneIn>()? {
-                    let (words, mut meta) = pane.slot.into_parts();
-                    meta.set_dirty(pane.dirty);
-                    table.insert_words(key, meta, &words);
-                }
-                Ok(TableIn(table))
-            }
-        }
-
-        deserializer.deserialize_map(Panes)
+        let expecting = "a map of keys to their panes";
+        let table = deserialize_entries(deserializer, expecting, |table, key, pane: PaneIn| {
+            let (words, mut meta) = pane.slot.into_parts();
+            meta.set_dirty(pane.dirty);
+            table.insert_words(key, meta, &words);
+        })?;
+        Ok(TableIn(table))
     }
 }
 
@@ -115,6 +96,7 @@ pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
 mod tests {
     use super::*;
     use crate::test_fixtures::{count_feature, event};
+    use crate::vocab::Key;
 
     /// A (key, pane) as it was kept before the words column: a slot and the pane's flag.
     type SlotAndFlag = (Slot, bool);
