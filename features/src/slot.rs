@@ -290,14 +290,19 @@ impl SlotMeta {
 }
 
 impl<'a> SlotMut<'a> {
+    /// The accumulators, borrowed mutably.
+    #[inline]
+    fn accs(&mut self) -> AccsMut<'_> {
+        AccsMut {
+            words: self.words,
+            distinct: &mut self.meta.distinct,
+        }
+    }
+
     /// Folds one record in. Does not allocate.
     #[inline]
     pub fn add(&mut self, features: &FeatureSet, event: &Event, seq: u64) {
-        let accs = AccsMut {
-            words: self.words,
-            distinct: &mut self.meta.distinct,
-        };
-        features.update(accs, &event.values, event.ts);
+        features.update(self.accs(), &event.values, event.ts);
         self.meta.tally.add_record(event.ingested_ms);
         self.meta.arrivals.widen((seq, event.position));
     }
@@ -305,11 +310,7 @@ impl<'a> SlotMut<'a> {
     /// Merges `other` in: the result describes the union of both slots' records. Pass the
     /// earlier pane or session as `self` (see [`FeatureSet::merge`]).
     pub fn absorb(&mut self, features: &FeatureSet, other: SlotRef<'_>) {
-        let accs = AccsMut {
-            words: self.words,
-            distinct: &mut self.meta.distinct,
-        };
-        features.merge(accs, other.accs());
+        features.merge(self.accs(), other.accs());
         self.meta.tally.absorb(&other.meta.tally);
         self.meta.arrivals.absorb(&other.meta.arrivals);
     }
