@@ -326,10 +326,14 @@ impl PaneWindows {
                 // watermark closed carry their panes' slots (a revision and a closed window
                 // never share an end: revisions end at or before the last firing, closed
                 // windows after it).
-                let slot = if window.iter().any(|d| d.slot.is_none()) {
-                    merged_slot(panes, features, (key, key_hash), bounds, merged)
-                } else {
-                    merge_slots(features, window.iter().filter_map(|d| d.slot), merged)
+                let slot = match window {
+                    [Due {
+                        slot: Some(only), ..
+                    }] => Some(*only),
+                    _ if window.iter().any(|d| d.slot.is_none()) => {
+                        merged_slot(panes, features, (key, key_hash), bounds, merged)
+                    }
+                    _ => merge_slots(features, window.iter().filter_map(|d| d.slot), merged),
                 };
                 if let Some(slot) = slot {
                     let revision = if end <= horizon {
