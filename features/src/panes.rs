@@ -325,7 +325,9 @@ impl PaneWindows {
                 // A revision (no slot) merges whatever its panes hold now; windows the
                 // watermark closed carry their panes' slots (a revision and a closed window
                 // never share an end: revisions end at or before the last firing, closed
-                // windows after it).
+                // windows after it). A window of one closed pane's entry takes its slot
+                // straight from it: through `merge_slots`' iterator the slot was stored in two
+                // parts and read back whole, a stall (BENCHMARKS.md, F, fix 79).
                 let slot = match window {
                     [Due {
                         slot: Some(only), ..
