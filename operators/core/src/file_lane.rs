@@ -5,7 +5,6 @@
 //! only that range, so what it holds does not grow with the input. The instance
 //! ([`crate::file_source`]) reads its lanes round-robin and keeps their watermarks.
 
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 
 use weir_checkpoint::SourceOffset;
@@ -15,6 +14,7 @@ use crate::error::{OperatorError, Result};
 use crate::file_claims::{ClaimedRange, RangeClaims};
 use crate::file_ranges::InputRange;
 use crate::input_file::{input_error, open_file, InputFile, READ_BUFFER_BYTES};
+use crate::range_file::RangeFile;
 
 /// A range and how far it has been read.
 #[derive(Clone, Debug)]
@@ -53,9 +53,10 @@ impl RangeProgress {
     }
 }
 
-/// The reader of a lane: a plain file it can seek in, or a stream it reads from the start.
+/// The reader of a lane: a plain file it can seek in, read up to the end of the range being
+/// read, or a stream it reads from the start.
 enum LaneInput {
-    Seekable(BufReader<File>),
+    Seekable(BufReader<RangeFile>),
     Stream(Box<dyn BufRead>),
 }
 
@@ -109,7 +110,10 @@ impl Lane {
         };
         let input = if file.splittable_size.is_some() {
             let handle = open_file(&file.path)?;
-            LaneInput::Seekable(BufReader::with_capacity(READ_BUFFER_BYTES, handle))
+            LaneInput::Seekable(BufReader::with_capacity(
+                READ_BUFFER_BYTES,
+                RangeFile::new(handle),
+            ))
         } else {
             LaneInput::Stream(file.stream()?)
         };
@@ -207,6 +211,9 @@ impl Lane {
         let Some(range) = &self.current else {
             return Ok(());
         };
+        if let LaneInput::Seekable(reader) = &mut self.input {
+            reader.get_mut().bound(range.range.end);
+        }
         let target = range.next.unwrap_or(range.range.start);
         if target == self.offset {
             return Ok(());
@@ -241,4 +248,104 @@ fn skip_to_line_start(reader: &mut dyn BufRead, target: u64, path: &std::path::P
             "the checkpoint resumes it at byte {target} of its decompressed stream, which is past its end or not a line start (the file changed)"
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_checkpoint::SourcePositions;
+    use weir_testkit::files::Scratch;
+
+    use super::{Lane, LineRead};
+    use crate::file_claims::RangeClaims;
+    use crate::file_ranges::RangeLayout;
+    use crate::input_file::InputFile;
+
+    /// Line `i` of the test files: 11 bytes and a newline.
+    fn line(i: usize) -> String {
+        format!("{{\"n\":{i:05}}}")
+    }
+
+    /// A file of `lines` lines in a directory of the test's own, its input, and the claims
+    /// of `instances` instances of one process over ranges of `range_bytes`.
+    fn claimed(
+        lines: usize,
+        range_bytes: u64,
+        instances: usize,
+    ) -> (Scratch, InputFile, RangeClaims) {
+        let dir = Scratch::new("file-lane");
+        let path = dir.path().join("events.jsonl");
+        let text: String = (0..lines).map(|i| line(i) + "\n").collect();
+        std::fs::write(&path, text).expect("write");
+        let input = InputFile::open(&path).expect("the input");
+        let layout = RangeLayout::new(vec![input.clone()], range_bytes).expect("layout");
+        let claims = RangeClaims::default();
+        claims
+            .fill_once(&layout, (0, instances, 1), &SourcePositions::default())
+            .expect("filled");
+        (dir, input, claims)
+    }
+
+    /// Reads `lane`'s next line (moving on to its next range when one is done) into `lines`;
+    /// false once the lane is done.
+    fn read_next(lane: &mut Lane, input: &InputFile, lines: &mut Vec<(u64, String)>) -> bool {
+        match lane.read_line().expect("a line") {
+            LineRead::Line(offset, text) => {
+                lines.push((offset, String::from_utf8_lossy(text).into_owned()));
+            }
+            LineRead::RangeDone => {
+                lane.advance(&input.path).expect("the next range");
+            }
+        }
+        !lane.done()
+    }
+
+    #[test]
+    fn two_lanes_taking_ranges_in_turn_read_every_line_once_at_its_offset() {
+        // Ranges of ~40 bytes, far smaller than the read buffer: each lane's next range is
+        // rarely the one after its last, so it seeks, and its reads stop at the range's end.
+        let (_dir, input, claims) = claimed(100, 40, 2);
+        let mut lanes: Vec<Lane> = (0..2)
+            .map(|rank| {
+                Lane::claiming(&input, 0, &claims, rank)
+                    .expect("open")
+                    .expect("a range")
+            })
+            .collect();
+        let mut lines = Vec::new();
+        let mut reading = [true, true];
+        while reading.contains(&true) {
+            for (lane, reading) in lanes.iter_mut().zip(reading.iter_mut()) {
+                *reading = *reading && read_next(lane, &input, &mut lines);
+            }
+        }
+        lines.sort();
+        let expected: Vec<(u64, String)> = (0..100).map(|i| (12 * i as u64, line(i))).collect();
+        assert_eq!(lines, expected);
+    }
+
+    #[test]
+    fn a_line_that_now_runs_past_its_range_stops_the_lane() {
+        // Range 0 holds the lines starting before byte 100: nine, up to byte 108. The file
+        // then changes so that its ninth line runs past that.
+        let (_dir, input, claims) = claimed(20, 100, 1);
+        let mut lane = Lane::claiming(&input, 0, &claims, 0)
+            .expect("open")
+            .expect("a range");
+        let mut text: String = (0..8).map(|i| line(i) + "\n").collect();
+        text.push_str("{\"n\":\"a longer line\"}\n");
+        std::fs::write(&input.path, text).expect("rewrite");
+        for i in 0..8 {
+            match lane.read_line().expect("an unchanged line") {
+                LineRead::Line(offset, _) => assert_eq!(offset, 12 * i),
+                LineRead::RangeDone => panic!("range 0 ended early"),
+            }
+        }
+        let error = lane.read_line().err().expect("the changed line refused");
+        assert!(
+            error
+                .to_string()
+                .contains("the file changed while it was read"),
+            "{error}"
+        );
+    }
 }

@@ -21,6 +21,7 @@ mod file_writer;
 pub mod input_file;
 pub mod metrics;
 pub mod placement;
+mod range_file;
 pub mod record_batches;
 pub mod serving;
 pub mod snapshot_restore;
