@@ -27,20 +27,18 @@ use crate::input_file::{input_error, open_file, InputFile};
 
 /// Default `[source] range_bytes`: small enough that two instances reading neighbouring ranges
 /// keep little window state open between their watermarks (run F with 2 workers, hopping:
-/// 35-36 MB peak resident against 38-39 MB at 512 KiB, 48 MB at 1 MiB and 56 MB at 4 MiB;
-/// BENCHMARKS.md, fixes 27, 62 and 81), large enough that what each range costs (a 4 KiB
-/// read at a boundary, a claim, a watermark partition while it is read) stays small beside
-/// its ~1 900 lines of clickstream. Below 512 KiB ranges cost CPU until a lane's reads
-/// stopped at its range's end (fix 80: the rest of a 256 KiB read was thrown away at every
-/// range). What the run keeps per range read is constant: checkpoints hold finished ranges
-/// as spans of ids (fix 60), and neither a lane nor the watermark tracker keeps the ranges
-/// it finished (fixes 61, 62).
-pub const DEFAULT_RANGE_BYTES: u64 = 128 * 1024;
+/// 36 MB peak resident against 48 MB at 1 MiB and 56 MB at 4 MiB, at the same CPU;
+/// BENCHMARKS.md, fixes 27 and 62), large enough that what each range costs (a short read at
+/// a boundary, a claim, a watermark partition while it is read) stays small beside its
+/// ~7 500 lines of clickstream. What the run keeps per range read is constant: checkpoints
+/// hold finished ranges as spans of ids (fix 60), and neither a lane nor the watermark
+/// tracker keeps the ranges it finished (fixes 61, 62).
+pub const DEFAULT_RANGE_BYTES: u64 = 512 * 1024;
 
 /// The defaults `[source] range_bytes` had before [`DEFAULT_RANGE_BYTES`], newest first: a
 /// job file that leaves `range_bytes` unset restores a checkpoint written with one of them
 /// in that layout, instead of refusing it.
-pub const EARLIER_DEFAULT_RANGE_BYTES: &[u64] = &[512 * 1024, 1024 * 1024, 4 * 1024 * 1024];
+pub const EARLIER_DEFAULT_RANGE_BYTES: &[u64] = &[1024 * 1024, 4 * 1024 * 1024];
 
 /// A part of one input file that one source instance reads from start to end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
