@@ -11,56 +11,19 @@
 /// The longest text [`TextOut::put_short`] copies itself.
 pub(crate) const SHORT: usize = 32;
 
-/// A sink for text: room at its end ([`TextOut::room`]), counted once written
-/// ([`TextOut::wrote`]).
+/// A sink for text.
 pub(crate) trait TextOut {
-    /// Where `n` more bytes go: the start of room for them after the text, which no borrowed
-    /// slice overlaps. Valid until the sink is next used.
-    fn room(&mut self, n: usize) -> *mut u8;
-
-    /// Counts the `n` bytes written at the last [`TextOut::room`] as text.
-    ///
-    /// # Safety
-    /// Those bytes were all written, and `n` is at most the room asked for.
-    #[allow(unsafe_code)]
-    unsafe fn wrote(&mut self, n: usize);
-
-    /// Appends what `write` appends to a vector (serde_json's string escapes).
-    fn put_with(&mut self, write: impl FnOnce(&mut Vec<u8>));
-
     /// Appends `bytes`.
-    #[inline(always)]
-    fn put(&mut self, bytes: &[u8]) {
-        let n = bytes.len();
-        let to = self.room(n);
-        // SAFETY: `room` gave room for `n` bytes at `to`, which `bytes` does not overlap;
-        // they are all written, then counted.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), to, n);
-            self.wrote(n);
-        }
-    }
+    fn put(&mut self, bytes: &[u8]);
 
     /// Appends `bytes`, which are most often a few bytes long (a formatted number, a key): a
     /// copy of a length known only at run time is a `memcpy` call, which cost about as much as
     /// formatting the number. Up to [`SHORT`] bytes are copied as two fixed-size copies (of
     /// 1, 4, 8 or 16 bytes) that overlap in the middle, with no call.
-    #[inline(always)]
-    fn put_short(&mut self, bytes: &[u8]) {
-        let n = bytes.len();
-        if n > SHORT {
-            self.put(bytes);
-            return;
-        }
-        let to = self.room(n);
-        // SAFETY: as in `put`; `copy_short` writes all `n` bytes.
-        #[allow(unsafe_code)]
-        unsafe {
-            copy_short(bytes, to);
-            self.wrote(n);
-        }
-    }
+    fn put_short(&mut self, bytes: &[u8]);
+
+    /// Appends what `write` appends to a vector (serde_json's string escapes).
+    fn put_with(&mut self, write: impl FnOnce(&mut Vec<u8>));
 
     /// Appends one byte.
     #[inline(always)]
@@ -71,16 +34,26 @@ pub(crate) trait TextOut {
 
 impl TextOut for Vec<u8> {
     #[inline(always)]
-    fn room(&mut self, n: usize) -> *mut u8 {
-        self.reserve(n);
-        self.spare_capacity_mut().as_mut_ptr().cast::<u8>()
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
     }
 
     #[inline(always)]
-    #[allow(unsafe_code)]
-    unsafe fn wrote(&mut self, n: usize) {
-        // SAFETY: the caller wrote the `n` bytes after the length, within the capacity.
-        unsafe { self.set_len(self.len() + n) }
+    fn put_short(&mut self, bytes: &[u8]) {
+        let n = bytes.len();
+        if n > SHORT {
+            self.extend_from_slice(bytes);
+            return;
+        }
+        self.reserve(n);
+        let len = self.len();
+        // SAFETY: `reserve` made room for `n` bytes after the length, which `copy_short`
+        // writes; the length then counts exactly those.
+        #[allow(unsafe_code)]
+        unsafe {
+            copy_short(bytes, self.spare_capacity_mut().as_mut_ptr().cast::<u8>());
+            self.set_len(len + n);
+        }
     }
 
     #[inline(always)]
@@ -175,7 +148,7 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn commit(&mut self) {
         // SAFETY: the `at` bytes from `start`, the start of `out`'s spare capacity, were
-        // written (`TextOut::wrote`'s contract); the length then counts exactly those.
+        // written (`put`, `put_short`); the length then counts exactly those.
         #[allow(unsafe_code)]
         unsafe {
             self.out.set_len(self.out.len() + self.at);
@@ -203,19 +176,31 @@ fn reserve(out: &mut Vec<u8>, written: usize, n: usize) -> (*mut u8, usize) {
 
 impl TextOut for Cursor<'_> {
     #[inline(always)]
-    fn room(&mut self, n: usize) -> *mut u8 {
+    fn put(&mut self, bytes: &[u8]) {
+        let n = bytes.len();
         self.room_for(n);
-        // SAFETY: `room_for` left at least `n` bytes of room after `at`, all within `out`'s
-        // spare capacity.
+        // SAFETY: `room_for` made room for `n` bytes at `at`, in `out`'s spare capacity,
+        // which no borrowed slice overlaps.
         #[allow(unsafe_code)]
         unsafe {
-            self.start.add(self.at)
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.start.add(self.at), n);
         }
+        self.at += n;
     }
 
     #[inline(always)]
-    #[allow(unsafe_code)]
-    unsafe fn wrote(&mut self, n: usize) {
+    fn put_short(&mut self, bytes: &[u8]) {
+        let n = bytes.len();
+        if n > SHORT {
+            self.put(bytes);
+            return;
+        }
+        self.room_for(n);
+        // SAFETY: as for `put`.
+        #[allow(unsafe_code)]
+        unsafe {
+            copy_short(bytes, self.start.add(self.at));
+        }
         self.at += n;
     }
 
