@@ -8,7 +8,6 @@ use serde_json::{json, Map, Value as Json};
 
 use crate::record::{Event, Value};
 use crate::schema::{FieldType, RecordSchema};
-use crate::text_out::{Cursor, TextOut};
 use crate::timestamp;
 use crate::vocab::EventTime;
 
@@ -116,12 +115,9 @@ pub struct FeatureRowsJson {
 type TailFields = (u32, EventTime, EventTime);
 
 impl FeatureRowsJson {
-    /// Appends `row`'s JSON object to `out`, through a cursor with room for the whole row
-    /// made up front ([`ROW_ROOM`]).
+    /// Appends `row`'s JSON object to `out`.
     pub fn write(&mut self, row: &crate::row::FeatureRow, out: &mut Vec<u8>) {
-        let room = ROW_ROOM + VALUE_ROOM * row.values.len() + row.key.len();
-        let out = &mut Cursor::new(out, room);
-        out.put(if row.closed_by_timeout {
+        out.extend_from_slice(if row.closed_by_timeout {
             br#"{"closed_by_timeout":true,"features":["#
         } else {
             br#"{"closed_by_timeout":false,"features":["#
@@ -132,40 +128,31 @@ impl FeatureRowsJson {
             }
             self.numbers.f64(x, out);
         }
-        out.put(br#"],"key":"#);
+        out.extend_from_slice(br#"],"key":"#);
         write_json_string(row.key.as_str(), out);
         let fields = (row.revision, row.window_end, row.window_start);
         let last = self.last.replace(fields);
         if self.tail_of == Some(fields) {
-            out.put(&self.tail);
+            out.extend_from_slice(&self.tail);
         } else if last == Some(fields) {
             // The second row of a run: its text is kept for the rest.
             self.tail.clear();
             write_tail(&mut self.numbers, fields, &mut self.tail);
             self.tail_of = Some(fields);
-            out.put(&self.tail);
+            out.extend_from_slice(&self.tail);
         } else {
             write_tail(&mut self.numbers, fields, out);
         }
     }
 }
 
-/// Bytes of a feature row's text besides its values and its key, at most (its other
-/// fields' names and punctuation, three integers, a key's quotes; more room is made when
-/// a key needs escapes).
-const ROW_ROOM: usize = 160;
-
-/// Bytes of one value's text at most (zmij's longest and a comma).
-const VALUE_ROOM: usize = 25;
-
 /// Appends `,"revision":…,"window_end":…,"window_start":…}` to `out`.
-#[inline(always)]
-fn write_tail(numbers: &mut Numbers, (revision, end, start): TailFields, out: &mut impl TextOut) {
-    out.put(br#","revision":"#);
+fn write_tail(numbers: &mut Numbers, (revision, end, start): TailFields, out: &mut Vec<u8>) {
+    out.extend_from_slice(br#","revision":"#);
     numbers.integer(revision, out);
-    out.put(br#","window_end":"#);
+    out.extend_from_slice(br#","window_end":"#);
     numbers.integer(end, out);
-    out.put(br#","window_start":"#);
+    out.extend_from_slice(br#","window_start":"#);
     numbers.integer(start, out);
     out.push(b'}');
 }
@@ -206,8 +193,8 @@ impl Numbers {
     /// compiler stopped doing so, and the call cost ~1 % of a hopping run (BENCHMARKS.md, F,
     /// fix 72).
     #[inline(always)]
-    pub(crate) fn integer(&mut self, n: impl itoa::Integer, out: &mut impl TextOut) {
-        out.put_short(self.integers.format(n).as_bytes());
+    pub(crate) fn integer(&mut self, n: impl itoa::Integer, out: &mut Vec<u8>) {
+        append_short(out, self.integers.format(n).as_bytes());
     }
 
     /// A number as serde_json writes an f64 (`null` when it is not finite). Counts are most of
@@ -216,49 +203,105 @@ impl Numbers {
     /// two in score records): run F's CPU ×0.97-0.99, hopping ×0.95-0.98, in three
     /// interleaved series (BENCHMARKS.md, F, fix 69).
     #[inline(always)]
-    pub(crate) fn f64(&mut self, x: f64, out: &mut impl TextOut) {
+    pub(crate) fn f64(&mut self, x: f64, out: &mut Vec<u8>) {
         // A count of 0-9, most of a feature row's values: its three bytes, no formatter and
         // no copy of a formatted text (the cast saturates, and NaN casts to 0 but is not 0).
         let digit = x as u8;
         if digit < 10 && f64::from(digit) == x && x.is_sign_positive() {
-            out.put(&[b'0' + digit, b'.', b'0']);
+            out.extend_from_slice(&[b'0' + digit, b'.', b'0']);
             return;
         }
         // Integral below the bound: its conversion to i64 is exact and converts back to it (a
         // cast, where `fract` is a libm call per value).
         let integral = x.abs() < INTEGRAL_AS_INTEGER && (x as i64) as f64 == x;
         if !x.is_finite() {
-            out.put(b"null");
+            out.extend_from_slice(b"null");
         } else if integral && (x != 0.0 || x.is_sign_positive()) {
             self.integer(x as i64, out);
-            out.put(b".0");
+            out.extend_from_slice(b".0");
         } else if let Some(tenths) = whole_tenths(x) {
             if tenths < 0 {
                 out.push(b'-');
             }
             let tenths = tenths.unsigned_abs();
             self.integer(tenths / 10, out);
-            out.put(&[b'.', b'0' + (tenths % 10) as u8]);
+            out.extend_from_slice(&[b'.', b'0' + (tenths % 10) as u8]);
         } else {
-            out.put_short(self.floats.format_finite(x).as_bytes());
+            append_short(out, self.floats.format_finite(x).as_bytes());
         }
     }
 }
 
 /// `text` as a JSON string: copied between quotes when nothing in it needs an escape (a
 /// quote, a backslash or a control character), else escaped by serde_json.
-#[inline(always)]
-pub(crate) fn write_json_string(text: &str, out: &mut impl TextOut) {
+pub(crate) fn write_json_string(text: &str, out: &mut Vec<u8>) {
     if text.bytes().any(crate::json_scan::needs_escape) {
         // Writing to a Vec cannot fail.
-        out.put_with(|out| {
-            let _ = serde_json::to_writer(out, text);
-        });
+        let _ = serde_json::to_writer(out, text);
         return;
     }
     out.push(b'"');
-    out.put_short(text.as_bytes());
+    append_short(out, text.as_bytes());
     out.push(b'"');
+}
+
+/// The longest text [`append_short`] copies itself.
+const SHORT: usize = 32;
+
+/// Appends `bytes` to `out` as `extend_from_slice` does. A formatted number or a key is a
+/// few bytes long: a copy of a length known only at run time is a `memcpy` call, which cost
+/// about as much as formatting the number. Up to [`SHORT`] bytes are copied here as two
+/// fixed-size copies (of 1, 4, 8 or 16 bytes) that overlap in the middle, with no call.
+#[inline(always)]
+fn append_short(out: &mut Vec<u8>, bytes: &[u8]) {
+    let n = bytes.len();
+    if n > SHORT {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    out.reserve(n);
+    let len = out.len();
+    /// Copies `W` bytes from `bytes[at..]` to the room after `out`'s end, at `at`.
+    ///
+    /// SAFETY (callers): `at + W <= n`, and `out` has room for `n` more bytes.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn copy<const W: usize>(from: *const u8, to: *mut u8, at: usize) {
+        // SAFETY: both ranges are in bounds by the caller's contract; a `Vec`'s spare room
+        // never overlaps a borrowed slice.
+        unsafe { std::ptr::copy_nonoverlapping(from.add(at), to.add(at), W) }
+    }
+    let (from, to) = (
+        bytes.as_ptr(),
+        out.spare_capacity_mut().as_mut_ptr().cast::<u8>(),
+    );
+    // SAFETY: each pair of copies is in bounds (its width is at most `n`) and together they
+    // cover all `n` bytes; `reserve` made room for them; the length then counts exactly the
+    // bytes written.
+    #[allow(unsafe_code)]
+    unsafe {
+        match n {
+            0 => {}
+            1..=3 => {
+                copy::<1>(from, to, 0);
+                copy::<1>(from, to, n / 2);
+                copy::<1>(from, to, n - 1);
+            }
+            4..=7 => {
+                copy::<4>(from, to, 0);
+                copy::<4>(from, to, n - 4);
+            }
+            8..=15 => {
+                copy::<8>(from, to, 0);
+                copy::<8>(from, to, n - 8);
+            }
+            _ => {
+                copy::<16>(from, to, 0);
+                copy::<16>(from, to, n - 16);
+            }
+        }
+        out.set_len(len + n);
+    }
 }
 
 #[cfg(test)]
@@ -266,6 +309,21 @@ mod tests {
     use super::*;
     use crate::row::FeatureRow;
     use crate::vocab::{Key, KeyGroup, SourcePosition};
+
+    #[test]
+    fn short_appends_equal_extend_from_slice_at_every_length_and_room() {
+        let text: Vec<u8> = (0..=40u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..=text.len() {
+            for (before, room) in [(0, 0), (3, 3), (5, 64), (17, 17)] {
+                let mut expected = Vec::with_capacity(room);
+                expected.extend(std::iter::repeat_n(b'x', before));
+                let mut got = expected.clone();
+                expected.extend_from_slice(&text[..n]);
+                append_short(&mut got, &text[..n]);
+                assert_eq!(got, expected, "{n} bytes after {before}");
+            }
+        }
+    }
 
     /// The encoding the direct writer replaced: the same object built as a `serde_json::Value`.
     fn through_value(row: &FeatureRow) -> Vec<u8> {

@@ -46,7 +46,6 @@ mod snapshot_row;
 pub mod state_shards;
 #[cfg(test)]
 mod test_fixtures;
-mod text_out;
 pub mod timestamp;
 mod update_plan;
 pub mod vocab;
