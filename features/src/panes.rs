@@ -168,8 +168,8 @@ fn sort_windows(due: &mut [Due<'_>]) -> usize {
 
 /// [`sort_windows`] for the entries of one window end gathered pane after pane, in pane
 /// order. The sort moves 8-byte words, not 48-byte entries: each word is an entry's hash
-/// order bits and its index (so a window's entries stay in pane order), and the entries are
-/// then copied into `sorted` in that order. More entries than the index bits hold take the
+/// order bits and its index (so a window's entries stay in pane order), sorted by
+/// [`sort_words`], and the entries are then copied into `sorted` in that order. More entries than the index bits hold take the
 /// general sort. Returns the windows' count, as [`sort_windows`] does.
 fn sort_end<'a>(due: &mut Vec<Due<'a>>, words: &mut Vec<u64>, sorted: &mut Vec<Due<'a>>) -> usize {
     if due.len() >= 1 << INDEX_BITS {
@@ -181,11 +181,32 @@ fn sort_end<'a>(due: &mut Vec<Due<'a>>, words: &mut Vec<u64>, sorted: &mut Vec<D
             .enumerate()
             .map(|(i, d)| d.key_hash & ORDER_MASK | i as u64),
     );
-    words.sort_unstable();
+    sort_words(words);
     sorted.clear();
     sorted.extend(words.iter().map(|w| due[(w & !ORDER_MASK) as usize]));
     std::mem::swap(due, sorted);
     due.chunk_by(|a, b| a.window() == b.window()).count()
+}
+
+/// Sorts one end's words ([`sort_end`]): a stable radix sort by their top 16 bits (two
+/// counting passes), then an insertion pass that orders each run of words sharing those bits
+/// (a few words: the hash bits are uniform). Past 2^18 words the runs grow long, and the
+/// general sort takes them.
+fn sort_words(words: &mut [u64]) {
+    if words.len() > 1 << 18 {
+        words.sort_unstable();
+        return;
+    }
+    radsort::sort_by_key(words, |w| (w >> 48) as u16);
+    for i in 1..words.len() {
+        let w = words[i];
+        let mut j = i;
+        while j > 0 && words[j - 1] > w {
+            words[j] = words[j - 1];
+            j -= 1;
+        }
+        words[j] = w;
+    }
 }
 
 /// Passes each window's entries of `due` (in [`sort_windows`]' or [`sort_end`]'s order), in
@@ -615,5 +636,29 @@ mod tests {
             ]
         );
         Ok(())
+    }
+
+    /// The radix sort and its insertion pass order words as the general sort does: hash
+    /// bits spread over all 16 top bits, sharing a handful of top-16 values (long runs for the
+    /// insertion pass), and past the size that takes the general sort.
+    #[test]
+    fn sort_words_orders_words_as_the_general_sort_does() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(18);
+        let spread = |rng: &mut StdRng, i: u64| rng.random::<u64>() & ORDER_MASK | i;
+        let few_tops = |rng: &mut StdRng, i: u64| {
+            let middle = ORDER_MASK & ((1 << 48) - 1);
+            rng.random_range(0..4u64) << 48 | rng.random::<u64>() & middle | i
+        };
+        let check = |mut words: Vec<u64>| {
+            let mut expected = words.clone();
+            expected.sort_unstable();
+            sort_words(&mut words);
+            assert_eq!(words, expected, "{} words", expected.len());
+        };
+        check((0..5_000).map(|i| spread(&mut rng, i)).collect());
+        check((0..3_000).map(|i| few_tops(&mut rng, i)).collect());
+        check((0..(1 << 18) + 1).map(|i| spread(&mut rng, i)).collect());
     }
 }
