@@ -169,8 +169,9 @@ fn sort_windows(due: &mut [Due<'_>]) -> usize {
 /// [`sort_windows`] for the entries of one window end gathered pane after pane, in pane
 /// order. The sort moves 8-byte words, not 48-byte entries: each word is an entry's hash
 /// order bits and its index (so a window's entries stay in pane order), sorted by
-/// [`sort_words`], and the entries are then copied into `sorted` in that order. More entries than the index bits hold take the
-/// general sort. Returns the windows' count, as [`sort_windows`] does.
+/// [`sort_words`], and the entries are then copied into `sorted` in that order. More
+/// entries than the index bits hold take the general sort. Returns the windows' count, as
+/// [`sort_windows`] does.
 fn sort_end<'a>(due: &mut Vec<Due<'a>>, words: &mut Vec<u64>, sorted: &mut Vec<Due<'a>>) -> usize {
     if due.len() >= 1 << INDEX_BITS {
         return sort_windows(due);
