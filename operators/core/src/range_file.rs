@@ -79,19 +79,19 @@ mod tests {
 
     use super::*;
 
-    /// A file holding `bytes`, opened to read, in a scratch directory removed on drop.
-    fn file_of(bytes: &[u8]) -> (Scratch, File) {
+    /// A file holding `bytes`, in a scratch directory removed on drop, read through a
+    /// 64-byte `BufReader` as a lane reads it, with no bound yet.
+    fn reader_of(bytes: &[u8]) -> (Scratch, BufReader<RangeFile>) {
         let dir = Scratch::new("range-file");
         let path = dir.path().join("input.jsonl");
         std::fs::write(&path, bytes).expect("write");
         let file = File::open(&path).expect("open");
-        (dir, file)
+        (dir, BufReader::with_capacity(64, RangeFile::new(file)))
     }
 
     #[test]
     fn reads_stop_one_byte_past_the_bound() {
-        let (_dir, file) = file_of(b"aa\nbb\ncc\ndd\n");
-        let mut reader = BufReader::with_capacity(64, RangeFile::new(file));
+        let (_dir, mut reader) = reader_of(b"aa\nbb\ncc\ndd\n");
         reader.get_mut().bound(Some(6));
         assert_eq!(reader.fill_buf().expect("fill"), b"aa\nbb\nc");
         reader.consume(7);
@@ -100,8 +100,7 @@ mod tests {
 
     #[test]
     fn a_seek_moves_the_position_and_the_next_bound_applies() {
-        let (_dir, file) = file_of(b"aa\nbb\ncc\ndd\n");
-        let mut reader = BufReader::with_capacity(64, RangeFile::new(file));
+        let (_dir, mut reader) = reader_of(b"aa\nbb\ncc\ndd\n");
         reader.get_mut().bound(Some(3));
         assert_eq!(reader.fill_buf().expect("fill"), b"aa\nb");
         reader.get_mut().bound(Some(12));
