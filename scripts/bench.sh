@@ -107,7 +107,8 @@ and synced; removing the file after is not timed (it was before `ca57aab`: hoppi
 baseline `parse_only` reads the same file line by line into structs with serde_json
 on one thread, in the same run. Window kinds: `jobs/clickstream.toml`'s 8 features over
 tumbling 1 m, hopping 5 m / 1 m, session 30 s; the file is split into byte ranges
-(`[source] range_bytes`, 512 KiB since fix 62, 1 MiB since fix 27, 4 MiB before) read by every worker.
+(`[source] range_bytes`: 128 KiB ranges in files larger than 512 KiB since fix 84; 512 KiB
+ranges since fix 62, 1 MiB since fix 27, 4 MiB before) read by every worker.
 
 Targets (issue #18): ≥ 3 M events/s wall with 2 workers, ≥ 2.5 M events/s per core,
 ≥ 0.5 of parse-only.

@@ -122,7 +122,7 @@ impl PartitionWatermarks {
     }
 
     /// Stops tracking `partition`, finished, without remembering it: for a source that knows
-    /// its own finished partitions. A file source's ranges are its partitions, ~200 000 for
+    /// its own finished partitions. A file source's ranges are its partitions, ~800 000 for
     /// 100 GB at the default `[source] range_bytes`, nearly all finished by the end: a set
     /// of them grew with the input read (~10 bytes per range). Afterwards the partition has
     /// no watermark (`None`), where [`PartitionWatermarks::finish`] reports `MAX`.

@@ -210,10 +210,10 @@ fn keep_checkpoint_ranges(job: &mut CompiledJob, manifest: &Manifest) {
     };
     tracing::info!(
         epoch = manifest.epoch.0,
-        range_bytes = layout.range_bytes,
-        "checkpoint {} was written with file ranges of {} bytes (an earlier default of [source] range_bytes): this run reads its files in those ranges; set range_bytes to choose",
+        range_bytes = layout.split.range_bytes,
+        "checkpoint {} was written with file {} (an earlier default of [source] range_bytes): this run reads its files in those ranges; set range_bytes to choose",
         manifest.epoch.0,
-        layout.range_bytes
+        layout.split
     );
     job.keep_ranges(layout);
 }

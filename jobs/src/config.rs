@@ -18,6 +18,7 @@ use weir_features::schema::RecordSchema;
 use weir_features::vocab::{DEFAULT_KEY_GROUPS, MAX_KEY_GROUPS};
 use weir_features::window::WindowSpec;
 use weir_kafka::DeliveryGuarantee;
+use weir_operators::file_ranges::RangeSplit;
 use weir_operators::source::RecordLimits;
 use weir_operators::{Placement, StageParallelism};
 use xxhash_rust::xxh3::Xxh3;
@@ -130,22 +131,22 @@ pub struct CompiledJob {
     pub job_file_hash: u64,
 }
 
-/// A file source's range size and the topology hash the job has with it.
+/// A file source's split into ranges and the topology hash the job has with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RangeLayoutHash {
-    /// `[source] range_bytes`.
-    pub range_bytes: u64,
+    /// How `[source] range_bytes` cuts the files.
+    pub split: RangeSplit,
     /// [`JobFile::topology_hash`] with these ranges.
     pub topology_hash: u64,
 }
 
 impl CompiledJob {
-    /// Reads the file source in ranges of `layout.range_bytes` (an earlier default, which the
+    /// Reads the file source in the ranges of `layout.split` (an earlier default, which the
     /// checkpoint this run restores was written with), and checkpoints under that layout's
     /// topology hash. Nothing for a Kafka source.
     pub fn keep_ranges(&mut self, layout: RangeLayoutHash) {
-        if let SourceInput::Files { range_bytes, .. } = &mut self.source.input {
-            *range_bytes = layout.range_bytes;
+        if let SourceInput::Files { split, .. } = &mut self.source.input {
+            *split = layout.split;
             self.topology_hash = layout.topology_hash;
         }
     }
@@ -451,11 +452,11 @@ impl JobFile {
     /// windows, the trigger and the lateness, and for a file source the size of its ranges.
     /// Parallelism and worker counts are not in it (a rescale is a restore).
     pub fn topology_hash(&self) -> u64 {
-        self.topology_hash_with_ranges(self.source.range_bytes())
+        self.topology_hash_with_ranges(self.source.split())
     }
 
-    /// [`JobFile::topology_hash`] as if `[source] range_bytes` were `range_bytes`.
-    fn topology_hash_with_ranges(&self, range_bytes: u64) -> u64 {
+    /// [`JobFile::topology_hash`] as if `[source] range_bytes` cut the files as `split`.
+    fn topology_hash_with_ranges(&self, split: RangeSplit) -> u64 {
         let mut hasher = Xxh3::with_seed(0x5745_4952_544f_5031); // "WEIRTOP1"
         let described = format!(
             "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{}|{}",
@@ -474,7 +475,9 @@ impl JobFile {
             // their size (operators/core/src/file_ranges.rs): with another `range_bytes`, or
             // from before byte positions (line numbers), the same numbers mean other ranges
             // and lines, so such a checkpoint is refused instead of resumed at the wrong place.
-            hasher.update(format!("|file ranges of {range_bytes} bytes").as_bytes());
+            // A split of every file reads as it did before files of up to 512 KiB were kept
+            // whole by default (`|file ranges of N bytes`), so its checkpoints stay valid.
+            hasher.update(format!("|file {split}").as_bytes());
         }
         hasher.digest()
     }
@@ -485,11 +488,11 @@ impl JobFile {
         if self.source.kind != EdgeKind::File || self.source.range_bytes.is_some() {
             return Vec::new();
         }
-        weir_operators::file_ranges::EARLIER_DEFAULT_RANGE_BYTES
+        weir_operators::file_ranges::EARLIER_DEFAULT_SPLITS
             .iter()
-            .map(|&range_bytes| RangeLayoutHash {
-                range_bytes,
-                topology_hash: self.topology_hash_with_ranges(range_bytes),
+            .map(|&split| RangeLayoutHash {
+                split,
+                topology_hash: self.topology_hash_with_ranges(split),
             })
             .collect()
     }
@@ -516,7 +519,7 @@ impl JobFile {
             }),
             EdgeKind::File => SourceInput::Files {
                 paths: self.source_paths(),
-                range_bytes: source.range_bytes(),
+                split: source.split(),
             },
         };
         SourcePlan {

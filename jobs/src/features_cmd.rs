@@ -2,9 +2,9 @@
 //! same file source, decoder, watermarks and window operator as production, no scoring — and
 //! writes one JSON line per fired (key, window, revision). Training sets and replays get
 //! exactly the online features (no training/serving skew). Inputs may be gzip or zstd
-//! compressed; a plain file is split into byte ranges that every worker's source instance
-//! reads (`[source] range_bytes`, `weir_operators::file_ranges`), so `--workers 2` reads with
-//! two threads.
+//! compressed; a plain file larger than 512 KiB is split into byte ranges that every worker's
+//! source instance reads (`[source] range_bytes`, `weir_operators::file_ranges`), so
+//! `--workers 2` reads with two threads.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;

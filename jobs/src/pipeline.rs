@@ -38,6 +38,7 @@ use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::committer::{CommitCheckpoints, CommitHook, CommitterConfig};
 use weir_operators::epochs::{CheckpointStream, EpochClock, OperatorCheckpoints};
 use weir_operators::file_claims::RangeClaims;
+use weir_operators::file_ranges::RangeSplit;
 use weir_operators::file_sink::{FileSinkConfig, JsonlSink, Lines};
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::{JobMetrics, Operator};
@@ -111,8 +112,8 @@ pub fn build(scope: Scope<'_, Tick>, plan: &JobPlan) -> Result<()> {
     let stage = plan.source_stage(backlog);
     let source = match &plan.job.source.input {
         SourceInput::Kafka(kafka) => kafka_source(scope, plan.kafka_source_config(kafka, stage))?,
-        SourceInput::Files { paths, range_bytes } => {
-            file_source(scope, plan.file_source_config(paths, *range_bytes, stage))?
+        SourceInput::Files { paths, split } => {
+            file_source(scope, plan.file_source_config(paths, *split, stage))?
         }
     };
     let windows = source
@@ -290,13 +291,13 @@ impl JobPlan {
     fn file_source_config(
         &self,
         paths: &[PathBuf],
-        range_bytes: u64,
+        split: RangeSplit,
         stage: SourceStage,
     ) -> FileSourceConfig {
         let source = &self.job.source;
         FileSourceConfig {
             paths: paths.to_vec(),
-            range_bytes,
+            split,
             stage,
             decoder: self.record_decoder(),
             max_out_of_orderness_ms: source.max_out_of_orderness,

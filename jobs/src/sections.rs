@@ -13,6 +13,7 @@ use weir_features::duration_ms;
 use weir_features::schema::FieldDecl;
 use weir_features::vocab::DEFAULT_KEY_GROUPS;
 use weir_kafka::{DeliveryGuarantee, StartFrom};
+use weir_operators::file_ranges::{RangeSplit, DEFAULT_SPLIT};
 use weir_operators::source::RecordLimits;
 
 /// `[runtime]`.
@@ -111,10 +112,10 @@ pub struct SourceSection {
     /// Records read per source activation at most.
     #[serde(default = "default_max_batch")]
     pub max_batch: usize,
-    /// kind = "file": plain files are split into ranges of about this many bytes, read by
-    /// every source instance (part of a file run's checkpoints: keep it across restores).
-    /// `None`: the default ([`SourceSection::range_bytes`]), or the earlier default a restored
-    /// checkpoint was written with (`crate::checkpointing::prepare`).
+    /// kind = "file": plain files larger than this are split into ranges of about this many
+    /// bytes, read by every source instance (part of a file run's checkpoints: keep it across
+    /// restores). `None`: the default ([`SourceSection::split`]), or the earlier default a
+    /// restored checkpoint was written with (`crate::checkpointing::prepare`).
     #[serde(default)]
     pub range_bytes: Option<u64>,
     /// Largest decoded entity key in bytes; longer keys are `oversize` dead letters.
@@ -135,10 +136,11 @@ pub struct SourceSection {
 }
 
 impl SourceSection {
-    /// `range_bytes` as set, else the default (`weir_operators::file_ranges`).
-    pub fn range_bytes(&self) -> u64 {
-        self.range_bytes
-            .unwrap_or(weir_operators::file_ranges::DEFAULT_RANGE_BYTES)
+    /// How the files are cut: ranges of `range_bytes` in every file larger than one, or when
+    /// it is unset the default (`weir_operators::file_ranges::DEFAULT_SPLIT`: 128 KiB ranges,
+    /// files of up to 512 KiB whole).
+    pub fn split(&self) -> RangeSplit {
+        self.range_bytes.map_or(DEFAULT_SPLIT, RangeSplit::every)
     }
 }
 

@@ -212,11 +212,11 @@ fn checkpoints(job: &CompiledJob) -> Outcome {
     match checkpointing::prepare(&mut run, RestoreChoice::Auto) {
         Ok(None) => Outcome::Skipped("no [checkpoint] section".to_owned()),
         Ok(Some(plan)) => Outcome::Passed(match (&plan.restore, &run.source.input) {
-            (Some(manifest), SourceInput::Files { range_bytes, .. })
+            (Some(manifest), SourceInput::Files { split, .. })
                 if run.topology_hash != job.topology_hash =>
             {
                 format!(
-                    "a run would restore checkpoint {}, reading the files in the ranges of {range_bytes} bytes it was written with",
+                    "a run would restore checkpoint {}, reading the files in the {split} it was written with",
                     manifest.epoch.0
                 )
             }

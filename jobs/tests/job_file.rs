@@ -583,7 +583,7 @@ fn schedule_trigger_is_parsed_and_checked() -> Result<()> {
 fn a_file_source_s_range_size_is_part_of_its_topology() -> Result<()> {
     let mut kafka = JobFile::load(&clickstream::job_path())?;
     let before = kafka.topology_hash();
-    kafka.source.range_bytes = Some(kafka.source.range_bytes() * 2);
+    kafka.source.range_bytes = Some(kafka.source.split().range_bytes * 2);
     assert_eq!(
         kafka.topology_hash(),
         before,
@@ -594,11 +594,16 @@ fn a_file_source_s_range_size_is_part_of_its_topology() -> Result<()> {
     file.use_input_files(vec![PathBuf::from("events.jsonl")]);
     let ranged = file.topology_hash();
     assert_ne!(ranged, before, "file offsets are byte positions in ranges");
-    file.source.range_bytes = Some(file.source.range_bytes() * 2);
+    let default_range_bytes = file.source.split().range_bytes;
+    file.source.range_bytes = Some(default_range_bytes * 2);
     assert_ne!(
         file.topology_hash(),
         ranged,
         "other ranges: a checkpoint's offsets mean other lines"
     );
+    // Set to the default's range size, every file larger than a range is split, where the
+    // default keeps files of up to 512 KiB whole: other ranges too.
+    file.source.range_bytes = Some(default_range_bytes);
+    assert_ne!(file.topology_hash(), ranged, "small files are split");
     Ok(())
 }

@@ -13,7 +13,7 @@ use weir::config::JobFile;
 use weir::plan::SourceInput;
 use weir_checkpoint::{LocalDirStore, Manifest, SnapshotStore};
 use weir_features::vocab::Epoch;
-use weir_operators::file_ranges::{DEFAULT_RANGE_BYTES, EARLIER_DEFAULT_RANGE_BYTES};
+use weir_operators::file_ranges::{RangeSplit, DEFAULT_SPLIT, EARLIER_DEFAULT_SPLITS};
 use weir_testkit::clickstream;
 use weir_testkit::files::{checkpoint_dir_toml, scratch_dir};
 
@@ -156,7 +156,7 @@ fn checkpoints_of_another_tick_are_refused_even_when_starting_over() -> Result<(
 
 #[test]
 fn a_file_checkpoint_of_an_earlier_default_range_size_is_restored_in_its_ranges() -> Result<()> {
-    for &earlier in EARLIER_DEFAULT_RANGE_BYTES {
+    for &earlier in EARLIER_DEFAULT_SPLITS {
         restored_in_earlier_default_ranges(earlier)?;
     }
     Ok(())
@@ -164,17 +164,18 @@ fn a_file_checkpoint_of_an_earlier_default_range_size_is_restored_in_its_ranges(
 
 /// A checkpoint written with the earlier default `earlier` by a job file that leaves
 /// `range_bytes` unset.
-fn restored_in_earlier_default_ranges(earlier: u64) -> Result<()> {
-    let dir = scratch_dir(&format!("restore-earlier-ranges-{earlier}"));
+fn restored_in_earlier_default_ranges(earlier: RangeSplit) -> Result<()> {
+    let dir = scratch_dir(&format!("restore-earlier-ranges-{}", earlier.range_bytes));
     let mut file = job(&dir)?;
     file.use_input_files(vec![dir.join("events.jsonl")]);
     assert_eq!(
         file.source.range_bytes, None,
         "the clickstream job leaves it unset"
     );
-    assert_ne!(earlier, DEFAULT_RANGE_BYTES);
+    assert_ne!(earlier, DEFAULT_SPLIT);
+    assert_eq!(earlier.whole_up_to, 0, "earlier defaults split every file");
     let mut written = file.clone();
-    written.source.range_bytes = Some(earlier);
+    written.source.range_bytes = Some(earlier.range_bytes);
     let written_hash = topology_hash(&written);
     commit(&dir, &file, 10, written_hash)?;
 
@@ -186,20 +187,20 @@ fn restored_in_earlier_default_ranges(earlier: u64) -> Result<()> {
     assert_eq!(plan.topology_hash, written_hash);
     assert_eq!(run.topology_hash, written_hash);
     match &run.source.input {
-        SourceInput::Files { range_bytes, .. } => assert_eq!(*range_bytes, earlier),
+        SourceInput::Files { split, .. } => assert_eq!(*split, earlier),
         SourceInput::Kafka(_) => bail!("a file job"),
     }
     // A fresh start uses the current default.
     let mut fresh = file.clone().compile()?;
     prepare(&mut fresh, RestoreChoice::Fresh)?;
     match &fresh.source.input {
-        SourceInput::Files { range_bytes, .. } => assert_eq!(*range_bytes, DEFAULT_RANGE_BYTES),
+        SourceInput::Files { split, .. } => assert_eq!(*split, DEFAULT_SPLIT),
         SourceInput::Kafka(_) => bail!("a file job"),
     }
 
     // Set explicitly to another size: the checkpoint's positions mean other lines, refused.
     let mut explicit = file.clone();
-    explicit.source.range_bytes = Some(DEFAULT_RANGE_BYTES);
+    explicit.source.range_bytes = Some(DEFAULT_SPLIT.range_bytes);
     let err = error_of(prepare(&mut explicit.compile()?, RestoreChoice::Auto));
     assert!(err.contains("different features, windows"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use weir_features::vocab::EventTime;
 use weir_kafka::StartFrom;
+use weir_operators::file_ranges::RangeSplit;
 use weir_operators::source::RecordLimits;
 
 /// `[source]` and `[watermark]` as the source operators use them.
@@ -39,8 +40,8 @@ pub enum SourceInput {
     Files {
         /// The files, resolved against the job file.
         paths: Vec<PathBuf>,
-        /// Plain files are read as ranges of about this many bytes.
-        range_bytes: u64,
+        /// How plain files are cut into ranges.
+        split: RangeSplit,
     },
 }
 

@@ -1,21 +1,24 @@
 //! How the file source splits its input among its instances (DESIGN.md §2, §5): each plain
-//! file is cut into byte ranges of about `[source] range_bytes`, moved forward to line starts,
-//! and every compressed or non-regular file is one range. Ranges are numbered over the input
-//! files in order (file 0's ranges first). With several processes, process `q` of `n` reads
-//! the ranges whose fixed instance (`r % p`, [`instance_for_partition`]) runs on it
-//! (`r % p % n == q`); its instances take them in turn ([`crate::file_claims`]).
+//! file is cut into byte ranges of about `[source] range_bytes`, moved forward to line starts
+//! (by default a file of up to 512 KiB is one range: [`DEFAULT_SPLIT`]), and every compressed
+//! or non-regular file is one range. Ranges are numbered over the input files in order (file
+//! 0's ranges first). With several processes, process `q` of `n` reads the ranges whose fixed
+//! instance (`r % p`, [`instance_for_partition`]) runs on it (`r % p % n == q`); its
+//! instances take them in turn ([`crate::file_claims`]).
 //!
-//! The layout depends only on the files and `range_bytes`, never on the number of instances,
-//! so a rescale moves whole ranges between instances and every record keeps its position:
-//! a range is the unit of checkpoints (its id is the partition of the manifest's offsets) and
-//! of watermarks, while a record's position is `(file index, byte offset of its line)`.
+//! The layout depends only on the files and the split ([`RangeSplit`]), never on the number
+//! of instances, so a rescale moves whole ranges between instances and every record keeps its
+//! position: a range is the unit of checkpoints (its id is the partition of the manifest's
+//! offsets) and of watermarks, while a record's position is `(file index, byte offset of its
+//! line)`.
 //!
 //! Range `k` of a file of `n` bytes holds the lines that start in
-//! `[line_start(k·B), line_start((k+1)·B))`, where `line_start(x)` is the first line start at
-//! or after byte `x` (`n` when there is none): every line is in exactly one range, a line
-//! longer than `B` leaves the ranges it covers empty, and a range's bounds are found with a
-//! short read per boundary when the range is taken (its start is the end of the range before
-//! it, when that was taken by the same queue: [`crate::file_claims`]).
+//! `[line_start(k·B), line_start((k+1)·B))` (`B` = `n` for a file read whole), where
+//! `line_start(x)` is the first line start at or after byte `x` (`n` when there is none):
+//! every line is in exactly one range, a line longer than `B` leaves the ranges it covers
+//! empty, and a range's bounds are found with a short read per boundary when the range is
+//! taken (its start is the end of the range before it, when that was taken by the same
+//! queue: [`crate::file_claims`]).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -25,20 +28,89 @@ use weir_features::ownership::instance_for_partition;
 use crate::error::{OperatorError, Result};
 use crate::input_file::{input_error, open_file, InputFile};
 
-/// Default `[source] range_bytes`: small enough that two instances reading neighbouring ranges
-/// keep little window state open between their watermarks (run F with 2 workers, hopping:
-/// 36 MB peak resident against 48 MB at 1 MiB and 56 MB at 4 MiB, at the same CPU;
-/// BENCHMARKS.md, fixes 27 and 62), large enough that what each range costs (a short read at
-/// a boundary, a claim, a watermark partition while it is read) stays small beside its
-/// ~7 500 lines of clickstream. What the run keeps per range read is constant: checkpoints
-/// hold finished ranges as spans of ids (fix 60), and neither a lane nor the watermark
-/// tracker keeps the ranges it finished (fixes 61, 62).
-pub const DEFAULT_RANGE_BYTES: u64 = 512 * 1024;
+/// How plain files are cut into ranges: ranges of about `range_bytes`, except that a file of
+/// at most `whole_up_to` bytes is one range. A file read whole is read by one instance, in
+/// file order, so its records reach the window operator in an order that does not depend on
+/// the instances' timing (DESIGN.md §2); a file cut into ranges read by several instances
+/// gives `first` / `last`, the last bits of float sums and a session cut at `max_length` in
+/// an order that does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeSplit {
+    /// About how many bytes each range of a split file holds (at least 1).
+    pub range_bytes: u64,
+    /// Files of at most this many bytes are one range (0: every file larger than a range is
+    /// split).
+    pub whole_up_to: u64,
+}
 
-/// The defaults `[source] range_bytes` had before [`DEFAULT_RANGE_BYTES`], newest first: a
-/// job file that leaves `range_bytes` unset restores a checkpoint written with one of them
-/// in that layout, instead of refusing it.
-pub const EARLIER_DEFAULT_RANGE_BYTES: &[u64] = &[1024 * 1024, 4 * 1024 * 1024];
+/// `[source] range_bytes` when a job file leaves it unset: 128 KiB ranges, and files of up to
+/// 512 KiB whole.
+///
+/// - Small ranges keep two instances' sources close in event time: the instance reading the
+///   later range runs ahead of the watermark, which the earlier one holds, by one range, and
+///   the window state of that span stays open. Run F with 2 workers, hopping: CPU ×0.95 and
+///   peak RSS 35 against 39 MB at 512 KiB (BENCHMARKS.md, fixes 27, 62, 81 and 84). What a
+///   range costs (a 4 KiB read at a boundary, a claim, a watermark partition while it is
+///   read) stays small beside its ~1 900 lines of clickstream, and what the run keeps per
+///   range read is constant (fixes 60–62).
+/// - Files of up to 512 KiB (the range size before fix 81: every such file was one range)
+///   stay whole, so their results keep not depending on the worker count: fix 81 made
+///   128 KiB the default for every file and was reverted when `tests/oracle_windows.rs`,
+///   whose ~250 KB inputs were then read in two ranges by two instances, gave other `last`
+///   values and session cuts with 2 workers than with 1.
+pub const DEFAULT_SPLIT: RangeSplit = RangeSplit {
+    range_bytes: 128 * 1024,
+    whole_up_to: 512 * 1024,
+};
+
+/// The layouts of a job file that left `[source] range_bytes` unset before
+/// [`DEFAULT_SPLIT`], newest first (512 KiB until fix 84, 1 MiB until fix 62, 4 MiB until fix
+/// 27; every file larger than a range split): such a job file restores a checkpoint written
+/// with one of them in that layout, instead of refusing it.
+pub const EARLIER_DEFAULT_SPLITS: &[RangeSplit] = &[
+    RangeSplit::every(512 * 1024),
+    RangeSplit::every(1024 * 1024),
+    RangeSplit::every(4 * 1024 * 1024),
+];
+
+impl RangeSplit {
+    /// Ranges of about `range_bytes` in every file larger than one: `[source] range_bytes`
+    /// as a job file sets it.
+    pub const fn every(range_bytes: u64) -> RangeSplit {
+        RangeSplit {
+            range_bytes,
+            whole_up_to: 0,
+        }
+    }
+
+    /// The size of the ranges of a plain file of `size` bytes: the file's own size when it
+    /// is read whole.
+    fn range_bytes_of(&self, size: u64) -> u64 {
+        if size <= self.whole_up_to {
+            size.max(1)
+        } else {
+            self.range_bytes.max(1)
+        }
+    }
+}
+
+impl From<u64> for RangeSplit {
+    fn from(range_bytes: u64) -> RangeSplit {
+        RangeSplit::every(range_bytes)
+    }
+}
+
+impl std::fmt::Display for RangeSplit {
+    /// What a topology hash and a message say of the layout: `ranges of N bytes`, and for a
+    /// layout that keeps small files whole, `, files of up to M bytes whole`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ranges of {} bytes", self.range_bytes)?;
+        if self.whole_up_to > 0 {
+            write!(f, ", files of up to {} bytes whole", self.whole_up_to)?;
+        }
+        Ok(())
+    }
+}
 
 /// A part of one input file that one source instance reads from start to end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,23 +131,24 @@ pub struct RangeLayout {
     files: Vec<InputFile>,
     /// Id of each file's first range, and one past the last file's.
     first_ids: Vec<i32>,
-    range_bytes: u64,
+    split: RangeSplit,
 }
 
 impl RangeLayout {
-    /// The layout of `files` cut into ranges of about `range_bytes` (at least 1).
-    pub fn new(files: Vec<InputFile>, range_bytes: u64) -> Result<RangeLayout> {
-        let range_bytes = range_bytes.max(1);
+    /// The layout of `files` cut as `split` says (a `u64`: ranges of about that many bytes
+    /// in every file).
+    pub fn new(files: Vec<InputFile>, split: impl Into<RangeSplit>) -> Result<RangeLayout> {
+        let split = split.into();
         let mut first_ids = vec![0i32];
         let mut next = 0u64;
         for file in &files {
             next += file
                 .splittable_size
-                .map_or(1, |size| size.div_ceil(range_bytes).max(1));
+                .map_or(1, |size| size.div_ceil(split.range_bytes_of(size)).max(1));
             let id = i32::try_from(next).map_err(|_| OperatorError::UnreadableInput {
                 path: file.path.clone(),
                 reason: format!(
-                    "the inputs split into more than {} ranges of {range_bytes} bytes: raise [source] range_bytes",
+                    "the inputs split into more than {} {split}: raise [source] range_bytes",
                     i32::MAX
                 ),
             })?;
@@ -84,7 +157,7 @@ impl RangeLayout {
         Ok(RangeLayout {
             files,
             first_ids,
-            range_bytes,
+            split,
         })
     }
 
@@ -157,6 +230,7 @@ impl RangeLayout {
             None => handle.insert(open_file(&input.path)?),
         };
         let k = u64::try_from(id - self.first_ids[file]).unwrap_or(0);
+        let range_bytes = self.split.range_bytes_of(size);
         let bound = |x: u64| {
             line_start_at_or_after(handle, x, size)
                 .map_err(|source| input_error(&input.path, source))
@@ -166,9 +240,9 @@ impl RangeLayout {
             file,
             start: match start {
                 Some(start) => start,
-                None => bound(k * self.range_bytes)?,
+                None => bound(k * range_bytes)?,
             },
-            end: Some(bound((k + 1) * self.range_bytes)?),
+            end: Some(bound((k + 1) * range_bytes)?),
         })
     }
 }
@@ -263,6 +337,37 @@ mod tests {
                 seen = ranges;
             }
         }
+    }
+
+    #[test]
+    fn a_file_up_to_the_whole_size_is_one_range_and_a_larger_one_is_cut() {
+        let text = b"aaaa\nbb\n\ncccccccccccc\nd\neeeeeee\n";
+        let size = text.len() as u64;
+        let (file, _dir) = plain(text);
+        let ranges = |split: RangeSplit| {
+            let layout = RangeLayout::new(vec![file.clone()], split).expect("layout");
+            layout.ranges_of(0, 1).expect("ranges")
+        };
+        let whole = RangeSplit {
+            range_bytes: 4,
+            whole_up_to: size,
+        };
+        let all = vec![InputRange {
+            id: 0,
+            file: 0,
+            start: 0,
+            end: Some(size),
+        }];
+        assert_eq!(ranges(whole), all, "one range, to the end of the file");
+        let cut = RangeSplit {
+            whole_up_to: size - 1,
+            ..whole
+        };
+        assert_eq!(ranges(cut), ranges(RangeSplit::every(4)));
+        assert!(ranges(cut).len() > 1);
+        let default_cuts = |size: u64| size.div_ceil(DEFAULT_SPLIT.range_bytes_of(size));
+        assert_eq!(default_cuts(DEFAULT_SPLIT.whole_up_to), 1);
+        assert_eq!(default_cuts(DEFAULT_SPLIT.whole_up_to + 1), 5);
     }
 
     #[test]

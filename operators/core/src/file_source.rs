@@ -37,7 +37,7 @@ use crate::clock::unix_ms;
 use crate::error::{OperatorError, Result};
 use crate::file_claims::RangeClaims;
 use crate::file_lane::{Lane, LineRead};
-use crate::file_ranges::RangeLayout;
+use crate::file_ranges::{RangeLayout, RangeSplit};
 use crate::input_file::InputFile;
 use crate::metrics::JobMetrics;
 use crate::source::{RawRecord, RecordDecoder, SourceStreams};
@@ -48,9 +48,9 @@ use crate::source_operator::{build_placed_source, SourceReader, SourceStage};
 pub struct FileSourceConfig {
     /// Input files; file `i` is the partition of its records' positions.
     pub paths: Vec<PathBuf>,
-    /// Plain files are read as ranges of about this many bytes (`[source] range_bytes`); the
-    /// layout is part of a file run's checkpoints.
-    pub range_bytes: u64,
+    /// How plain files are cut into ranges (`[source] range_bytes`); the layout is part of a
+    /// file run's checkpoints.
+    pub split: RangeSplit,
     /// Instances (those of a process take its ranges in turn: [`crate::file_claims`]), tick,
     /// epochs and pacing (whose `stop` flag also stops every source on a read error).
     pub stage: SourceStage,
@@ -103,7 +103,7 @@ impl FileReader {
             .iter()
             .map(|path| InputFile::open(path))
             .collect::<Result<Vec<_>>>()?;
-        let layout = RangeLayout::new(files, config.range_bytes)?;
+        let layout = RangeLayout::new(files, config.split)?;
         let bounds = config.resume.id_bounds();
         let outside = bounds.and_then(|(low, high)| {
             (low < 0)
@@ -114,9 +114,9 @@ impl FileReader {
             return Err(OperatorError::InputResume {
                 path: PathBuf::from(&config.decoder.source_name),
                 reason: format!(
-                    "the checkpoint has a position for range {id}, but the inputs split into {} ranges of {} bytes now (the files or [source] range_bytes changed)",
+                    "the checkpoint has a position for range {id}, but the inputs split into {} {} now (the files or [source] range_bytes changed)",
                     layout.len(),
-                    config.range_bytes
+                    config.split
                 ),
             });
         }

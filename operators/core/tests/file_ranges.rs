@@ -20,6 +20,7 @@ use timely::dataflow::operators::Inspect;
 use weir_checkpoint::{SourceOffset, SourcePositions};
 use weir_features::vocab::Watermark;
 use weir_operators::epochs::{CheckpointPart, EpochClock};
+use weir_operators::file_ranges::RangeSplit;
 use weir_operators::file_source::{file_source, FileSourceConfig};
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::SourceStreams;
@@ -37,7 +38,7 @@ type Read = Vec<(usize, i32, i64, String, i64)>;
 
 fn config(paths: Vec<PathBuf>, instances: usize, metrics: &Arc<JobMetrics>) -> FileSourceConfig {
     let mut config = file_config(paths, "ranges", metrics);
-    config.range_bytes = RANGE_BYTES;
+    config.split = RangeSplit::every(RANGE_BYTES);
     config.stage.parallelism = instances;
     config.stage.placement = Placement::new(instances, 1);
     config
@@ -348,7 +349,7 @@ fn lines_across_the_read_buffer_are_read_whole_at_their_offsets() -> Result<()> 
         let metrics = Arc::new(JobMetrics::default());
         let mut config = config(vec![path.clone()], instances, &metrics);
         // Ranges of two buffers and a half: each is read over several refills.
-        config.range_bytes = (5 * READ_BUFFER_BYTES / 2) as u64;
+        config.split = RangeSplit::every((5 * READ_BUFFER_BYTES / 2) as u64);
         let read = read_all(config)?;
         let got: Vec<_> = read.iter().map(|r| (r.2, r.3.clone(), r.4)).collect();
         ensure!(

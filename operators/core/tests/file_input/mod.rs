@@ -11,7 +11,7 @@ use weir_checkpoint::SourcePositions;
 use weir_features::decode::JsonDecoder;
 use weir_operators::backpressure::ScoreBacklog;
 use weir_operators::epochs::EpochClock;
-use weir_operators::file_ranges::DEFAULT_RANGE_BYTES;
+use weir_operators::file_ranges::DEFAULT_SPLIT;
 use weir_operators::file_source::FileSourceConfig;
 use weir_operators::metrics::JobMetrics;
 use weir_operators::source::{RecordDecoder, RecordLimits};
@@ -36,7 +36,7 @@ pub fn file_config(
 ) -> FileSourceConfig {
     FileSourceConfig {
         paths,
-        range_bytes: DEFAULT_RANGE_BYTES,
+        split: DEFAULT_SPLIT,
         stage: SourceStage {
             parallelism: 1,
             placement: Placement::new(1, 1),
