@@ -5,6 +5,8 @@
 //! ([`Placement::partition_route`]). Which instance owns what is
 //! [`weir_features::ownership`]'s rule, shared with the checkpoint ranges.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 pub use weir_features::ownership::{instance_for_key_group, instance_for_partition};
@@ -87,6 +89,55 @@ impl Placement {
     }
 }
 
+/// The worker of each key group of a keyed stage ([`Placement::key_group_route`]), looked up
+/// in a table instead of computed per record: the rule takes a division for the instance and
+/// two more for its worker, ~1 % of a 2-worker features run in the exchange's loop over its
+/// events (BENCHMARKS.md, F, fix 85). The table holds a `u16` per key group (8 KiB for the
+/// default 4 096); past [`KeyGroupRoutes::MOST_LOOKED_UP`] groups, or past `u16::MAX` workers,
+/// routes are computed as before.
+#[derive(Clone, Debug)]
+pub struct KeyGroupRoutes {
+    by_group: Arc<[u16]>,
+    placement: Placement,
+    key_groups: u32,
+    parallelism: usize,
+}
+
+impl KeyGroupRoutes {
+    /// The most key groups whose routes are kept in a table (128 KiB of them).
+    pub const MOST_LOOKED_UP: u32 = 1 << 16;
+
+    /// The routes of a stage with parallelism `parallelism` over `key_groups` key groups.
+    pub fn new(placement: Placement, key_groups: u32, parallelism: usize) -> KeyGroupRoutes {
+        let route = |g| placement.key_group_route(KeyGroup(g), key_groups, parallelism);
+        let by_group = if key_groups <= Self::MOST_LOOKED_UP {
+            (0..key_groups)
+                .map(|g| u16::try_from(route(g)))
+                .collect::<std::result::Result<_, _>>()
+                .unwrap_or_default()
+        } else {
+            Arc::default()
+        };
+        KeyGroupRoutes {
+            by_group,
+            placement,
+            key_groups,
+            parallelism,
+        }
+    }
+
+    /// The worker of `key_group`'s instance.
+    #[inline]
+    pub fn route(&self, key_group: KeyGroup) -> u64 {
+        match self.by_group.get(key_group.0 as usize) {
+            Some(&worker) => u64::from(worker),
+            None => self
+                .placement
+                .key_group_route(key_group, self.key_groups, self.parallelism),
+        }
+    }
+}
+
 /// Per-stage parallelism of a job (DESIGN.md §4). Each value is `1..=workers`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageParallelism {
@@ -134,6 +185,18 @@ impl StageParallelism {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_groups_past_the_table_are_routed_by_the_rule() {
+        let placement = Placement::new(6, 2);
+        let key_groups = KeyGroupRoutes::MOST_LOOKED_UP * 2 + 3;
+        let routes = KeyGroupRoutes::new(placement, key_groups, 5);
+        for g in (0..key_groups).step_by(997).chain([key_groups - 1]) {
+            let rule = placement.key_group_route(KeyGroup(g), key_groups, 5);
+            assert_eq!(routes.route(KeyGroup(g)), rule, "key group {g}");
+        }
+        assert!(routes.by_group.is_empty(), "computed, not looked up");
+    }
 
     #[test]
     fn instances_spread_over_processes_and_invert() {

@@ -153,7 +153,7 @@ impl<T: 'static, F: FnMut(&T) -> u64> Distributor<Vec<T>> for RouteRecords<T, F>
         stamp: &Stamp<S>,
         pushers: &mut [P],
     ) {
-        let peers = pushers.len() as u64;
+        let peers = pushers.len();
         let len = container.len();
         // SAFETY: from here on the container owns none of its `len` records (its length is 0):
         // each is read exactly once below and its bytes copied into a batch, which owns it
@@ -168,7 +168,12 @@ impl<T: 'static, F: FnMut(&T) -> u64> Distributor<Vec<T>> for RouteRecords<T, F>
             // SAFETY: `i < len`, within the container's allocation, and not yet moved.
             #[allow(unsafe_code)]
             let record = unsafe { &*records.add(i) };
-            let target = ((self.route)(record) % peers) as usize;
+            // A route is a worker, below `peers`: the remainder (a division per record) is
+            // taken only for one that is not.
+            let mut target = (self.route)(record) as usize;
+            if target >= peers {
+                target %= peers;
+            }
             let batch = &mut self.batches[target];
             batch.room_for_one();
             // SAFETY: `room_for_one` left room for one more record in `batch.current`; the

@@ -39,7 +39,7 @@ use crate::clock::unix_nanos;
 use crate::epochs::{CheckpointPart, CheckpointStream, OperatorCheckpoints};
 use crate::error::Result;
 use crate::metrics::{JobMetrics, Operator};
-use crate::placement::Placement;
+use crate::placement::{KeyGroupRoutes, Placement};
 use crate::record_batches::{room_after, RouteRecords, BATCH_RECORDS};
 use crate::snapshot_restore::restore_key_groups;
 use crate::snapshot_writer::SnapshotWriter;
@@ -143,11 +143,8 @@ impl<'scope> WindowFeatures<'scope> for Stream<'scope, Tick, Vec<Event>> {
         }
         let worker = self.scope().worker();
         let mut builder = OperatorBuilder::new("WindowFeatures".to_owned(), self.scope());
-        let (key_groups, parallelism, placement) =
-            (config.key_groups, config.parallelism, config.placement);
-        let route = move |event: &Event| {
-            placement.key_group_route(event.key_group, key_groups, parallelism)
-        };
+        let routes = KeyGroupRoutes::new(config.placement, config.key_groups, config.parallelism);
+        let route = move |event: &Event| routes.route(event.key_group);
         let exchange = DistributorPact(move |peers| RouteRecords::new(route, peers));
         let mut events_in = builder.new_input(self, exchange);
         let mut reports_in = builder.new_input(reports.broadcast(), Pipeline);

@@ -7,7 +7,9 @@ use proptest::prelude::*;
 use weir_checkpoint::range::overlapping;
 use weir_checkpoint::{KeyGroupRange, SnapshotEntry};
 use weir_features::vocab::KeyGroup;
-use weir_operators::placement::{instance_for_key_group, instance_for_partition, Placement};
+use weir_operators::placement::{
+    instance_for_key_group, instance_for_partition, KeyGroupRoutes, Placement,
+};
 
 /// A worker layout (processes × threads) and a stage parallelism `1..=workers`.
 fn layout() -> impl Strategy<Value = (Placement, usize)> {
@@ -47,6 +49,7 @@ fn check_layout(placement: Placement, p: usize, g: u32) -> Result<(), TestCaseEr
             ranges
         );
     }
+    let routes = KeyGroupRoutes::new(placement, g, p);
     for kg in 0..g {
         let owners: Vec<usize> = (0..p).filter(|&i| ranges[i].contains(kg)).collect();
         prop_assert_eq!(owners.len(), 1, "key group {} has owners {:?}", kg, owners);
@@ -54,6 +57,7 @@ fn check_layout(placement: Placement, p: usize, g: u32) -> Result<(), TestCaseEr
         prop_assert_eq!(owners[0], owner);
         let worker = placement.key_group_route(KeyGroup(kg), g, p) as usize;
         prop_assert!(worker < placement.workers());
+        prop_assert_eq!(routes.route(KeyGroup(kg)), worker as u64, "looked up");
         prop_assert_eq!(placement.instance_on(worker, p), Some(owner));
     }
     for partition in 0..64 {

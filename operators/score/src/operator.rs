@@ -30,6 +30,7 @@ use weir_features::scored::ScoredBatch;
 use weir_features::vocab::Tick;
 use weir_operators::clock::unix_ms;
 use weir_operators::metrics::{JobMetrics, Operator};
+use weir_operators::placement::KeyGroupRoutes;
 
 use crate::batcher::Batcher;
 /// The operator's configuration, defined with the inference thread's in `crate::config`.
@@ -59,9 +60,8 @@ impl<'scope> Score<'scope> for Stream<'scope, Tick, Vec<FeatureRow>> {
         let scope = self.scope();
         let (placement, key_groups, parallelism) =
             (config.placement, config.key_groups, config.parallelism);
-        let route = move |row: &FeatureRow| {
-            placement.key_group_route(row.key_group, key_groups, parallelism)
-        };
+        let routes = KeyGroupRoutes::new(placement, key_groups, parallelism);
+        let route = move |row: &FeatureRow| routes.route(row.key_group);
         // Start (and load) the inference thread before reserving the operator, so a load
         // error leaves no half-built operator behind. It is woken through the operator's
         // `SyncActivator`, known once the operator exists (no result comes before a job).
