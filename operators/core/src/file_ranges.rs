@@ -102,7 +102,10 @@ impl From<u64> for RangeSplit {
 
 impl std::fmt::Display for RangeSplit {
     /// What a topology hash and a message say of the layout: `ranges of N bytes`, and for a
-    /// layout that keeps small files whole, `, files of up to M bytes whole`.
+    /// layout that keeps small files whole, `, files of up to M bytes whole`. A file job's
+    /// checkpoints are refused when this text changes (the topology hash includes it), so a
+    /// split of every file reads as `[source] range_bytes` did before [`RangeSplit`]: a test
+    /// pins it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "ranges of {} bytes", self.range_bytes)?;
         if self.whole_up_to > 0 {
@@ -368,6 +371,20 @@ mod tests {
         let default_cuts = |size: u64| size.div_ceil(DEFAULT_SPLIT.range_bytes_of(size));
         assert_eq!(default_cuts(DEFAULT_SPLIT.whole_up_to), 1);
         assert_eq!(default_cuts(DEFAULT_SPLIT.whole_up_to + 1), 5);
+    }
+
+    #[test]
+    fn a_split_reads_as_the_topology_hash_has_always_read_it() {
+        // `jobs/src/config.rs` hashes `|file {split}`; before `RangeSplit` it hashed
+        // `|file ranges of {range_bytes} bytes`, which checkpoints written then carry.
+        assert_eq!(
+            RangeSplit::every(524288).to_string(),
+            "ranges of 524288 bytes"
+        );
+        assert_eq!(
+            DEFAULT_SPLIT.to_string(),
+            "ranges of 131072 bytes, files of up to 524288 bytes whole"
+        );
     }
 
     #[test]
