@@ -83,6 +83,11 @@ impl RangeSplit {
         }
     }
 
+    /// How many ranges a plain file of `size` bytes is cut into (at least one).
+    fn ranges_in(&self, size: u64) -> u64 {
+        size.div_ceil(self.range_bytes_of(size)).max(1)
+    }
+
     /// The size of the ranges of a plain file of `size` bytes: the file's own size when it
     /// is read whole.
     fn range_bytes_of(&self, size: u64) -> u64 {
@@ -145,9 +150,7 @@ impl RangeLayout {
         let mut first_ids = vec![0i32];
         let mut next = 0u64;
         for file in &files {
-            next += file
-                .splittable_size
-                .map_or(1, |size| size.div_ceil(split.range_bytes_of(size)).max(1));
+            next += file.splittable_size.map_or(1, |size| split.ranges_in(size));
             let id = i32::try_from(next).map_err(|_| OperatorError::UnreadableInput {
                 path: file.path.clone(),
                 reason: format!(
@@ -368,9 +371,8 @@ mod tests {
         };
         assert_eq!(ranges(cut), ranges(RangeSplit::every(4)));
         assert!(ranges(cut).len() > 1);
-        let default_cuts = |size: u64| size.div_ceil(DEFAULT_SPLIT.range_bytes_of(size));
-        assert_eq!(default_cuts(DEFAULT_SPLIT.whole_up_to), 1);
-        assert_eq!(default_cuts(DEFAULT_SPLIT.whole_up_to + 1), 5);
+        assert_eq!(DEFAULT_SPLIT.ranges_in(DEFAULT_SPLIT.whole_up_to), 1);
+        assert_eq!(DEFAULT_SPLIT.ranges_in(DEFAULT_SPLIT.whole_up_to + 1), 5);
     }
 
     #[test]
