@@ -42,7 +42,7 @@ use weir_features::scored::{ScoreView, ScoredBatch};
 use weir_features::vocab::Tick;
 use weir_operators::epoch_sink::{epoch_sink, SinkWriter};
 use weir_operators::epochs::{CheckpointStream, EpochClock};
-use weir_operators::placement::instance_for_key_group;
+use weir_operators::placement::KeyGroupRoutes;
 
 use crate::delivery::{Delivery, DEAD_LETTER_SINK, SCORE_SINK};
 use crate::error::Result;
@@ -256,19 +256,17 @@ impl<'scope> KafkaScoreSink<'scope> for Stream<'scope, Tick, Vec<ScoredBatch>> {
         source_topic: String,
     ) -> Result<CheckpointStream<'scope>> {
         let out = Delivery::on_worker(&config, SCORE_SINK, &source_topic, self.scope().index())?;
-        let (placement, key_groups, parallelism) =
-            (config.placement, config.key_groups, config.parallelism);
-        let instance =
-            move |row: &FeatureRow| instance_for_key_group(row.key_group, key_groups, parallelism);
-        // Every row goes to the instance of its key group: a batch whose rows span several
-        // instances is split first (a score instance's rows usually fall in one).
-        let parts =
-            self.flat_map(move |batch| batch.split_by(instance).into_iter().map(|(_, b)| b));
-        let route = move |b: &ScoredBatch| {
-            b.rows.first().map_or(0, |row| {
-                placement.key_group_route(row.key_group, key_groups, parallelism)
-            })
+        let routes = KeyGroupRoutes::new(config.placement, config.key_groups, config.parallelism);
+        // Every row goes to the worker of its key group's instance (each instance has a worker
+        // of its own): a batch whose rows span several is split first (a score instance's rows
+        // usually fall in one), and each part goes where its first row's route says.
+        let worker = {
+            let routes = routes.clone();
+            move |row: &FeatureRow| routes.route(row.key_group) as usize
         };
+        let parts = self.flat_map(move |batch| batch.split_by(&worker).into_iter().map(|(_, b)| b));
+        let route =
+            move |b: &ScoredBatch| b.rows.first().map_or(0, |row| routes.route(row.key_group));
         let epochs = config.epochs;
         let records = ScoreRecords {
             json: ScoreJson::new(&feature_names, &source_topic),
