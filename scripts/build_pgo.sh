@@ -4,7 +4,9 @@
 # so LLVM lays out and inlines the hot paths (JSON decoding, key routing, window updates, row
 # encoding) for how they actually run. Over run F's input it took 11–17 % of the CPU time off
 # `weir features` runs, 8 % off a scoring run and 5 % off a Kafka run (BENCHMARKS.md, F, "A
-# profile-guided build").
+# profile-guided build"), against release builds before `.cargo/config.toml` raised the
+# inline threshold (fix 86). Its RUSTFLAGS below replace that config's list: the profile
+# decides what to inline.
 #
 # Usage: scripts/build_pgo.sh [OUT]   (default OUT: target/pgo/weir; deploy/Dockerfile builds
 # its image's binary with it)
