@@ -5,7 +5,9 @@
 //! State layout: all numeric states of one (key, window) live in one flat run of 64-bit
 //! words (an [`Accumulators::words`], or a pane's place in its key table's column, borrowed
 //! as [`AccsRef`] / [`AccsMut`]), each feature at a fixed offset, sized by its kind:
-//! `count` 1 word, `min`/`max` 1, `sum`/`mean` 2, `first`/`last` 2, variances 3. Distinct
+//! `count` with `where` 1 word, `min`/`max` 1, `sum`/`mean` 2, `first`/`last` 2, variances 3.
+//! A `count` without `where` keeps no word: it is the number of records its owner keeps
+//! anyway ([`AccsRef::records`]: a slot's record count, [`Accumulators::records`]). Distinct
 //! counts keep a [`Distinct`] each in [`Accumulators::distinct`]; ratios keep no state.
 //! Updating an existing state never allocates, except `distinct`, whose exact set grows.
 //!
@@ -94,7 +96,7 @@ impl AggKind {
 }
 
 /// Flat numeric state of all features of one (key, window), exactly as long as the job's
-/// features need (count/sum/max: 4 words), where it has words of its own (an
+/// features need (count/sum/max: 3 words), where it has words of its own (an
 /// [`Accumulators`], a session's or a merged window's slot): one allocation per such slot,
 /// none per update, and the owner holds only its pointer and length (16 bytes) whatever the
 /// job's features. A pane's words are its key table's column instead, with no allocation of
@@ -102,7 +104,8 @@ impl AggKind {
 pub type Words = Box<[u64]>;
 
 /// The state of all features of one (key, window). Built by `FeatureSet::empty`, changed
-/// only through `FeatureSet::{update, merge}`.
+/// only through `FeatureSet::{add, absorb}`. Serialized as its words and distinct states: a
+/// snapshot's slot writes its record count beside them.
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Accumulators {
     /// Numeric states, each feature at its offset (see the module docs).
@@ -110,6 +113,9 @@ pub struct Accumulators {
     /// Distinct-count states, one per `distinct` feature (empty, unallocated, for jobs
     /// without one; a thin pointer: 8 bytes of the slot).
     pub distinct: ThinVec<Distinct>,
+    /// Records folded in: the value of every `count` without `where`.
+    #[serde(skip)]
+    pub records: u64,
 }
 
 /// A (key, window)'s accumulators, borrowed from wherever they are kept (an
@@ -122,9 +128,14 @@ pub struct AccsRef<'a> {
     pub words: &'a [u64],
     /// Distinct-count states, one per `distinct` feature.
     pub distinct: &'a [Distinct],
+    /// Records folded in, as their owner counts them: the value of every `count` without
+    /// `where`.
+    #[serde(skip)]
+    pub records: u64,
 }
 
-/// [`AccsRef`], mutable: what an update or a merge changes.
+/// [`AccsRef`], mutable: what an update or a merge changes. The record count is not in it:
+/// its owner adds to it beside the update or merge ([`crate::feature::FeatureSet::add`]).
 #[derive(Debug)]
 pub struct AccsMut<'a> {
     /// Numeric states, each feature at its offset.
@@ -139,11 +150,12 @@ impl Accumulators {
         AccsRef {
             words: &self.words,
             distinct: &self.distinct,
+            records: self.records,
         }
     }
 
     /// Borrows the words and distinct states mutably.
-    pub fn view_mut(&mut self) -> AccsMut<'_> {
+    pub(crate) fn view_mut(&mut self) -> AccsMut<'_> {
         AccsMut {
             words: &mut self.words,
             distinct: &mut self.distinct,
@@ -158,12 +170,14 @@ impl Clone for Accumulators {
         Accumulators {
             words: self.words.clone(),
             distinct: self.distinct.clone(),
+            records: self.records,
         }
     }
 
     fn clone_from(&mut self, source: &Self) {
         self.words.clone_from(&source.words);
         clone_distinct_from(&mut self.distinct, &source.distinct);
+        self.records = source.records;
     }
 }
 

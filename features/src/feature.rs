@@ -33,8 +33,18 @@ pub struct CompiledFeature {
     /// For `ratio`: indices (in this set) of the numerator and denominator features.
     pub inputs: Option<(usize, usize)>,
     /// Offset of the state: into `Accumulators::words`, or into `Accumulators::distinct`
-    /// for `distinct`.
+    /// for `distinct` (none for a `count` without `where`, see
+    /// [`CompiledFeature::reads_record_count`]).
     state: usize,
+}
+
+impl CompiledFeature {
+    /// A `count` without `where` keeps no state: its value is the record count that every
+    /// slot keeps anyway (run M: 8 bytes less per open (key, window)), exact up to 2^43 − 1
+    /// records in one (key, window), where it stays.
+    pub fn reads_record_count(&self) -> bool {
+        self.agg == AggKind::Count && self.filter.is_none()
+    }
 }
 
 /// All features of a job, in model input order.
@@ -88,7 +98,20 @@ impl FeatureSet {
                 .map(|text| Predicate::parse(text, schema))
                 .transpose()
                 .map_err(fail)?;
-            let state = if spec.agg == AggKind::Distinct {
+            let mut feature = CompiledFeature {
+                name: spec.name.clone(),
+                agg: spec.agg,
+                slot,
+                filter,
+                window: spec.window.clone(),
+                inputs,
+                state: 0,
+            };
+            if feature.reads_record_count() {
+                set.features.push(feature);
+                continue;
+            }
+            feature.state = if spec.agg == AggKind::Distinct {
                 set.distinct += 1;
                 set.distinct - 1
             } else {
@@ -97,17 +120,9 @@ impl FeatureSet {
                 offset
             };
             set.plan
-                .push(spec.agg, state, slot, filter.as_ref())
+                .push(spec.agg, feature.state, slot, feature.filter.as_ref())
                 .map_err(fail)?;
-            set.features.push(CompiledFeature {
-                name: spec.name.clone(),
-                agg: spec.agg,
-                slot,
-                filter,
-                window: spec.window.clone(),
-                inputs,
-                state,
-            });
+            set.features.push(feature);
         }
         Ok(set)
     }
@@ -128,7 +143,20 @@ impl FeatureSet {
         Accumulators {
             words: Words::from(self.empty_words()),
             distinct: self.empty_distinct(),
+            records: 0,
         }
+    }
+
+    /// Folds one record (its field values and event time) into `accs` and counts it.
+    pub fn add(&self, accs: &mut Accumulators, values: &[Value], ts: EventTime) {
+        self.update(accs.view_mut(), values, ts);
+        accs.records += 1;
+    }
+
+    /// Merges `other` into `into`, records counted (see [`FeatureSet::merge`]).
+    pub fn absorb(&self, into: &mut Accumulators, other: &Accumulators) {
+        self.merge(into.view_mut(), other.view());
+        into.records += other.records;
     }
 
     /// The numeric state of a (key, window) with no records yet: what a new slot's words
@@ -144,18 +172,22 @@ impl FeatureSet {
     }
 
     /// Folds one record (its field values and event time) into the accumulators. Never
-    /// allocates, except when a `distinct` feature's exact set grows.
+    /// allocates, except when a `distinct` feature's exact set grows. The caller counts the
+    /// record ([`AccsRef::records`]).
     #[inline]
-    pub fn update(&self, accs: AccsMut<'_>, values: &[Value], ts: EventTime) {
+    pub(crate) fn update(&self, accs: AccsMut<'_>, values: &[Value], ts: EventTime) {
         self.plan.update(accs, values, ts);
     }
 
     /// Merges `other` into `into` (both from [`FeatureSet::empty`] of this set): afterwards
     /// `into` describes the records of `into` followed by those of `other`. "Followed by"
     /// matters only for ties of `first`/`last` and the rounding of sums: pass the
-    /// earlier-arriving state as `into`.
-    pub fn merge(&self, into: AccsMut<'_>, other: AccsRef<'_>) {
+    /// earlier-arriving state as `into`. The caller adds the record counts.
+    pub(crate) fn merge(&self, into: AccsMut<'_>, other: AccsRef<'_>) {
         for feature in &self.features {
+            if feature.reads_record_count() {
+                continue;
+            }
             if feature.agg == AggKind::Distinct {
                 if let (Some(d), Some(o)) = (
                     into.distinct.get_mut(feature.state),
@@ -172,11 +204,30 @@ impl FeatureSet {
         }
     }
 
+    /// A (key, window)'s words as window-state snapshots before version 5 held them, where
+    /// each `count` without `where` kept a word of its own, in today's layout: those words
+    /// dropped (the slot's record count holds the same number). `None` when `old` is not as
+    /// long as that layout is for these features.
+    pub(crate) fn words_without_record_counts(&self, old: &[u64]) -> Option<Words> {
+        let mut words = Vec::with_capacity(self.template.len());
+        let mut at = 0;
+        for feature in &self.features {
+            let width = feature.agg.words();
+            let state = old.get(at..at + width)?;
+            at += width;
+            if !feature.reads_record_count() {
+                words.extend_from_slice(state);
+            }
+        }
+        (at == old.len()).then(|| Words::from(words))
+    }
+
     /// Writes the feature values (NaN = missing) into `out`, replacing its contents.
     pub fn values(&self, accs: AccsRef<'_>, out: &mut RowValues) {
         out.clear();
         out.extend(self.features.iter().map(|f| {
             match f.agg {
+                AggKind::Count if f.reads_record_count() => accs.records as f64,
                 // A count's value, read here by the function `aggregate::value` reads it with:
                 // a call less for each of a row's counts (run F's CPU ×0.98-0.99;
                 // BENCHMARKS.md, F, fix 71).

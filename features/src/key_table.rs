@@ -422,6 +422,27 @@ impl<V> KeyTable<V> {
         self.words_mut(place).1.copy_from_slice(words);
     }
 
+    /// Replaces every entry's words with `convert`'s of them, `width` words each (state
+    /// decoded from an older snapshot layout); places stay. `None` when `convert` refuses
+    /// an entry's words or gives other than `width`, the table then unchanged.
+    pub fn convert_words(
+        &mut self,
+        width: usize,
+        mut convert: impl FnMut(&[u64]) -> Option<Box<[u64]>>,
+    ) -> Option<()> {
+        let mut column = Column::new(width);
+        let places = self.entries.iter().zip(self.words.slices());
+        for (at, (entry, words)) in places.enumerate() {
+            column.reach(at);
+            if entry.is_some() {
+                let converted = convert(words).filter(|w| w.len() == width)?;
+                column.get_mut(at).copy_from_slice(&converted);
+            }
+        }
+        self.words = column;
+        Some(())
+    }
+
     /// Moves every entry of `other` (its keys not in this table) here, with its words.
     pub fn absorb_words(&mut self, other: KeyTable<V>) {
         self.reserve(other.len());

@@ -163,11 +163,9 @@ impl OverRange {
             return;
         };
         let mut accs = features.empty();
-        let mut records = 0;
         let from = ts.saturating_sub(self.range).saturating_add(1);
         for (_, (event, _)) in buffer.range((from, 0)..=(ts, u64::MAX)) {
-            features.update(accs.view_mut(), &event.values, event.ts);
-            records += 1;
+            features.add(&mut accs, &event.values, event.ts);
         }
         let Some((event, pending)) = buffer.get_mut(&(ts, seq)) else {
             return;
@@ -183,7 +181,7 @@ impl OverRange {
             window_end: ts.saturating_add(1),
             revision: 0,
             values,
-            records,
+            records: accs.records,
             first: event.position,
             last: event.position,
             fired_at_ns: 0,

@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use crate::aggregate::Words;
 use crate::feature::FeatureSet;
 use crate::key_table::{key_hash, same_key, FastHash};
 use crate::pane_table::{PaneKeys, PaneMaps};
@@ -498,6 +499,19 @@ impl PaneWindows {
 
     /// Adds the keys of `other` (disjoint from ours, same window definition and watermark
     /// history) to this state.
+    /// Replaces every pane's words with `convert`'s of them (state decoded from an older
+    /// snapshot layout), `width` words each; `None` when `convert` refuses a pane's words.
+    pub fn convert_words(
+        &mut self,
+        width: usize,
+        convert: &dyn Fn(&[u64]) -> Option<Words>,
+    ) -> Option<()> {
+        for keys in self.panes.values_mut() {
+            keys.convert_words(width, convert)?;
+        }
+        Some(())
+    }
+
     pub fn absorb(&mut self, other: PaneWindows) {
         for (start, keys) in other.panes {
             self.panes.entry(start).or_default().absorb_words(keys);
@@ -630,10 +644,10 @@ mod tests {
             // Each entry as the index of its slot: slots 0-1 are pane 0's, 2-3 pane 1's, 4-5
             // pane 2's.
             let of = |d: &Due<'_>| {
-                let words = d.slot.map(|s| s.words.as_ptr());
+                let meta = d.slot?.meta;
                 slots
                     .iter()
-                    .position(|s| Some(s.as_ref().words.as_ptr()) == words)
+                    .position(|s| std::ptr::eq(s.as_ref().meta, meta))
             };
             let panes: Vec<Option<usize>> = window.iter().map(of).collect();
             windows.push((window[0].key.clone(), panes));

@@ -35,6 +35,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use smallvec::SmallVec;
 
+use crate::aggregate::Words;
 use crate::feature::FeatureSet;
 use crate::key_table::{key_hash, FastHash, KeyTable, Place};
 use crate::record::Event;
@@ -539,6 +540,17 @@ impl SessionWindows {
     }
 
     /// Adds the keys of `other` (disjoint from ours) to this state.
+    /// Replaces every session's words with `convert`'s of them (state decoded from an older
+    /// snapshot layout); `None` when `convert` refuses a session's words.
+    pub fn convert_words(&mut self, convert: &dyn Fn(&[u64]) -> Option<Words>) -> Option<()> {
+        for state in self.keys.values_mut() {
+            for session in state.sessions.iter_mut() {
+                session.slot.convert_words(convert)?;
+            }
+        }
+        Some(())
+    }
+
     pub fn absorb(&mut self, other: SessionWindows) {
         // Timers hold places: `other`'s keys take new ones here.
         let timers: Vec<(EventTime, Key)> = other

@@ -322,6 +322,7 @@ impl SlotRef<'_> {
         AccsRef {
             words: self.words,
             distinct: &self.meta.distinct,
+            records: self.meta.tally.records(),
         }
     }
 
@@ -398,6 +399,13 @@ impl Slot {
         }
     }
 
+    /// Replaces the words with `convert`'s of them (state decoded from an older snapshot
+    /// layout); `None` when `convert` refuses them.
+    pub fn convert_words(&mut self, convert: impl FnOnce(&[u64]) -> Option<Words>) -> Option<()> {
+        self.words = convert(&self.words)?;
+        Some(())
+    }
+
     /// Splits the slot into its words and the rest (a pane table keeps them apart).
     pub fn into_parts(self) -> (Words, SlotMeta) {
         (self.words, self.meta)
@@ -464,6 +472,7 @@ mod tests {
         Accumulators {
             words: slot.words.clone(),
             distinct: slot.meta.distinct.clone(),
+            records: 0,
         }
     }
 

@@ -6,11 +6,9 @@ use std::collections::BTreeMap;
 use crate::aggregate::AggKind;
 use crate::error::Result;
 use crate::feature::{FeatureSet, FeatureSpec};
-use crate::job_features::JobFeatures;
 use crate::record::{Event, Value};
 use crate::schema::{FieldDecl, FieldType, RecordSchema};
 use crate::vocab::{Key, KeyGroup, SourcePosition};
-use crate::window::WindowSpec;
 
 /// One feature, `n = count()`, over records `{k: string, ts: timestamp_ms}`.
 pub(crate) fn count_feature() -> Result<FeatureSet> {
@@ -25,11 +23,6 @@ pub(crate) fn count_feature() -> Result<FeatureSet> {
         ..FeatureSpec::default()
     };
     FeatureSet::compile(&[count], &schema)
-}
-
-/// A job computing [`count_feature`] over `window`.
-pub(crate) fn count_job(window: WindowSpec) -> Result<JobFeatures> {
-    Ok(JobFeatures::single(window, count_feature()?))
 }
 
 /// A record of `key` at `ts` (16 key groups).

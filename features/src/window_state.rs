@@ -11,6 +11,7 @@
 //! `revision + 1`. State is dropped once `watermark - allowed_lateness` passes the end of the
 //! last window it belongs to.
 
+use crate::error::{FeatureError, Result};
 use crate::feature::FeatureSet;
 use crate::key_activity::{KeyActivity, QuietKeys};
 use crate::over_range::OverRange;
@@ -234,6 +235,27 @@ impl KeyedWindows {
             Kind::Sessions(s) => s.merge_touching(features),
             Kind::Panes(_) | Kind::Range(_) => false,
         }
+    }
+
+    /// Drops the words of every `count` without `where` from each slot (state decoded from a
+    /// snapshot before format 5, where they had words of their own; see
+    /// [`FeatureSet::words_without_record_counts`]). Fails, naming the width, when a slot's
+    /// words do not have that older layout's length for `features`.
+    pub(crate) fn drop_record_count_words(&mut self, features: &FeatureSet) -> Result<()> {
+        let convert = |old: &[u64]| features.words_without_record_counts(old);
+        let converted = match &mut self.kind {
+            Kind::Panes(p) => p.convert_words(features.empty_words().len(), &convert),
+            Kind::Sessions(s) => s.convert_words(&convert),
+            Kind::Range(_) => Some(()),
+        };
+        converted.ok_or_else(|| {
+            let words: usize = features.features().iter().map(|f| f.agg.words()).sum();
+            FeatureError::Window(format!(
+                "a slot in the window state snapshot does not hold the {words} accumulator \
+                 words this job's features took before format 5: it was written for other \
+                 features"
+            ))
+        })
     }
 
     /// Takes this window's own key-activity table (snapshots of format 2 and older kept one per

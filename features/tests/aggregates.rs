@@ -97,7 +97,7 @@ fn aggregate(fs: &FeatureSet, recs: &[Rec]) -> Accumulators {
         if let Some(x) = r.x {
             put("x", Value::Num(x));
         }
-        fs.update(accs.view_mut(), &values, r.ts);
+        fs.add(&mut accs, &values, r.ts);
     }
     accs
 }
@@ -236,13 +236,13 @@ proptest! {
         let cut = ((recs.len() as f64) * cut) as usize;
         let (a, b) = recs.split_at(cut);
         let mut merged = aggregate(&fs, a);
-        fs.merge(merged.view_mut(), aggregate(&fs, b).view());
+        fs.absorb(&mut merged, &aggregate(&fs, b));
         let whole = values(&fs, &aggregate(&fs, &recs));
         assert_close(&values(&fs, &merged), &whole, &tolerances(&recs, true))?;
         // Merging an empty state changes nothing, on either side.
         let mut left = fs.empty();
-        fs.merge(left.view_mut(), merged.view());
-        fs.merge(merged.view_mut(), fs.empty().view());
+        fs.absorb(&mut left, &merged);
+        fs.absorb(&mut merged, &fs.empty());
         prop_assert_eq!(left, merged);
     }
 

@@ -304,7 +304,7 @@ fn features_sharing_predicates_count_their_own_records() {
         record(Some(5.0), Some(true), Some("clicks")),
     ];
     for values in &records {
-        features.update(accs.view_mut(), values, 0);
+        features.add(&mut accs, values, 0);
     }
     let mut out = RowValues::new();
     features.values(accs.view(), &mut out);

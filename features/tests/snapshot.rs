@@ -5,7 +5,10 @@
 mod common;
 
 use anyhow::Result;
-use common::{snapshot_events as events, snapshot_job as job, snapshot_window_kinds};
+use common::{
+    snapshot_events as events, snapshot_job as job, snapshot_job_same_in_every_format,
+    snapshot_window_kinds,
+};
 
 use weir_features::job_features::JobFeatures;
 use weir_features::job_features::Trigger;
@@ -225,7 +228,8 @@ fn sessions_forgotten_by_expiry_keep_their_revisions_across_a_restore() -> Resul
 /// A version-1 snapshot (before forgotten sessions were kept) still restores.
 #[test]
 fn version_1_snapshots_restore() -> Result<()> {
-    let job = job(snapshot_window_kinds()[2].clone(), Trigger::Close)?;
+    let job =
+        snapshot_job_same_in_every_format(snapshot_window_kinds()[2].clone(), Trigger::Close)?;
     let mut state = KeyedFeatures::new(&job, 2_000);
     let (mut wm, mut rows) = (i64::MIN, Vec::new());
     let events = events(5)?;

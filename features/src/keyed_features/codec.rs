@@ -26,7 +26,10 @@ use crate::window_state::KeyedWindows;
 /// - 4: as 3, written while session windows that touch (one ends where the next starts) merge.
 ///   Decoding versions 1 to 3 merges each key's touching sessions first, so old state follows
 ///   the current rule (a merged session emits as a revision of the ones it joins).
-pub const STATE_VERSION: u32 = 4;
+/// - 5: as 4, with no accumulator word for a `count` without `where` in any slot: its value
+///   is the slot's record count, written beside the words in every version. Decoding versions
+///   1 to 4 drops those words (before merging touching sessions, which reads the layout).
+pub const STATE_VERSION: u32 = 5;
 
 impl KeyedFeatures {
     /// The state as bytes (format [`STATE_VERSION`]).
@@ -79,7 +82,7 @@ impl KeyedFeatures {
         let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
         let (main, side) = match version {
             1 => (body, None),
-            2..=4 => {
+            2..=STATE_VERSION => {
                 let (length, rest) = body.split_at_checked(8).ok_or_else(short)?;
                 let mut word = [0u8; 8];
                 word.copy_from_slice(length);
@@ -130,6 +133,11 @@ impl KeyedFeatures {
                 job.groups().len()
             )));
         }
+        if version < 5 {
+            for (windows, group) in state.states.iter_mut().zip(job.groups()) {
+                windows.drop_record_count_words(&group.features)?;
+            }
+        }
         if version < 4 {
             for (windows, group) in state.states.iter_mut().zip(job.groups()) {
                 state.changed |= windows.merge_touching_sessions(&group.features);
@@ -142,19 +150,169 @@ impl KeyedFeatures {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_fixtures::{count_job, event};
+    use crate::aggregate::AggKind;
+    use crate::feature::FeatureSpec;
+    use crate::record::Event;
+    use crate::row::FeatureRow;
+    use crate::schema::{FieldDecl, FieldType, RecordSchema};
+    use crate::test_fixtures::event;
     use crate::vocab::Watermark;
     use crate::window::WindowSpec;
+    use std::collections::BTreeMap;
 
-    fn job() -> Result<JobFeatures> {
-        count_job(WindowSpec::Tumbling { size: 1_000 })
+    /// A version 4 snapshot of [`four_features_three_windows`] after the first 200 of
+    /// [`records`] ([`run`]), written by `KeyedFeatures::encode` at commit 6949b79.
+    const VERSION_4: &[u8] =
+        include_bytes!("../../tests/fixtures/state_v4_four_features_three_windows.bin");
+
+    /// `specs` over records `{k: string, ts: timestamp_ms}`, the primary window tumbling 1 s,
+    /// `hop` hopping 2 s every 0.5 s, `session` with a 300 ms gap.
+    fn job_of(specs: &[FeatureSpec]) -> Result<JobFeatures> {
+        let fields = BTreeMap::from([
+            ("k".to_owned(), FieldDecl::Type(FieldType::String)),
+            ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
+        ]);
+        let schema = RecordSchema::new(&fields, "k", "ts")?;
+        let named = BTreeMap::from([
+            (
+                "hop".to_owned(),
+                WindowSpec::Hopping {
+                    size: 2_000,
+                    slide: 500,
+                },
+            ),
+            (
+                "session".to_owned(),
+                WindowSpec::Session {
+                    gap: 300,
+                    max_length: 5_000,
+                },
+            ),
+        ]);
+        JobFeatures::compile(
+            specs,
+            &schema,
+            &WindowSpec::Tumbling { size: 1_000 },
+            &named,
+        )
+    }
+
+    /// `name = agg(field) where filter` over `window` (`None`: the primary).
+    fn spec(
+        name: &str,
+        agg: AggKind,
+        field: Option<&str>,
+        filter: Option<&str>,
+        window: Option<&str>,
+    ) -> FeatureSpec {
+        FeatureSpec {
+            name: format!("{name}_{}", window.unwrap_or("tumble")),
+            agg,
+            field: field.map(str::to_owned),
+            filter: filter.map(str::to_owned),
+            window: window.map(str::to_owned),
+            ..FeatureSpec::default()
+        }
+    }
+
+    /// `count` (without and with `where`), `sum` and `max` over each of the three windows:
+    /// every kind of window state that holds slots.
+    fn four_features_three_windows() -> Result<JobFeatures> {
+        let mut specs = Vec::new();
+        for window in [None, Some("hop"), Some("session")] {
+            specs.extend([
+                spec("n", AggKind::Count, None, None, window),
+                spec("n_k1", AggKind::Count, None, Some("k == 'k1'"), window),
+                spec("sum", AggKind::Sum, Some("ts"), None, window),
+                spec("max", AggKind::Max, Some("ts"), None, window),
+            ]);
+        }
+        job_of(&specs)
+    }
+
+    /// 300 records of 13 keys in nearly increasing time, each at its own offset.
+    fn records() -> Vec<Event> {
+        (0..300_i64)
+            .map(|i| {
+                let mut record = event(&format!("k{}", i * 7 % 13), i * 37 + i * i % 50);
+                record.position.offset = i;
+                record
+            })
+            .collect()
+    }
+
+    /// Applies `records` to `state`, firing at 500 ms behind the latest record after every
+    /// 20th, and returns the rows fired.
+    fn run(state: &mut KeyedFeatures, job: &JobFeatures, records: &[Event]) -> Vec<FeatureRow> {
+        let mut rows = Vec::new();
+        for (i, record) in records.iter().enumerate() {
+            state.apply(job, record, Watermark::MIN);
+            if i % 20 == 19 {
+                state.fire(job, Watermark(record.ts - 500), &mut rows);
+            }
+        }
+        rows
+    }
+
+    /// Before format 5 a `count` without `where` kept a word of its own in every slot. A
+    /// version 4 snapshot restores without them, is written again as format 5, and that goes
+    /// on to the rows of a run that never stopped: every count, sum and max of every window
+    /// kind, and every revision.
+    #[test]
+    fn a_version_4_snapshot_restores_without_its_count_words() -> Result<()> {
+        let job = four_features_three_windows()?;
+        let records = records();
+        let (before, after) = records.split_at(200);
+        let mut straight = KeyedFeatures::new(&job, 0);
+        run(&mut straight, &job, before);
+        let from_4 = KeyedFeatures::decode(&job, VERSION_4)?;
+        assert_eq!(from_4.open_slots(), straight.open_slots());
+        assert!(
+            from_4.open_slots() > 13,
+            "panes and sessions of every key are open"
+        );
+        let version_5 = from_4.encode()?;
+        assert_eq!(version_5[..4], STATE_VERSION.to_le_bytes());
+        let mut restored = KeyedFeatures::decode(&job, &version_5)?;
+        let expected = run(&mut straight, &job, after);
+        assert_eq!(run(&mut restored, &job, after), expected);
+        let mut last = (Vec::new(), Vec::new());
+        straight.fire(&job, Watermark::MAX, &mut last.0);
+        restored.fire(&job, Watermark::MAX, &mut last.1);
+        assert_eq!(last.0, last.1);
+        assert!(expected.len() + last.0.len() > 50);
+        Ok(())
+    }
+
+    /// A version 4 snapshot of other features is refused with the width it should have had,
+    /// not restored into wrong values.
+    #[test]
+    fn a_version_4_snapshot_of_other_features_is_refused() -> Result<()> {
+        let mut specs = Vec::new();
+        for window in [None, Some("hop"), Some("session")] {
+            specs.extend([
+                spec("n", AggKind::Count, None, None, window),
+                spec("sum", AggKind::Sum, Some("ts"), None, window),
+                spec("max", AggKind::Max, Some("ts"), None, window),
+            ]);
+        }
+        let other = job_of(&specs)?;
+        let refused = KeyedFeatures::decode(&other, VERSION_4).map(|_| ());
+        let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            message.contains("does not hold the 4 accumulator words"),
+            "{message}"
+        );
+        Ok(())
     }
 
     /// A version 2 snapshot kept each key's last-record time in its window group's own table;
-    /// version 3 decodes it into the one table, so TTL expiry goes on as it would have.
+    /// version 3 decodes it into the one table, so TTL expiry goes on as it would have. (The
+    /// version 2 bytes are this build's state in version 2's frame: its feature, a `sum`, has
+    /// the same words in every version.)
     #[test]
     fn version_2_key_activity_moves_into_the_one_table() -> Result<()> {
-        let job = job()?;
+        let job = job_of(&[spec("sum", AggKind::Sum, Some("ts"), None, None)])?;
         let mut state = KeyedFeatures::new(&job, 0);
         // Tracking as version 2 did it: in the window group, not in `KeyedFeatures`.
         state.states[0].set_processing_time(1_000);

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use rand::{Rng, SeedableRng};
 
-use weir_features::aggregate::AggKind::{Count, Last, Max, Sum};
+use weir_features::aggregate::AggKind::{Count, Last, Max, Min, Sum};
+use weir_features::feature::FeatureSpec;
 use weir_features::job_features::JobFeatures;
 use weir_features::job_features::Trigger;
 use weir_features::window::WindowSpec;
@@ -33,9 +34,27 @@ pub fn event(schema: &RecordSchema, key: &str, ts: i64, x: f64, offset: i64) -> 
 /// The snapshot tests' job: count, sum and last of `x` over `primary`, plus the max of `x`
 /// over a session window (gap 20 s, at most 2 min), emitted by `trigger`.
 pub fn snapshot_job(primary: WindowSpec, trigger: Trigger) -> Result<JobFeatures> {
+    snapshot_job_with(spec("n", Count, None, None), primary, trigger)
+}
+
+/// [`snapshot_job`] with the min of `x` in place of its count: its slots hold the same words
+/// in every snapshot format (a `count` without `where` kept a word before format 5), so its
+/// state written in an older format's frame is a snapshot of that format.
+pub fn snapshot_job_same_in_every_format(
+    primary: WindowSpec,
+    trigger: Trigger,
+) -> Result<JobFeatures> {
+    snapshot_job_with(spec("x_min", Min, Some("x"), None), primary, trigger)
+}
+
+fn snapshot_job_with(
+    first: FeatureSpec,
+    primary: WindowSpec,
+    trigger: Trigger,
+) -> Result<JobFeatures> {
     let schema = user_ts_x_schema()?;
     let specs = [
-        spec("n", Count, None, None),
+        first,
         spec("x_sum", Sum, Some("x"), None),
         spec("x_last", Last, Some("x"), None),
         over(spec("x_max_sess", Max, Some("x"), None), "sess"),
