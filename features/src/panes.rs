@@ -497,8 +497,6 @@ impl PaneWindows {
         self.emitted.retain(|_, keys| !keys.is_empty());
     }
 
-    /// Adds the keys of `other` (disjoint from ours, same window definition and watermark
-    /// history) to this state.
     /// Replaces every pane's words with `convert`'s of them (state decoded from an older
     /// snapshot layout), `width` words each; `None` when `convert` refuses a pane's words.
     pub fn convert_words(
@@ -512,6 +510,8 @@ impl PaneWindows {
         Some(())
     }
 
+    /// Adds the keys of `other` (disjoint from ours, same window definition and watermark
+    /// history) to this state.
     pub fn absorb(&mut self, other: PaneWindows) {
         for (start, keys) in other.panes {
             self.panes.entry(start).or_default().absorb_words(keys);

@@ -539,7 +539,6 @@ impl SessionWindows {
         self.forgotten.ends.retain(|(_, k)| keep(k));
     }
 
-    /// Adds the keys of `other` (disjoint from ours) to this state.
     /// Replaces every session's words with `convert`'s of them (state decoded from an older
     /// snapshot layout); `None` when `convert` refuses a session's words.
     pub fn convert_words(&mut self, convert: &dyn Fn(&[u64]) -> Option<Words>) -> Option<()> {
@@ -551,6 +550,7 @@ impl SessionWindows {
         Some(())
     }
 
+    /// Adds the keys of `other` (disjoint from ours) to this state.
     pub fn absorb(&mut self, other: SessionWindows) {
         // Timers hold places: `other`'s keys take new ones here.
         let timers: Vec<(EventTime, Key)> = other
