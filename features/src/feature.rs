@@ -204,22 +204,30 @@ impl FeatureSet {
         }
     }
 
-    /// A (key, window)'s words as window-state snapshots before version 5 held them, where
-    /// each `count` without `where` kept a word of its own, in today's layout: those words
-    /// dropped (the slot's record count holds the same number). `None` when `old` is not as
-    /// long as that layout is for these features.
+    /// How many words a (key, window) of these features held in window-state snapshots
+    /// before version 5, where each `count` without `where` kept a word of its own.
+    pub(crate) fn words_before_format_5(&self) -> usize {
+        self.features.iter().map(|f| f.agg.words()).sum()
+    }
+
+    /// A (key, window)'s words as window-state snapshots before version 5 held them, in
+    /// today's layout: the words of each `count` without `where` dropped (the slot's record
+    /// count holds the same number). `None` when `old` is not
+    /// [`FeatureSet::words_before_format_5`] long.
     pub(crate) fn words_without_record_counts(&self, old: &[u64]) -> Option<Words> {
+        if old.len() != self.words_before_format_5() {
+            return None;
+        }
         let mut words = Vec::with_capacity(self.template.len());
-        let mut at = 0;
+        let mut rest = old;
         for feature in &self.features {
-            let width = feature.agg.words();
-            let state = old.get(at..at + width)?;
-            at += width;
+            let (state, after) = rest.split_at(feature.agg.words());
+            rest = after;
             if !feature.reads_record_count() {
                 words.extend_from_slice(state);
             }
         }
-        (at == old.len()).then(|| Words::from(words))
+        Some(Words::from(words))
     }
 
     /// Writes the feature values (NaN = missing) into `out`, replacing its contents.

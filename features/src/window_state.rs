@@ -249,7 +249,7 @@ impl KeyedWindows {
             Kind::Range(_) => Some(()),
         };
         converted.ok_or_else(|| {
-            let words: usize = features.features().iter().map(|f| f.agg.words()).sum();
+            let words = features.words_before_format_5();
             FeatureError::Window(format!(
                 "a slot in the window state snapshot does not hold the {words} accumulator \
                  words this job's features took before format 5: it was written for other \
