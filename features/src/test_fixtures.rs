@@ -10,13 +10,18 @@ use crate::record::{Event, Value};
 use crate::schema::{FieldDecl, FieldType, RecordSchema};
 use crate::vocab::{Key, KeyGroup, SourcePosition};
 
-/// One feature, `n = count()`, over records `{k: string, ts: timestamp_ms}`.
-pub(crate) fn count_feature() -> Result<FeatureSet> {
+/// Records `{k: string, ts: timestamp_ms}`, keyed by `k` ([`event`]'s).
+pub(crate) fn key_ts_schema() -> Result<RecordSchema> {
     let fields = BTreeMap::from([
         ("k".to_owned(), FieldDecl::Type(FieldType::String)),
         ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
     ]);
-    let schema = RecordSchema::new(&fields, "k", "ts")?;
+    RecordSchema::new(&fields, "k", "ts")
+}
+
+/// One feature, `n = count()`, over [`key_ts_schema`]'s records.
+pub(crate) fn count_feature() -> Result<FeatureSet> {
+    let schema = key_ts_schema()?;
     let count = FeatureSpec {
         name: "n".to_owned(),
         agg: AggKind::Count,

@@ -154,8 +154,7 @@ mod tests {
     use crate::feature::FeatureSpec;
     use crate::record::Event;
     use crate::row::FeatureRow;
-    use crate::schema::{FieldDecl, FieldType, RecordSchema};
-    use crate::test_fixtures::event;
+    use crate::test_fixtures::{event, key_ts_schema};
     use crate::vocab::Watermark;
     use crate::window::WindowSpec;
     use std::collections::BTreeMap;
@@ -165,14 +164,9 @@ mod tests {
     const VERSION_4: &[u8] =
         include_bytes!("../../tests/fixtures/state_v4_four_features_three_windows.bin");
 
-    /// `specs` over records `{k: string, ts: timestamp_ms}`, the primary window tumbling 1 s,
-    /// `hop` hopping 2 s every 0.5 s, `session` with a 300 ms gap.
+    /// `specs` over [`key_ts_schema`]'s records, the primary window tumbling 1 s, `hop`
+    /// hopping 2 s every 0.5 s, `session` with a 300 ms gap.
     fn job_of(specs: &[FeatureSpec]) -> Result<JobFeatures> {
-        let fields = BTreeMap::from([
-            ("k".to_owned(), FieldDecl::Type(FieldType::String)),
-            ("ts".to_owned(), FieldDecl::Type(FieldType::TimestampMs)),
-        ]);
-        let schema = RecordSchema::new(&fields, "k", "ts")?;
         let named = BTreeMap::from([
             (
                 "hop".to_owned(),
@@ -189,12 +183,8 @@ mod tests {
                 },
             ),
         ]);
-        JobFeatures::compile(
-            specs,
-            &schema,
-            &WindowSpec::Tumbling { size: 1_000 },
-            &named,
-        )
+        let primary = WindowSpec::Tumbling { size: 1_000 };
+        JobFeatures::compile(specs, &key_ts_schema()?, &primary, &named)
     }
 
     /// `name = agg(field) where filter` over `window` (`None`: the primary).
@@ -215,19 +205,29 @@ mod tests {
         }
     }
 
+    /// One feature `(name, agg, field, filter)`.
+    type Feature<'a> = (&'a str, AggKind, Option<&'a str>, Option<&'a str>);
+
+    /// [`job_of`] with each of `features` over each of the three windows.
+    fn over_three_windows(features: &[Feature<'_>]) -> Result<JobFeatures> {
+        let mut specs = Vec::new();
+        for window in [None, Some("hop"), Some("session")] {
+            let over =
+                |&(name, agg, field, filter): &Feature<'_>| spec(name, agg, field, filter, window);
+            specs.extend(features.iter().map(over));
+        }
+        job_of(&specs)
+    }
+
     /// `count` (without and with `where`), `sum` and `max` over each of the three windows:
     /// every kind of window state that holds slots.
     fn four_features_three_windows() -> Result<JobFeatures> {
-        let mut specs = Vec::new();
-        for window in [None, Some("hop"), Some("session")] {
-            specs.extend([
-                spec("n", AggKind::Count, None, None, window),
-                spec("n_k1", AggKind::Count, None, Some("k == 'k1'"), window),
-                spec("sum", AggKind::Sum, Some("ts"), None, window),
-                spec("max", AggKind::Max, Some("ts"), None, window),
-            ]);
-        }
-        job_of(&specs)
+        over_three_windows(&[
+            ("n", AggKind::Count, None, None),
+            ("n_k1", AggKind::Count, None, Some("k == 'k1'")),
+            ("sum", AggKind::Sum, Some("ts"), None),
+            ("max", AggKind::Max, Some("ts"), None),
+        ])
     }
 
     /// 300 records of 13 keys in nearly increasing time, each at its own offset.
@@ -288,15 +288,11 @@ mod tests {
     /// not restored into wrong values.
     #[test]
     fn a_version_4_snapshot_of_other_features_is_refused() -> Result<()> {
-        let mut specs = Vec::new();
-        for window in [None, Some("hop"), Some("session")] {
-            specs.extend([
-                spec("n", AggKind::Count, None, None, window),
-                spec("sum", AggKind::Sum, Some("ts"), None, window),
-                spec("max", AggKind::Max, Some("ts"), None, window),
-            ]);
-        }
-        let other = job_of(&specs)?;
+        let other = over_three_windows(&[
+            ("n", AggKind::Count, None, None),
+            ("sum", AggKind::Sum, Some("ts"), None),
+            ("max", AggKind::Max, Some("ts"), None),
+        ])?;
         let refused = KeyedFeatures::decode(&other, VERSION_4).map(|_| ());
         let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(
